@@ -1,0 +1,151 @@
+"""Wall time of one full evaluation of a fresh candidate, versus a KernelBench-style build.
+
+For each starter task: the task is prepared once (inputs, reference outputs and reference
+timing are cached per task, as in a search), then a *fresh* candidate — the naive kernel
+with a unique comment, so the compile cache misses — is evaluated end to end
+(compile + load + verification + timing). The same candidate is then evaluated again to
+show the compile-cache hit. Side by side, in the same run, the same kernel is built the
+KernelBench way (``torch.utils.cpp_extension.load_inline``) for ``--inline-tasks`` tasks.
+
+    PYTHONPATH=src python3 benchmarks/eval_overhead.py --out benchmarks/results/eval_overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.evaluator import Evaluator
+from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
+from optiml.kernel.source import KernelSource
+from optiml.task import load_task
+
+ROOT = Path(__file__).resolve().parent.parent
+
+INLINE_WRAPPER = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+static optiml_tensor to_abi(const torch::Tensor& t) {
+  optiml_tensor r{};
+  r.data = t.data_ptr(); r.ndim = t.dim(); r.dtype = 0;
+  for (int d = 0; d < t.dim(); ++d) { r.shape[d] = t.size(d); r.stride[d] = t.stride(d); }
+  return r;
+}
+torch::Tensor forward(std::vector<torch::Tensor> inputs, torch::Tensor out) {
+  std::vector<optiml_tensor> in;
+  for (auto& t : inputs) in.push_back(to_abi(t));
+  optiml_tensor o = to_abi(out);
+  optiml_forward(in.data(), (int)in.size(), &o, 1, nullptr, 0, c10::cuda::getCurrentCUDAStream());
+  return out;
+}
+"""
+
+
+def load_inline_build_seconds(name: str, source: str) -> float:
+    """Time a KernelBench-style extension build of ``source`` (fresh build directory)."""
+    from torch.utils.cpp_extension import load_inline
+
+    with tempfile.TemporaryDirectory() as build_dir:
+        start = time.perf_counter()
+        load_inline(
+            name=f"optiml_bench_{name}_{uuid.uuid4().hex[:8]}",
+            cpp_sources="torch::Tensor forward(std::vector<torch::Tensor> inputs, torch::Tensor out);",
+            cuda_sources=source + INLINE_WRAPPER,
+            functions=["forward"],
+            extra_include_paths=[str(include_dir())],
+            build_directory=build_dir,
+            verbose=False,
+        )
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "eval_overhead.json")
+    parser.add_argument("--tasks", nargs="*", default=None, help="task names (default: every starter task)")
+    parser.add_argument("--inline-tasks", nargs="*", default=["silu", "softmax"])
+    parser.add_argument("--commit", default="unknown")
+    args = parser.parse_args()
+
+    names = args.tasks or sorted(
+        p.name.removesuffix(".naive.cu") for p in (ROOT / "tasks").glob("*.naive.cu")
+    )
+    cache = Path(tempfile.mkdtemp(prefix="optiml-bench-cache-"))
+    rows = []
+    for name in names:
+        task = load_task(ROOT / "tasks" / f"{name}.py")
+        naive = (ROOT / "tasks" / f"{name}.naive.cu").read_text()
+        compiler = Compiler(CompilerConfig(cache_dir=cache, libraries=task.meta.libraries))
+        with Evaluator(task, EvalConfig(), compiler=compiler) as evaluator:
+            start = time.perf_counter()
+            evaluator.prepare()
+            prepare_s = time.perf_counter() - start
+            fresh = KernelSource(naive + f"\n// fresh candidate {uuid.uuid4().hex}\n")
+            start = time.perf_counter()
+            first = evaluator.evaluate(fresh)
+            full_s = time.perf_counter() - start
+            start = time.perf_counter()
+            again = evaluator.evaluate(fresh)
+            cached_s = time.perf_counter() - start
+        row = {
+            "task": name,
+            "status": first.status.value,
+            "message": first.message,
+            "prepare_task_s": round(prepare_s, 3),
+            "full_eval_s": round(full_s, 3),
+            "phases_s": first.phase_seconds,
+            "cache_hit_eval_s": round(cached_s, 3),
+            "cache_hit_compile_s": again.phase_seconds.get("compile"),
+            "cache_hit_was_cached": bool(again.compile and again.compile.cached),
+            "kernel_ms": first.time_ms,
+            "eager_ms": first.reference["eager"].median_ms if "eager" in first.reference else None,
+            "timed_trials": first.timing.trials if first.timing else 0,
+        }
+        if name in args.inline_tasks:
+            row["load_inline_build_s"] = round(load_inline_build_seconds(name, naive), 3)
+            row["inline_over_full_eval"] = round(row["load_inline_build_s"] / full_s, 2)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    full = [r["full_eval_s"] for r in rows]
+    inline = [r["load_inline_build_s"] for r in rows if "load_inline_build_s" in r]
+    summary = {
+        "median_full_eval_s": round(statistics.median(full), 3),
+        "max_full_eval_s": round(max(full), 3),
+        "median_cache_hit_eval_s": round(statistics.median(r["cache_hit_eval_s"] for r in rows), 3),
+        "median_load_inline_build_s": round(statistics.median(inline), 3) if inline else None,
+        "load_inline_over_median_full_eval": round(statistics.median(inline) / statistics.median(full), 2)
+        if inline
+        else None,
+        "target_median_full_eval_s": 3.0,
+        "target_ratio": 15.0,
+    }
+    document = {
+        "benchmark": "eval_overhead",
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": args.commit,
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "rows": rows,
+        "summary": summary,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The exceptions OptiML raises, rooted at :class:`OptimlError`.
+
+::
+
+    OptimlError                 anything OptiML reports as a one-line message
+    ├── TaskError               a task file is missing, malformed, or its reference misbehaves
+    ├── KernelSourceError       a kernel file cannot be read or is not a candidate at all
+    ├── ToolchainError          nvcc / ptxas / ncu missing or unusable
+    ├── NoGPUError              the operation needs a CUDA device and none is visible
+    ├── WorkerError             the isolated GPU worker could not be started or spoke garbage
+    ├── ConfigError             bad configuration (optiml.toml, flags, environment)
+    ├── StoreError              the run store is missing a run or is unreadable
+    └── LLMError                (optiml.llm.errors) provider, budget and replay failures
+
+A candidate that fails to compile, crashes, hangs or computes the wrong answer is *not*
+an exception: it is a normal :class:`optiml.evaluate.results.EvalResult` with its status
+and message, so search code never branches on exceptions.
+"""
+
+from __future__ import annotations
+
+
+class OptimlError(Exception):
+    """Base class: the CLI prints ``str(err)`` on one red line and exits non-zero."""
+
+
+class TaskError(OptimlError):
+    pass
+
+
+class KernelSourceError(OptimlError):
+    pass
+
+
+class ToolchainError(OptimlError):
+    pass
+
+
+class NoGPUError(OptimlError):
+    pass
+
+
+class WorkerError(OptimlError):
+    pass
+
+
+class ConfigError(OptimlError):
+    pass
+
+
+class StoreError(OptimlError):
+    pass

@@ -1,0 +1,212 @@
+"""The Evaluator: candidate source → screened → compiled → verified and timed → EvalResult.
+
+Compiles run in parallel on CPU threads; GPU work is serialised through one isolated
+worker per GPU. Every failure is a typed :class:`EvalResult`, never an exception, and
+the per-phase wall times are recorded (compile, load, verify, time, recheck, total).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from optiml.errors import NoGPUError, TaskError, WorkerError
+from optiml.evaluate.client import WorkerClient, WorkerCrashed, WorkerReplyError, WorkerTimeout
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
+from optiml.integrity.screen import is_fp32_strict, screen_kernel
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.source import KernelSource
+from optiml.task import Task
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What the worker measured when preparing the task."""
+
+    input_bytes: int
+    output_bytes: int
+    flops: float | None
+    bandwidth: float
+    prepare_seconds: float
+
+
+class Evaluator:
+    """Evaluates candidates of one task. Thread-safe; use as a context manager."""
+
+    def __init__(
+        self,
+        task: Task,
+        config: EvalConfig | None = None,
+        compiler: Compiler | None = None,
+        worker: WorkerClient | None = None,
+        peak_flops: float = 0.0,
+    ) -> None:
+        self.task = task
+        self.config = config or EvalConfig()
+        self.compiler = compiler or Compiler(CompilerConfig(libraries=task.meta.libraries))
+        self.worker = worker or WorkerClient()
+        self.peak_flops = peak_flops
+        self.reference: dict[str, TimingStats] = {}
+        self.facts: TaskFacts | None = None
+        self._gpu = threading.Lock()
+        self._screen_warnings: dict[str, list[str]] = {}
+        self._evaluated = 0
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._gpu:
+            self.worker.stop()
+
+    # -- public ------------------------------------------------------------------------------
+    def prepare(self) -> TaskFacts:
+        """Start the worker, build inputs and references, time the reference(s). Idempotent."""
+        with self._gpu:
+            return self._prepare_locked()
+
+    def evaluate(self, kernel: KernelSource) -> EvalResult:
+        start = time.perf_counter()
+        result = self._screen(kernel)
+        if result is None:
+            compiled = self.compiler.compile(kernel)
+            result = self._run_compiled(kernel, compiled)
+        result.phase_seconds["total"] = round(time.perf_counter() - start, 4)
+        return result
+
+    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
+        """Compile all in parallel, then verify and time one at a time on the GPU."""
+        screened = [self._screen(k) for k in kernels]
+        to_build = [k for k, s in zip(kernels, screened, strict=True) if s is None]
+        built = iter(self.compiler.compile_many(to_build))
+        results = []
+        for kernel, early in zip(kernels, screened, strict=True):
+            results.append(early if early is not None else self._run_compiled(kernel, next(built)))
+        return results
+
+    def retime(self, kernels: Sequence[KernelSource], rounds: int = 5) -> list[TimingStats]:
+        """Interleaved re-timing (A B A B …) of verified kernels, in the given order."""
+        compiled = self.compiler.compile_many(list(kernels))
+        paths = [c.so_path for c in compiled]
+        if not all(paths):
+            raise WorkerError("retime needs kernels that compile")
+        with self._gpu:
+            self._prepare_locked()
+            reply = self.worker.request(
+                {
+                    "op": "retime",
+                    "task": str(self.task.path),
+                    "so": paths,
+                    "rounds": rounds,
+                    "config": self.config.to_dict(),
+                },
+                timeout_s=self.config.timeout_s * max(1, len(paths)) * rounds / 2,
+            )
+        return [TimingStats(**t) for t in reply["timings"]]
+
+    # -- internals ---------------------------------------------------------------------------
+    def _screen(self, kernel: KernelSource) -> EvalResult | None:
+        if not self.config.screen:
+            return None
+        report = screen_kernel(kernel, fp32_strict=is_fp32_strict(self.task.meta))
+        if report.rejected:
+            return EvalResult(status=EvalStatus.REJECTED, message=report.message(), kernel_digest=kernel.digest)
+        self._screen_warnings[kernel.digest] = report.warnings()
+        return None
+
+    def _prepare_locked(self) -> TaskFacts:
+        if self.facts is not None and self.worker.alive:
+            return self.facts
+        try:
+            reply = self.worker.request(
+                {"op": "prepare", "task": str(self.task.path), "config": self.config.to_dict()},
+                timeout_s=self.config.prepare_timeout_s,
+            )
+        except WorkerReplyError as exc:
+            message = str(exc)
+            if exc.reply.get("kind") == "task":
+                raise TaskError(message) from exc
+            if "no CUDA device" in message:
+                raise NoGPUError("no CUDA GPU is visible: evaluation needs one (run `optiml doctor`)") from exc
+            raise WorkerError(f"preparing the task failed: {message}") from exc
+        except (WorkerCrashed, WorkerTimeout) as exc:
+            raise WorkerError(f"preparing the task failed: {exc}") from exc
+        self.reference = {mode: TimingStats(**stats) for mode, stats in reply["reference"].items()}
+        self.facts = TaskFacts(
+            input_bytes=reply["input_bytes"],
+            output_bytes=reply["output_bytes"],
+            flops=reply.get("flops"),
+            bandwidth=reply["bandwidth"],
+            prepare_seconds=reply["seconds"],
+        )
+        return self.facts
+
+    def _run_compiled(self, kernel: KernelSource, compiled: Any) -> EvalResult:
+        result = EvalResult(status=EvalStatus.OK, kernel_digest=kernel.digest, compile=compiled)
+        result.warnings.extend(self._screen_warnings.pop(kernel.digest, []))
+        result.phase_seconds["compile"] = round(compiled.seconds, 4)
+        if not compiled.ok:
+            result.status = EvalStatus.COMPILE_ERROR
+            result.message = compiled.error_summary(limit=1) or "compilation failed"
+            return result
+        with self._gpu:
+            self._prepare_locked()
+            result.reference = dict(self.reference)
+            if self.worker.requests_served >= self.config.worker_recycle:
+                self.worker.start()
+                self.facts = None
+                self._prepare_locked()
+            try:
+                reply = self.worker.request(
+                    {
+                        "op": "evaluate",
+                        "task": str(self.task.path),
+                        "so": compiled.so_path,
+                        "config": self.config.to_dict(),
+                        "peaks": {
+                            "bandwidth": self.facts.bandwidth if self.facts else 0.0,
+                            "flops": self.peak_flops,
+                        },
+                    },
+                    timeout_s=self.config.timeout_s,
+                )
+            except WorkerTimeout as exc:
+                result.status, result.message = EvalStatus.TIMEOUT, str(exc)
+                self.facts = None
+                return result
+            except WorkerCrashed as exc:
+                result.status, result.message = EvalStatus.CRASH, str(exc)
+                self.facts = None
+                return result
+            except WorkerReplyError as exc:
+                status = exc.reply.get("status")
+                result.status = EvalStatus(status) if status else EvalStatus.RUNTIME_ERROR
+                result.message = str(exc)
+                if exc.reply.get("fatal"):
+                    self.facts = None
+                return result
+        self._fill_from_report(result, reply)
+        if reply.get("fatal"):
+            self.facts = None
+        return result
+
+    @staticmethod
+    def _fill_from_report(result: EvalResult, report: dict[str, Any]) -> None:
+        result.status = EvalStatus(report["status"])
+        result.message = report.get("message", "")
+        trials = tuple(TrialCheck(**t) for t in report.get("trials", ()))
+        if trials:
+            passed = all(t.passed for t in trials) and result.status is not EvalStatus.WRONG_ANSWER
+            result.verify = VerifyReport(passed=passed, trials=trials, message="" if passed else result.message)
+        timing = report.get("timing")
+        result.timing = TimingStats(**timing) if timing else None
+        result.warnings.extend(report.get("warnings", []))
+        result.floor_ms = report.get("floor_ms")
+        result.phase_seconds.update(report.get("phase_seconds", {}))

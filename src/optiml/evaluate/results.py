@@ -1,0 +1,202 @@
+"""Evaluation results: the typed record every candidate gets, whatever happened to it.
+
+Failures are values, not exceptions: a kernel that does not compile, crashes, hangs or
+computes the wrong answer yields an :class:`EvalResult` with the matching :class:`EvalStatus`
+and a one-line message, which the search maps to a penalty and the proposer reads.
+Standard library only: the GPU worker builds these and ships them back as JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from optiml.kernel.build import CompileResult
+
+
+class EvalStatus(str, Enum):
+    OK = "ok"
+    REJECTED = "rejected"  # refused by static screening before compiling
+    COMPILE_ERROR = "compile_error"
+    LOAD_ERROR = "load_error"  # the shared object would not load or lacks optiml_forward
+    RUNTIME_ERROR = "runtime_error"  # nonzero return code or a CUDA error
+    CRASH = "crash"  # the worker died (segfault, abort, exit())
+    TIMEOUT = "timeout"  # hang: the worker was killed
+    OUT_OF_MEMORY = "out_of_memory"
+    WRONG_ANSWER = "wrong_answer"  # mismatch, NaN, or unwritten output
+    INTEGRITY = "integrity"  # inputs modified, work outside the stream, threads left behind, suspect time
+
+    @property
+    def is_failure(self) -> bool:
+        return self is not EvalStatus.OK
+
+
+@dataclass(frozen=True)
+class TrialCheck:
+    """One correctness trial: one seed, one shape set, one input distribution."""
+
+    seed: int
+    shape_set: int
+    distribution: str
+    passed: bool
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    mismatched: int = 0
+    total: int = 0
+    nan_count: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    passed: bool
+    trials: tuple[TrialCheck, ...] = ()
+    message: str = ""
+
+    @property
+    def max_abs_err(self) -> float:
+        return max((t.max_abs_err for t in self.trials), default=0.0)
+
+    @property
+    def max_rel_err(self) -> float:
+        return max((t.max_rel_err for t in self.trials), default=0.0)
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Per-call device times in milliseconds, from CUDA events with the L2 flushed between calls."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    max_ms: float
+    trials: int
+    wall_median_ms: float = 0.0  # host clock around call + device-wide sync, for cross-checks
+
+    @property
+    def spread_ms(self) -> float:
+        """Half the inter-quartile range: the noise figure quoted as median ± spread."""
+        return (self.q3_ms - self.q1_ms) / 2
+
+    @property
+    def relative_spread(self) -> float:
+        return self.spread_ms / self.median_ms if self.median_ms > 0 else math.inf
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float], wall_ms: list[float] | None = None) -> TimingStats:
+        if not samples_ms:
+            raise ValueError("no timing samples")
+        ordered = sorted(samples_ms)
+        walls = sorted(wall_ms or [])
+        return cls(
+            median_ms=_quantile(ordered, 0.5),
+            q1_ms=_quantile(ordered, 0.25),
+            q3_ms=_quantile(ordered, 0.75),
+            min_ms=ordered[0],
+            max_ms=ordered[-1],
+            trials=len(ordered),
+            wall_median_ms=_quantile(walls, 0.5) if walls else 0.0,
+        )
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Linear-interpolated quantile of already sorted values."""
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Reference time over candidate time, with a band from the two spreads."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def significant(self) -> bool:
+        """True when the whole band is above 1: faster beyond the measured noise."""
+        return self.low > 1.0
+
+    @classmethod
+    def between(cls, reference: TimingStats, candidate: TimingStats) -> Speedup:
+        value = reference.median_ms / candidate.median_ms
+        low = (reference.median_ms - reference.spread_ms) / (candidate.median_ms + candidate.spread_ms)
+        high = (reference.median_ms + reference.spread_ms) / max(candidate.median_ms - candidate.spread_ms, 1e-9)
+        return cls(value=value, low=low, high=high)
+
+
+@dataclass
+class EvalResult:
+    """Everything known about one candidate after evaluation."""
+
+    status: EvalStatus
+    message: str = ""
+    kernel_digest: str = ""
+    compile: CompileResult | None = None
+    verify: VerifyReport | None = None
+    timing: TimingStats | None = None
+    reference: dict[str, TimingStats] = field(default_factory=dict)  # "eager", "compile"
+    warnings: list[str] = field(default_factory=list)  # e.g. suspect-fast flags, screening notes
+    floor_ms: float | None = None  # physical lower bound from bytes and flops, when known
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # compile, load, verify, time, …
+
+    @property
+    def ok(self) -> bool:
+        return self.status is EvalStatus.OK
+
+    @property
+    def time_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing else None
+
+    def speedup(self, against: str = "eager") -> Speedup | None:
+        ref = self.reference.get(against)
+        if ref is None or self.timing is None:
+            return None
+        return Speedup.between(ref, self.timing)
+
+    def feedback(self) -> str:
+        """One paragraph for a proposer: what happened and the evidence (compiler text included)."""
+        if self.status is EvalStatus.COMPILE_ERROR and self.compile is not None:
+            return f"compile error:\n{self.compile.error_summary()}"
+        if self.ok and self.timing is not None:
+            parts = [f"correct; {self.timing.median_ms:.4f} ms ± {self.timing.spread_ms:.4f}"]
+            eager = self.speedup("eager")
+            if eager is not None:
+                parts.append(f"{eager.value:.2f}x vs PyTorch eager")
+            return "; ".join(parts)
+        return f"{self.status.value}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        verify = data.get("verify")
+        timing = data.get("timing")
+        compile_ = data.get("compile")
+        return cls(
+            status=EvalStatus(data["status"]),
+            message=data.get("message", ""),
+            kernel_digest=data.get("kernel_digest", ""),
+            compile=CompileResult.from_dict(compile_) if compile_ else None,
+            verify=VerifyReport(
+                passed=verify["passed"],
+                trials=tuple(TrialCheck(**t) for t in verify.get("trials", ())),
+                message=verify.get("message", ""),
+            )
+            if verify
+            else None,
+            timing=TimingStats(**timing) if timing else None,
+            reference={k: TimingStats(**v) for k, v in data.get("reference", {}).items()},
+            warnings=list(data.get("warnings", [])),
+            floor_ms=data.get("floor_ms"),
+            phase_seconds=dict(data.get("phase_seconds", {})),
+        )

@@ -1,0 +1,195 @@
+"""Running a task: seeded inputs, the model, reference outputs — cached per task in the worker.
+
+Inputs for a (seed, shape set, distribution) are the same for every candidate, so they and
+the reference outputs are computed once per task and kept on the device; each trial hands
+the candidate fresh clones. Standard library, NumPy and torch only (GPU worker side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from optiml.errors import TaskError
+from optiml.task import Task
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return _DTYPES[name]
+
+
+@dataclass
+class Case:
+    """Inputs and reference outputs of one (seed, shape set, distribution)."""
+
+    seed: int
+    shape_set: int
+    distribution: str
+    args: list[Any]  # forward() arguments: tensors on the device, or Python scalars
+    params: list[torch.Tensor]  # Model.state_dict() tensors, in order
+    expected: list[torch.Tensor]
+    model: torch.nn.Module
+
+    @property
+    def abi_inputs(self) -> list[Any]:
+        """What the kernel receives: forward args, then parameters and buffers."""
+        return [*self.args, *self.params]
+
+    def input_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.abi_inputs if isinstance(t, torch.Tensor))
+
+    def output_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.expected)
+
+
+class TaskRuntime:
+    """Builds and caches :class:`Case` objects for one task on one device."""
+
+    def __init__(self, task: Task, device: str = "cuda") -> None:
+        self.task = task
+        self.device = torch.device(device)
+        self.dtype = torch_dtype(task.meta.dtype)
+        # References are computed in true fp32: cuDNN convolutions default to TF32, which is
+        # off by ~1e-3 and would fail honest fp32 kernels (this process is a dedicated worker).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self._cases: dict[tuple[int, int, str], Case] = {}
+
+    def case(self, seed: int, shape_set: int = 0, distribution: str = "native") -> Case:
+        key = (seed, shape_set, distribution)
+        if key not in self._cases:
+            self._cases[key] = self._build_case(seed, shape_set, distribution)
+        return self._cases[key]
+
+    def drop_cases(self) -> None:
+        self._cases.clear()
+
+    def make_args(self, seed: int, shape_set: int = 0, distribution: str = "native") -> list[Any]:
+        """Seeded forward() arguments on the runtime's device (floating ones cast to the task dtype)."""
+        module = self.task.namespace(shape_set)
+        torch.manual_seed(seed)
+        try:
+            with torch.device(self.device):
+                raw = module.get_inputs()
+        except Exception as exc:
+            raise TaskError(f"{self.task.path}: get_inputs() failed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(raw, (list, tuple)):
+            raise TaskError(f"{self.task.path}: get_inputs() must return a list, got {type(raw).__name__}")
+        generator = None
+        if distribution != "native":
+            generator = torch.Generator(device=self.device).manual_seed(seed + 7919)
+        return [self._prepare_arg(value, distribution, generator) for value in raw]
+
+    def build_model(self, seed: int, shape_set: int = 0) -> torch.nn.Module:
+        module = self.task.namespace(shape_set)
+        try:
+            init_inputs = module.get_init_inputs()
+            torch.manual_seed(seed)
+            model = module.Model(*init_inputs)
+        except TaskError:
+            raise
+        except Exception as exc:
+            raise TaskError(f"{self.task.path}: building Model failed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(model, torch.nn.Module):
+            raise TaskError(f"{self.task.path}: Model is not a torch.nn.Module")
+        model = model.to(self.device)
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.is_floating_point():
+                tensor.data = tensor.data.to(self.dtype)
+        return model.eval()
+
+    def run_reference(self, model: torch.nn.Module, args: Sequence[Any]) -> list[torch.Tensor]:
+        with torch.no_grad():
+            try:
+                out = model(*args)
+            except Exception as exc:
+                raise TaskError(f"{self.task.path}: Model.forward failed: {type(exc).__name__}: {exc}") from exc
+        return outputs_as_list(out, self.task)
+
+    def _build_case(self, seed: int, shape_set: int, distribution: str) -> Case:
+        args = self.make_args(seed, shape_set, distribution)
+        model = self.build_model(seed, shape_set)
+        expected = self.run_reference(model, args)
+        params = [t.detach() for t in model.state_dict().values()]
+        return Case(seed, shape_set, distribution, args, params, expected, model)
+
+    def _prepare_arg(self, value: Any, distribution: str, generator: torch.Generator | None) -> Any:
+        if isinstance(value, torch.Tensor):
+            tensor = value.to(self.device)
+            if tensor.is_floating_point():
+                tensor = tensor.to(self.dtype)
+                if distribution == "normal":
+                    tensor = torch.randn(tensor.shape, generator=generator, device=self.device, dtype=self.dtype)
+                elif distribution == "uniform_pm1":
+                    tensor = torch.rand(tensor.shape, generator=generator, device=self.device, dtype=self.dtype)
+                    tensor = tensor * 2 - 1
+            return tensor.contiguous()
+        if isinstance(value, (bool, int, float)):
+            return value
+        raise TaskError(
+            f"{self.task.path}: get_inputs() returned a {type(value).__name__}; only tensors and int/float/bool"
+        )
+
+
+def outputs_as_list(out: Any, task: Task) -> list[torch.Tensor]:
+    items = list(out) if isinstance(out, (list, tuple)) else [out]
+    if not items:
+        raise TaskError(f"{task.path}: Model.forward returned no outputs")
+    for i, item in enumerate(items):
+        if not isinstance(item, torch.Tensor):
+            raise TaskError(f"{task.path}: Model.forward output {i} is a {type(item).__name__}, not a tensor")
+    return [t.contiguous() for t in items]
+
+
+def check_task(task: Task, device: str = "cpu", shape_set: int | None = None) -> list[str]:
+    """Run the dynamic checks a task must pass; returns notes, raises TaskError on a defect.
+
+    Checks that inputs are reproducible from a seed (same seed → identical inputs, another
+    seed → different floating inputs), that forward returns tensors, and that it is
+    deterministic on identical inputs. Runs at the smallest shape set unless one is given.
+    """
+    runtime = TaskRuntime(task, device)
+    if shape_set is None:
+        shape_set = _smallest_shape_set(runtime)
+    first = runtime.make_args(11, shape_set)
+    again = runtime.make_args(11, shape_set)
+    other = runtime.make_args(12, shape_set)
+    for a, b in zip(first, again, strict=True):
+        if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+            raise TaskError(f"{task.path}: get_inputs() is not reproducible from a seed (use torch's RNG only)")
+    floating = [
+        (a, c) for a, c in zip(first, other, strict=True) if isinstance(a, torch.Tensor) and a.is_floating_point()
+    ]
+    if floating and all(torch.equal(a, c) for a, c in floating):
+        raise TaskError(f"{task.path}: get_inputs() ignores the seed: two seeds gave identical inputs")
+    model = runtime.build_model(11, shape_set)
+    out1 = runtime.run_reference(model, first)
+    out2 = runtime.run_reference(model, again)
+    notes = [f"shape set {shape_set}: {len(first)} inputs, {len(out1)} outputs"]
+    for i, (a, b) in enumerate(zip(out1, out2, strict=True)):
+        if a.shape != b.shape or (a.is_floating_point() and not torch.allclose(a, b, equal_nan=True)):
+            raise TaskError(f"{task.path}: Model.forward is not deterministic (output {i} differs between runs)")
+        notes.append(f"output {i}: shape {tuple(a.shape)} {str(a.dtype).removeprefix('torch.')}")
+    return notes
+
+
+def _smallest_shape_set(runtime: TaskRuntime) -> int:
+    sizes = []
+    for index in range(runtime.task.num_shape_sets):
+        values = runtime.task.namespace_globals(index)
+        product = 1
+        for value in values.values():
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                product *= value
+        sizes.append((product, index))
+    return min(sizes)[1]

@@ -1,0 +1,78 @@
+"""``optiml doctor``: what this machine offers OptiML, checked rather than assumed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from optiml.errors import ToolchainError
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"failed: {exc}"
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[-1] if text else f"exit {out.returncode}"
+
+
+def collect() -> list[Check]:
+    from optiml.kernel.compiler import DEFAULT_ARCH, detect_arch, find_nvcc, nvcc_version
+
+    checks = []
+    try:
+        nvcc = find_nvcc()
+        checks.append(Check("nvcc", True, f"{nvcc} ({nvcc_version(nvcc)})"))
+    except ToolchainError as exc:
+        checks.append(Check("nvcc", False, str(exc)))
+    arch = detect_arch()
+    smi = shutil.which("nvidia-smi")
+    gpu = (
+        _run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"])
+        if smi
+        else "nvidia-smi not found"
+    )
+    checks.append(
+        Check(
+            "GPU",
+            arch is not None,
+            f"{gpu}; arch {arch}"
+            if arch
+            else f"none ({gpu}); kernels compile for {DEFAULT_ARCH}, evaluation needs a GPU",
+        )
+    )
+    for tool, purpose in (("ncu", "profiling"), ("cuobjdump", "SASS analysis")):
+        path = shutil.which(tool)
+        checks.append(
+            Check(tool, path is not None, path or f"not found: {purpose} falls back to static evidence")
+        )
+    try:
+        from optiml.integrity.sandbox import probe_isolation
+
+        support = probe_isolation()
+        checks.append(Check("sandbox", True, support.describe()))
+    except Exception as exc:  # doctor reports, never crashes
+        checks.append(Check("sandbox", False, f"probe failed: {exc}"))
+    return checks
+
+
+def render(console: Console, checks: list[Check]) -> None:
+    table = Table(title="optiml doctor")
+    table.add_column("check")
+    table.add_column("ok")
+    table.add_column("detail", overflow="fold")
+    for check in checks:
+        table.add_row(check.name, "[green]yes[/green]" if check.ok else "[red]no[/red]", check.detail)
+    console.print(table)

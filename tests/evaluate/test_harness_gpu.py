@@ -1,0 +1,95 @@
+"""End-to-end harness on a real GPU: starter kernels pass, broken kernels fail with the right status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.evaluator import Evaluator
+from optiml.evaluate.results import EvalStatus
+from optiml.kernel.source import KernelSource
+from optiml.task import load_task
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTERS = sorted(p.name.removesuffix(".naive.cu") for p in (ROOT / "tasks").glob("*.naive.cu"))
+FAST = EvalConfig(min_trials=5, max_trials=20, timing_seconds=0.3)
+
+SILU_OK = (
+    (ROOT / "tasks" / "silu.naive.cu").read_text() if (ROOT / "tasks" / "silu.naive.cu").exists() else ""
+)
+
+
+@pytest.mark.parametrize("name", STARTERS)
+def test_starter_naive_kernel_is_verified_and_timed(name: str) -> None:
+    task = load_task(ROOT / "tasks" / f"{name}.py")
+    with Evaluator(task, FAST) as evaluator:
+        result = evaluator.evaluate(KernelSource.from_file(ROOT / "tasks" / f"{name}.naive.cu"))
+    assert result.status is EvalStatus.OK, result.message
+    assert result.verify is not None and result.verify.passed
+    assert len(result.verify.trials) >= 3 + (task.num_shape_sets - 1)
+    assert result.timing is not None and result.timing.median_ms > 0
+    assert "eager" in result.reference
+
+
+def _silu_variant(body: str) -> KernelSource:
+    """The silu task with a custom optiml_forward body (kernels that misbehave on purpose)."""
+    return KernelSource(
+        '#include "optiml.h"\n#include <cstdlib>\n'
+        "__global__ void spin(volatile int* flag) { while (*flag == 0) { } }\n"
+        "__global__ void oob(float* y, long n) { y[n * 64 + threadIdx.x * 1000000] = 1.f; }\n"
+        "OPTIML_EXPORT int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no,"
+        " void* ws, size_t wb, cudaStream_t s) {\n" + body + "\n}\n"
+    )
+
+
+def test_crash_hang_and_error_are_contained_and_worker_is_replaced() -> None:
+    task = load_task(ROOT / "tasks" / "silu.py")
+    config = EvalConfig(min_trials=5, max_trials=10, timing_seconds=0.2, timeout_s=20, screen=False)
+    with Evaluator(task, config) as evaluator:
+        aborted = evaluator.evaluate(_silu_variant("abort(); return 0;"))
+        assert aborted.status is EvalStatus.CRASH, aborted.message
+        assert "SIGABRT" in aborted.message
+
+        hung = evaluator.evaluate(_silu_variant("spin<<<1, 1, 0, s>>>((volatile int*)in[0].data); return 0;"))
+        assert hung.status is EvalStatus.TIMEOUT, hung.message
+
+        oob = evaluator.evaluate(
+            _silu_variant("oob<<<64, 256, 0, s>>>((float*)out[0].data, optiml_numel(&out[0])); return 0;")
+        )
+        assert oob.status in (EvalStatus.RUNTIME_ERROR, EvalStatus.CRASH), oob.message
+
+        failing = evaluator.evaluate(_silu_variant("return 7;"))
+        assert failing.status is EvalStatus.RUNTIME_ERROR
+        assert "returned 7" in failing.message
+
+        unwritten = evaluator.evaluate(_silu_variant("return 0;"))
+        assert unwritten.status is EvalStatus.WRONG_ANSWER
+        assert "NaN" in unwritten.message
+
+        # after all that, an honest kernel still evaluates in a fresh worker
+        fine = evaluator.evaluate(KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu"))
+        assert fine.status is EvalStatus.OK, fine.message
+        assert evaluator.worker.starts >= 3
+
+
+def test_compile_error_is_a_result_with_the_compiler_message() -> None:
+    task = load_task(ROOT / "tasks" / "silu.py")
+    with Evaluator(task, FAST) as evaluator:
+        result = evaluator.evaluate(_silu_variant("return undefined_thing;"))
+    assert result.status is EvalStatus.COMPILE_ERROR
+    assert "undefined_thing" in result.feedback()
+
+
+def test_retime_interleaves_and_returns_one_timing_per_kernel() -> None:
+    task = load_task(ROOT / "tasks" / "silu.py")
+    naive = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    with Evaluator(task, FAST) as evaluator:
+        timings = evaluator.retime([naive, naive.with_flags(("-DOPTIML_VARIANT=1",))], rounds=3)
+    assert len(timings) == 2
+    assert all(t.trials >= 9 for t in timings)
+    ratio = timings[0].median_ms / timings[1].median_ms
+    assert 0.8 < ratio < 1.25  # the same kernel twice: equal within noise

@@ -1,0 +1,116 @@
+"""nvcc builds for real (CI has nvcc, no GPU): cache, diagnostics, resources, parallelism."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.skeleton import render_skeleton
+from optiml.kernel.source import KernelSource, normalize_source
+from optiml.task import load_task
+
+pytestmark = pytest.mark.nvcc
+
+ROOT = Path(__file__).resolve().parents[2]
+SCALE = """#include "optiml.h"
+#define BLOCK_SIZE 256
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+OPTIML_EXPORT int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no,
+                                 void* ws, size_t wb, cudaStream_t stream) {
+  int64_t n = optiml_numel(&in[0]);
+  scale<<<(unsigned)optiml_cdiv(n, BLOCK_SIZE), BLOCK_SIZE, 0, stream>>>((const float*)in[0].data,
+                                                                       (float*)out[0].data, n);
+  return optiml_check_launch();
+}
+"""
+
+
+@pytest.fixture
+def compiler(tmp_path: Path) -> Compiler:
+    return Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache"))
+
+
+def test_builds_shared_object_with_resources(compiler: Compiler) -> None:
+    result = compiler.compile(KernelSource(SCALE))
+    assert result.ok, result.log
+    assert result.so_path and Path(result.so_path).is_file()
+    assert not result.cached
+    [res] = result.resources
+    assert res.name.startswith("scale(")
+    assert res.registers > 0 and res.spill_stores == 0 and res.arch == "sm_90a"
+
+
+def test_cache_hit_is_fast_and_keyed_by_flags(compiler: Compiler) -> None:
+    first = compiler.compile(KernelSource(SCALE))
+    start = time.perf_counter()
+    again = compiler.compile(KernelSource(SCALE))
+    assert again.cached and again.so_path == first.so_path
+    assert time.perf_counter() - start < 0.2
+    other = compiler.compile(KernelSource(SCALE, flags=("-DUNUSED_FLAG=1",)))
+    assert not other.cached and other.so_path != first.so_path
+
+
+def test_compile_error_has_line_and_message(compiler: Compiler) -> None:
+    broken = SCALE.replace("y[i] = 2.0f * x[i];", "y[i] = 2.0f * x[i] + missing_name;")
+    result = compiler.compile(KernelSource(broken))
+    assert not result.ok and result.so_path is None
+    [error] = result.errors
+    assert error.line == 5
+    assert "missing_name" in error.message
+    assert "line 5" in result.error_summary()
+
+
+def test_bad_flag_and_link_errors_are_reported(compiler: Compiler) -> None:
+    flag = compiler.compile(KernelSource(SCALE, flags=("--no-such-flag",)))
+    assert not flag.ok and "no-such-flag" in flag.error_summary()
+
+
+def test_spills_and_shared_memory_are_parsed(compiler: Compiler) -> None:
+    heavy = SCALE.replace(
+        "if (i < n) y[i] = 2.0f * x[i];",
+        "__shared__ float tile[1024]; volatile float local[256];\n"
+        "  for (int k = 0; k < 256; ++k) local[k] = x[(i + k) % n];\n"
+        "  tile[threadIdx.x] = local[i % 256]; __syncthreads();\n"
+        "  if (i < n) y[i] = tile[(threadIdx.x + 1) % blockDim.x];",
+    )
+    result = compiler.compile(KernelSource(heavy))
+    assert result.ok, result.log
+    [res] = result.resources
+    assert res.shared_bytes == 4096
+    assert res.stack_bytes >= 1024 and res.barriers == 1
+
+
+def test_compile_many_runs_in_parallel_and_keeps_order(compiler: Compiler) -> None:
+    kernels = [KernelSource(SCALE.replace("2.0f", f"{k}.0f")) for k in range(2, 6)]
+    start = time.perf_counter()
+    results = compiler.compile_many(kernels)
+    assert [r.digest for r in results] == [k.digest for k in kernels]
+    assert all(r.ok for r in results)
+    assert time.perf_counter() - start < 60
+
+
+def test_every_starter_kernel_and_skeleton_compiles_cleanly(compiler: Compiler) -> None:
+    tasks = sorted((ROOT / "tasks").glob("*.py"))
+    sources = []
+    for path in tasks:
+        task = load_task(path)
+        assert task.naive_kernel_path is not None
+        sources.append(KernelSource.from_file(task.naive_kernel_path))
+        sources.append(KernelSource(render_skeleton(task)))
+    for result in compiler.compile_many(sources):
+        assert result.ok, result.error_summary()
+        assert not [d for d in result.diagnostics if d.severity == "warning"], result.error_summary()
+
+
+def test_normalised_identity_ignores_comments_and_layout() -> None:
+    a = KernelSource(SCALE)
+    b = KernelSource("// a comment\n" + SCALE.replace("  ", "    ").replace("/* x */", ""))
+    assert a.digest == b.digest
+    assert normalize_source("int /* c */ x;  // y\n") == "int x;"
+    assert KernelSource(SCALE, ("-O3",)).digest != a.digest
