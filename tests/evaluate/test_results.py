@@ -42,9 +42,7 @@ def test_result_round_trips_through_json_dict() -> None:
             diagnostics=(CompileDiagnostic("warning", "w", 3),),
             resources=(KernelResources(name="k", arch="sm_90a", registers=32),),
         ),
-        verify=VerifyReport(
-            passed=False, trials=(TrialCheck(1, 0, "native", False, 1.0, 2.0, 3, 4, 0, "m"),)
-        ),
+        verify=VerifyReport(passed=False, trials=(TrialCheck(1, 0, "native", False, 1.0, 2.0, 3, 4, 0, "m"),)),
         timing=TimingStats.from_samples([1.0, 2.0]),
         reference={"eager": TimingStats.from_samples([3.0])},
         warnings=["w"],

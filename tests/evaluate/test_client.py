@@ -1,0 +1,101 @@
+"""The worker client against real misbehaving processes: crashes, hangs and garbage are contained."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from optiml.errors import NoGPUError, WorkerError
+from optiml.evaluate.client import WorkerClient, WorkerCrashed, WorkerReplyError, WorkerTimeout
+from optiml.evaluate.evaluator import Evaluator
+from optiml.integrity.sandbox import ResourceLimits, WorkerLaunch, build_worker_launch
+from optiml.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAKE_WORKER = r"""
+import json, os, signal, sys, time
+for line in sys.stdin:
+    request = json.loads(line)
+    op = request["op"]
+    if op == "shutdown":
+        break
+    if op == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if op == "hang":
+        time.sleep(3600)
+    if op == "garbage":
+        sys.stdout.write("this is not json\n"); sys.stdout.flush(); continue
+    if op == "fail":
+        sys.stdout.write(json.dumps({"ok": False, "error": "nope", "status": "runtime_error"}) + "\n")
+        sys.stdout.flush(); continue
+    sys.stdout.write(json.dumps({"ok": True, "result": {"pid": os.getpid(), "echo": request.get("x")}}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+def fake_launch(argv: list[str], workdir: Path) -> WorkerLaunch:
+    script = workdir / "fake_worker.py"
+    script.write_text(FAKE_WORKER)
+    return build_worker_launch([sys.executable, str(script)], workdir=workdir, limits=ResourceLimits())
+
+
+@pytest.fixture
+def client() -> WorkerClient:
+    worker = WorkerClient(launch=fake_launch)
+    yield worker
+    worker.stop()
+
+
+def test_round_trip(client: WorkerClient) -> None:
+    assert client.request({"op": "echo", "x": 5}, timeout_s=30)["echo"] == 5
+    assert client.starts == 1 and client.alive
+
+
+def test_crash_is_reported_with_its_signal_and_the_next_request_gets_a_fresh_worker(client: WorkerClient) -> None:
+    client.request({"op": "echo"}, timeout_s=30)
+    with pytest.raises(WorkerCrashed, match="SIGSEGV"):
+        client.request({"op": "crash"}, timeout_s=30)
+    assert not client.alive
+    assert client.request({"op": "echo", "x": 1}, timeout_s=30)["echo"] == 1
+    assert client.starts == 2
+
+
+def test_hang_times_out_and_the_process_is_killed(client: WorkerClient) -> None:
+    client.request({"op": "echo"}, timeout_s=30)
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        client.request({"op": "hang"}, timeout_s=1.5)
+    assert time.monotonic() - start < 10
+    assert not client.alive
+    survivors = [p for p in Path("/proc").glob("[0-9]*") if _is_fake_worker(p)]
+    assert not survivors, "the hung worker survived its process-group kill"
+
+
+def _is_fake_worker(proc: Path) -> bool:
+    try:
+        return "fake_worker.py" in (proc / "cmdline").read_text()
+    except OSError:
+        return False
+
+
+def test_garbage_and_error_replies_are_typed(client: WorkerClient) -> None:
+    with pytest.raises(WorkerReplyError) as info:
+        client.request({"op": "fail"}, timeout_s=30)
+    assert info.value.reply["status"] == "runtime_error"
+    with pytest.raises(WorkerError, match="malformed reply"):
+        client.request({"op": "garbage"}, timeout_s=30)
+
+
+def test_evaluator_without_a_gpu_says_so_in_one_line() -> None:
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    task = load_task(ROOT / "tasks" / "silu.py")
+    with Evaluator(task) as evaluator, pytest.raises(NoGPUError, match="no CUDA GPU"):
+        evaluator.prepare()
