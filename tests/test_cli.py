@@ -59,3 +59,37 @@ def test_eval_of_a_non_candidate_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["eval", str(ROOT / "tasks" / "silu.py"), str(plain)])
     assert result.exit_code == 2
     assert "optiml_forward" in result.output and "init-kernel" in result.output
+
+
+def test_runs_and_show_read_a_stored_search(tmp_path: Path) -> None:
+    from optiml.search import Budgets, SearchConfig, run_search
+    from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
+    from optiml.store import RunStore
+    from optiml.task import load_task
+
+    task_file = tmp_path / "scale.py"
+    task_file.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2.0\n"
+        "def get_inputs():\n    return [torch.rand(64)]\ndef get_init_inputs():\n    return []\n"
+    )
+    store_path = tmp_path / "runs.db"
+    config = SearchConfig(strategy="greedy", budgets=Budgets(max_evaluations=12))
+    with RunStore(store_path) as store:
+        outcome = run_search(
+            load_task(task_file), landscape_kernel(), LandscapeEvaluator(Landscape(seed=3)),
+            [KnobProposer(seed=1)], None, store, config,
+        )
+    listed = runner.invoke(app, ["runs", "--store", str(store_path)])
+    assert listed.exit_code == 0, listed.output
+    assert "scale" in listed.output and "greedy" in listed.output
+    best = tmp_path / "best.cu"
+    shown = runner.invoke(app, ["show", outcome.run_id, "--store", str(store_path), "--kernel-out", str(best)])
+    assert shown.exit_code == 0, shown.output
+    assert "optiml_forward" in best.read_text()
+    missing = runner.invoke(app, ["show", "nope", "--store", str(store_path)])
+    assert missing.exit_code == 2 and "nope" in missing.output
+
+
+def test_runs_without_a_store_says_how_to_make_one(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["runs", "--store", str(tmp_path / "none.db")])
+    assert result.exit_code == 2 and "optiml optimize" in result.output

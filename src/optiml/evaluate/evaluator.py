@@ -56,6 +56,11 @@ class Evaluator:
         self._screen_warnings: dict[str, list[str]] = {}
         self._evaluated = 0
 
+    @property
+    def gpu_lock(self) -> threading.Lock:
+        """Held while this evaluator uses the GPU; a profiler takes it too, so timings stay clean."""
+        return self._gpu
+
     def __enter__(self) -> Evaluator:
         return self
 

@@ -12,6 +12,8 @@ from optiml.errors import KernelSourceError
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _SPACE = re.compile(r"\s+")
+_FLAGS_LINE = re.compile(r"^//\s*optiml-flags:(?P<flags>.*)$", re.MULTILINE)
+FLAGS_MARKER = "// optiml-flags:"
 
 
 def normalize_source(code: str) -> str:
@@ -28,7 +30,11 @@ def normalize_source(code: str) -> str:
 
 @dataclass(frozen=True)
 class KernelSource:
-    """Source code and the extra flags a candidate is built with; its identity is their hash."""
+    """Source code and the extra flags a candidate is built with; its identity is their hash.
+
+    In a file, the flags travel in a first line ``// optiml-flags: -Xptxas -dlcm=ca`` (written by
+    :meth:`to_file_text`, read back by :meth:`from_file`).
+    """
 
     code: str
     flags: tuple[str, ...] = field(default=())
@@ -58,4 +64,14 @@ class KernelSource:
             raise KernelSourceError(
                 f"{file}: does not define `optiml_forward`; run `optiml init-kernel TASK` for a skeleton"
             )
+        recorded = _FLAGS_LINE.search(code)
+        if not flags and recorded is not None:
+            flags = tuple(recorded["flags"].split())
         return cls(code=code, flags=tuple(flags))
+
+    def to_file_text(self) -> str:
+        """The source with its extra nvcc flags recorded, so :meth:`from_file` restores both."""
+        code = _FLAGS_LINE.sub("", self.code).lstrip("\n") if _FLAGS_LINE.search(self.code) else self.code
+        if not self.flags:
+            return code
+        return f"{FLAGS_MARKER} {' '.join(self.flags)}\n{code}"

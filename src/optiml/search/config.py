@@ -1,0 +1,141 @@
+"""Search settings: :class:`SearchConfig` with its budgets and reward weights, all defaults documented.
+
+A config is frozen, validated on construction (a bad value raises :class:`ConfigError` with a
+one-line message naming the field) and round-trips through JSON so the run store can restore it
+on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from optiml.errors import ConfigError
+
+STRATEGIES = ("mcts", "greedy", "best-of-n")
+SELECTIONS = ("puct", "uct")
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Limits of one run; whichever is reached first ends it cleanly. ``None`` means unlimited.
+
+    ``max_evaluations`` counts every call to the evaluator, the root's included. ``max_seconds``
+    is the run's active wall time (summed over resumes); in-flight evaluations finish after it
+    and the final re-timing runs after it. ``max_cost_usd`` bounds the proposers' LLM spend
+    (their ``spent_usd``): once reached no new proposals are requested, and the candidates
+    already paid for are still evaluated while the other budgets allow.
+    """
+
+    max_evaluations: int | None = 100
+    max_seconds: float | None = 3600.0
+    max_cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_evaluations is not None and self.max_evaluations < 1:
+            raise ConfigError(f"max_evaluations must be >= 1, got {self.max_evaluations}")
+        for name in ("max_seconds", "max_cost_usd"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value < 0):
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights of the composite reward; :mod:`optiml.search.reward` documents the formula."""
+
+    parent: float = 0.5  # weight of the clipped log speedup over the parent
+    root: float = 0.5  # weight of the clipped log speedup over the root
+    proxy: float = 0.2  # weight of the bottleneck-proxy improvement over the parent
+    clip: float = math.log(4.0)  # log speedups are clipped to ±clip, then divided by it
+    regression: float = 0.25  # extra penalty when slower than the parent beyond the noise
+    build_failure: float = -1.0  # rejected, compile or load error
+    run_failure: float = -1.0  # runtime error, crash, timeout, out of memory
+    wrong_answer: float = -1.0  # verification failure
+    integrity: float = -1.5  # caught cheating (inputs modified, work off-stream, suspect time)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if not math.isfinite(getattr(self, f.name)):
+                raise ConfigError(f"reward weight {f.name} must be finite")
+        if self.clip <= 0:
+            raise ConfigError(f"reward clip must be > 0, got {self.clip}")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How a search runs. Defaults suit an offline heuristic run of about a hundred candidates."""
+
+    strategy: str = "mcts"  # "mcts" | "greedy" | "best-of-n"
+    selection: str = "puct"  # child selection in MCTS: "puct" (uses proposer rank priors) | "uct"
+    c_puct: float = 0.25  # exploration constant of PUCT / UCT (rewards lie roughly in [-1.5, 1.2])
+    widen_k: float = 2.0  # progressive widening: a node may have ceil(k * visits**alpha) children ...
+    widen_alpha: float = 0.5  # ... growing with its visits (virtual ones included) ...
+    max_children: int = 12  # ... up to this many (greedy uses this cap alone; best-of-n ignores it)
+    prune_after_failures: int = 4  # a node whose last N children failed is closed (not best-of-n)
+    max_dry_requests: int = 2  # a node stops asking after N requests that brought nothing new
+    parallel_evaluations: int = 2  # evaluations in flight at once (virtual loss keeps them apart)
+    parallel_proposals: int = 2  # proposer requests in flight at once (proposers must be thread-safe)
+    proposals_per_request: int = 4  # `n` passed to Proposer.propose
+    q_max_weight: float = 0.5  # node value = w * best reward in its subtree + (1 - w) * mean reward
+    virtual_loss: float = 1.0  # reward assumed for an in-flight evaluation while selecting
+    budgets: Budgets = field(default_factory=Budgets)
+    reward: RewardWeights = field(default_factory=RewardWeights)
+    noise_threshold: float = 0.02  # a speedup counts only beyond the timing band AND by >= 2 %
+    profile_margin: float = 0.10  # profile OK candidates within 10 % of the best time so far
+    retime_top_k: int = 4  # candidates re-timed at the end, interleaved with the root
+    retime_rounds: int = 10  # rounds of interleaved re-timing
+    history_limit: int = 16  # most history entries (besides the path's own edits) shown to proposers
+    max_proposer_errors: int = 3  # consecutive proposer exceptions that end the run
+    reproducible: bool = False  # handle results in submission order: same seeds, same run, any parallelism
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.selection not in SELECTIONS:
+            raise ConfigError(f"selection must be one of {', '.join(SELECTIONS)}, got {self.selection!r}")
+        positive_ints = (
+            "max_children",
+            "prune_after_failures",
+            "max_dry_requests",
+            "parallel_evaluations",
+            "parallel_proposals",
+            "proposals_per_request",
+            "retime_rounds",
+            "max_proposer_errors",
+        )
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("retime_top_k", "history_limit"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        non_negative = ("c_puct", "widen_k", "virtual_loss", "noise_threshold", "profile_margin")
+        for name in non_negative:
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
+        if self.widen_k == 0:
+            raise ConfigError("widen_k must be > 0")
+        for name in ("widen_alpha", "q_max_weight"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+
+    def with_budgets(self, budgets: Budgets) -> SearchConfig:
+        return replace(self, budgets=budgets)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SearchConfig:
+        """Rebuild a stored config; unknown keys (from another version) raise ConfigError."""
+        try:
+            data: dict[str, Any] = json.loads(text)
+            data["budgets"] = Budgets(**data.get("budgets", {}))
+            data["reward"] = RewardWeights(**data.get("reward", {}))
+            return cls(**data)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"stored search config is unreadable: {exc}") from exc

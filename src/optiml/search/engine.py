@@ -1,0 +1,385 @@
+"""The engine every strategy runs on: evaluations and proposers in flight, rewards, persistence.
+
+One thread (the caller's) owns the tree. Three thread pools do the waiting: evaluations
+(``parallel_evaluations`` at once), proposer requests (``parallel_proposals`` at once) and
+profiling (one at a time: ncu replays each kernel many times and is the slowest GPU work).
+The loop::
+
+    dispatch   while a slot is free and the budgets allow, ask the strategy for an action:
+               Try(node)    → the node's next queued candidate becomes a PENDING child (transposition
+                              table entry + virtual loss on its path) and goes to the evaluator
+               Expand(node) → a proposer gets the node's kernel, result, diagnosis and path history
+    wait       for a result (any, or the oldest one when ``reproducible``), at most a second
+    handle     evaluation → journal it at once, then profile it if it is within ``profile_margin``
+                            of the best, else finalise it
+               profile    → keep the diagnosis, finalise
+               proposals  → queue the new kernels on the node, note the unusable ones
+               finalise   = reward, back-up, close the parent if its children keep failing
+
+The run ends when no work is in flight and nothing more can start: a budget is spent, the
+proposers keep failing, or no node has anything left to try.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from optiml.evaluate.results import EvalResult
+from optiml.kernel.source import KernelSource
+from optiml.llm.errors import LLMBudgetExceeded
+from optiml.propose.base import HistoryEntry, Proposal, ProposalContext, Proposer
+from optiml.search.budget import BudgetTracker
+from optiml.search.config import SearchConfig
+from optiml.search.events import EventKind, EventSink, Progress, SearchEvent
+from optiml.search.journal import Journal
+from optiml.search.policy import close_reason
+from optiml.search.protocols import DiagnosisSnapshot, Evaluator, Profiler
+from optiml.search.reward import compute_reward
+from optiml.search.strategy import Expand, Strategy, Try
+from optiml.search.tree import Candidate, Node, NodeState, Tree
+from optiml.task import Task
+
+_EVALUATE = "evaluate"
+_PROPOSE = "propose"
+_PROFILE = "profile"
+_HEARTBEAT_S = 1.0
+
+
+@dataclass(frozen=True)
+class _Flight:
+    """What an in-flight future stands for."""
+
+    kind: str
+    node: Node
+    order: int
+    proposer: Proposer | None = None
+
+
+class Engine:
+    """Runs one session of one search; single use."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        task: Task,
+        tree: Tree,
+        config: SearchConfig,
+        strategy: Strategy,
+        evaluator: Evaluator,
+        proposers: Sequence[Proposer],
+        profiler: Profiler | None,
+        journal: Journal,
+        budget: BudgetTracker,
+        on_event: EventSink | None = None,
+        duplicates: int = 0,
+    ) -> None:
+        self.run_id = run_id
+        self.task = task
+        self.tree = tree
+        self.config = config
+        self.strategy = strategy
+        self.evaluator = evaluator
+        self.proposers = list(proposers)
+        self.profiler = profiler
+        self.journal = journal
+        self.budget = budget
+        self.on_event = on_event
+        self.duplicates = duplicates
+        self._flights: dict[Future[Any], _Flight] = {}
+        self._in_flight: Counter[str] = Counter()
+        self._order = itertools.count()
+        self._proposer_turn = 0
+        self._proposer_errors = 0
+        self._fatal = ""
+        self._pools = {
+            _EVALUATE: ThreadPoolExecutor(config.parallel_evaluations, thread_name_prefix="optiml-evaluate"),
+            _PROPOSE: ThreadPoolExecutor(config.parallel_proposals, thread_name_prefix="optiml-propose"),
+            _PROFILE: ThreadPoolExecutor(1, thread_name_prefix="optiml-profile"),
+        }
+
+    # the two entry points -------------------------------------------------------------------------
+
+    def evaluate_root(self) -> EvalResult:
+        """Evaluate (and profile) the root synchronously; the caller checks that it passed."""
+        root = self.tree.root
+        self.budget.start_evaluation()
+        result = self.evaluator.evaluate(root.kernel)
+        self._record(root, result)
+        if root.state is NodeState.OK:
+            if self.profiler is not None:
+                profiler = self.profiler
+                self._take_profile(root, lambda: _diagnose(profiler, root.kernel, result))
+            self._finalise(root)
+        self.emit(EventKind.EVALUATED, f"root: {_outcome_text(root)}")
+        return result
+
+    def run(self) -> str:
+        """Search until the budgets, the proposers or the search space end it; returns why it ended."""
+        try:
+            for node in self.tree.evaluated():
+                if not node.finalised and node.state is not NodeState.PENDING:
+                    self._settle(node)  # evaluated before a crash, not finalised yet
+            while True:
+                self._dispatch()
+                if not self._has_work():
+                    break
+                self._wait()
+        finally:
+            for pool in self._pools.values():
+                pool.shutdown(wait=False, cancel_futures=True)
+        return self._stop_reason()
+
+    # dispatch ------------------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while True:
+            can_try = self._in_flight[_EVALUATE] < self.config.parallel_evaluations and self.budget.can_evaluate()
+            can_expand = (
+                self._in_flight[_PROPOSE] < self.config.parallel_proposals
+                and self.budget.can_propose()
+                and not self._fatal
+            )
+            if not (can_try or can_expand):
+                return
+            action = self.strategy.next_action(self.tree, can_try=can_try, can_expand=can_expand)
+            if isinstance(action, Try):
+                self._try(action.node)
+            elif isinstance(action, Expand):
+                self._expand(action.node)
+            else:
+                return
+
+    def _try(self, node: Node) -> None:
+        candidate = node.untried.pop(0)
+        if candidate.kernel.digest in self.tree:
+            self.duplicates += 1
+            self.journal.dropped(candidate)
+            return
+        child = self.tree.add_child(node, candidate)
+        self.tree.add_virtual(child, +1)
+        self.budget.start_evaluation()
+        self._submit(_EVALUATE, child, self.evaluator.evaluate, child.kernel)
+
+    def _expand(self, node: Node) -> None:
+        proposer = self.proposers[self._proposer_turn % len(self.proposers)]
+        self._proposer_turn += 1
+        context = ProposalContext(
+            task=self.task,
+            kernel=node.kernel,
+            result=node.result,
+            diagnosis_text=node.diagnosis.text if node.diagnosis is not None else "",
+            history=self.tree.history(node, self.config.history_limit),
+            tried_digests=self.tree.tried_digests(),
+        )
+        node.requesting += 1
+        self._submit(_PROPOSE, node, proposer.propose, context, self.config.proposals_per_request, proposer=proposer)
+
+    def _submit(self, kind: str, node: Node, fn: Any, *args: Any, proposer: Proposer | None = None) -> None:
+        future = self._pools[kind].submit(fn, *args)
+        self._flights[future] = _Flight(kind=kind, node=node, order=next(self._order), proposer=proposer)
+        self._in_flight[kind] += 1
+
+    # waiting and handling ------------------------------------------------------------------------
+
+    def _has_work(self) -> bool:
+        if self._in_flight[_EVALUATE] or self._in_flight[_PROFILE]:
+            return True
+        return bool(self._in_flight[_PROPOSE]) and self.budget.can_evaluate() and not self._fatal
+
+    def _wait(self) -> None:
+        futures = list(self._flights)
+        if self.config.reproducible:
+            futures = [min(futures, key=lambda f: self._flights[f].order)]
+        timeout = _HEARTBEAT_S
+        seconds_left = self.budget.seconds_left()
+        if seconds_left is not None and seconds_left > 0:
+            timeout = min(timeout, seconds_left)
+        done, _ = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        if not done:
+            self.emit(EventKind.TICK, "")
+            return
+        broken: BaseException | None = None  # an evaluator that raises is broken: stop, after saving the rest
+        for future in sorted(done, key=lambda f: self._flights[f].order):
+            flight = self._flights.pop(future)
+            self._in_flight[flight.kind] -= 1
+            if flight.kind == _EVALUATE:
+                self.tree.add_virtual(flight.node, -1)
+                if future.exception() is not None:
+                    broken = broken or future.exception()
+                    continue
+                self._record(flight.node, future.result())
+                self.emit(EventKind.EVALUATED, _outcome_text(flight.node))
+                self._settle(flight.node)
+            elif flight.kind == _PROFILE:
+                self._on_profiled(flight.node, future)
+            else:
+                assert flight.proposer is not None
+                self._on_proposals(flight.node, flight.proposer, future)
+        if broken is not None:
+            raise broken
+
+    def _record(self, node: Node, result: EvalResult) -> None:
+        """Attach a result and commit it to the store before anything else happens."""
+        self.tree.set_result(node, result, self.tree.next_tick())
+        self.journal.evaluation(node, elapsed_s=self.budget.elapsed_s, cost_usd=self.budget.cost_usd)
+
+    def _settle(self, node: Node) -> None:
+        """Profile an evaluated node if it is worth it, else finalise it now."""
+        if self.profiler is not None and self._worth_profiling(node):
+            self._submit(_PROFILE, node, _diagnose, self.profiler, node.kernel, node.result)
+        else:
+            self._finalise(node)
+
+    def _worth_profiling(self, node: Node) -> bool:
+        best = self.tree.best().time_ms
+        time_ms = node.time_ms
+        if time_ms is None or best is None or node.diagnosis is not None:
+            return False
+        return time_ms <= best * (1.0 + self.config.profile_margin)
+
+    def _on_profiled(self, node: Node, future: Future[Any]) -> None:
+        self._take_profile(node, future.result)
+        self._finalise(node)
+
+    def _take_profile(self, node: Node, fetch: Callable[[], DiagnosisSnapshot | None]) -> None:
+        """Keep the diagnosis ``fetch`` returns; a profiler failure costs the diagnosis only."""
+        try:
+            diagnosis = fetch()
+        except Exception as exc:  # the profiler is optional: never let it end the run
+            self.emit(EventKind.WARNING, f"profiling {node.digest[:8]} failed: {type(exc).__name__}: {exc}")
+            return
+        if diagnosis is None:
+            return
+        node.diagnosis = diagnosis
+        self.journal.profile(node)
+        fraction = diagnosis.roofline_fraction
+        roofline = f", {fraction:.0%} of roofline" if fraction is not None else ""
+        self.emit(EventKind.PROFILED, f"profiled {node.digest[:8]}: proxy {diagnosis.proxy_score:.2f}{roofline}")
+
+    def _finalise(self, node: Node) -> None:
+        parent = node.parent
+        reward = 0.0
+        if parent is not None:
+            assert node.result is not None and parent.timing is not None and self.tree.root.timing is not None
+            reward = compute_reward(
+                node.result,
+                parent=parent.timing,
+                root=self.tree.root.timing,
+                proxy=node.diagnosis.proxy_score if node.diagnosis is not None else None,
+                parent_proxy=parent.diagnosis.proxy_score if parent.diagnosis is not None else None,
+                weights=self.config.reward,
+                noise_threshold=self.config.noise_threshold,
+            ).total
+        self.tree.finalise(node, reward)
+        self.journal.reward(node)
+        if parent is not None:
+            self._maybe_close(parent)
+
+    def _maybe_close(self, node: Node) -> None:
+        if node.closed:
+            return
+        reason = close_reason(node, self.config, prune_failures=self.strategy.prune_failures)
+        if reason:
+            node.closed_reason = reason
+            if node.seq is not None:
+                self.journal.closed(node)
+
+    def _on_proposals(self, node: Node, proposer: Proposer, future: Future[Any]) -> None:
+        node.requesting -= 1
+        try:
+            proposals: Sequence[Proposal] = future.result()
+        except LLMBudgetExceeded as exc:
+            self.budget.mark_cost_spent()
+            self.emit(EventKind.WARNING, f"{proposer.name}: {exc}")
+            return
+        except Exception as exc:  # proposers are plug-ins: a crash is reported, repeated crashes end the run
+            self._proposer_errors += 1
+            message = f"proposer {proposer.name} failed: {type(exc).__name__}: {exc}"
+            if self._proposer_errors >= self.config.max_proposer_errors:
+                self._fatal = f"proposers keep failing ({self._proposer_errors} in a row); last: {message}"
+            self.emit(EventKind.WARNING, message)
+            return
+        self._proposer_errors = 0
+        known = set(self.tree.tried_digests())
+        new = duplicates = unusable = 0
+        for rank, proposal in enumerate(proposals):
+            tick = self.tree.next_tick()
+            if proposal.kernel is None or proposal.error is not None:
+                message = proposal.error or "the proposer returned no kernel"
+                self.tree.add_note(node, HistoryEntry(proposal.edit, "not_applied", message=message), tick)
+                self.journal.not_applied(node, proposal.edit, message, tick)
+                unusable += 1
+            elif proposal.kernel.digest in known:
+                self.journal.duplicate(node, proposal.edit, proposal.kernel, tick)
+                duplicates += 1
+            else:
+                prior = 1.0 / (rank + 1)
+                edit_id = self.journal.candidate(node, proposal.edit, proposal.kernel, prior, tick)
+                node.untried.append(Candidate(proposal.edit, proposal.kernel, prior, edit_id))
+                known.add(proposal.kernel.digest)
+                new += 1
+        self.duplicates += duplicates
+        node.dry_requests = 0 if new else node.dry_requests + 1
+        self._maybe_close(node)
+        self.emit(
+            EventKind.PROPOSED,
+            f"{proposer.name} → {node.digest[:8]}: {new} new, {duplicates} known, {unusable} not applied",
+        )
+
+    # reporting -----------------------------------------------------------------------------------
+
+    def _stop_reason(self) -> str:
+        if self._fatal:
+            return self._fatal
+        return self.budget.exhausted() or "search space exhausted: no node has anything left to try"
+
+    def progress(self) -> Progress:
+        counts = Counter(n.result.status.value for n in self.tree if n.result is not None)
+        best = self.tree.best()
+        return Progress(
+            run_id=self.run_id,
+            strategy=self.strategy.name,
+            budgets=self.config.budgets,
+            evaluations=sum(counts.values()),
+            in_flight=self._in_flight[_EVALUATE],
+            elapsed_s=self.budget.elapsed_s,
+            cost_usd=self.budget.cost_usd,
+            root_ms=self.tree.root.time_ms,
+            best_ms=best.time_ms,
+            best_depth=best.depth,
+            nodes=len(self.tree),
+            status_counts=dict(sorted(counts.items())),
+            reference_ms={name: t.median_ms for name, t in self.evaluator.reference.items()},
+            duplicates=self.duplicates,
+            not_applied=sum(len(n.notes) for n in self.tree),
+        )
+
+    def emit(self, kind: EventKind, message: str) -> None:
+        if self.on_event is not None:
+            self.on_event(SearchEvent(kind=kind, message=message, progress=self.progress()))
+
+
+def _diagnose(profiler: Profiler, kernel: KernelSource, result: EvalResult) -> DiagnosisSnapshot | None:
+    diagnosis = profiler.diagnose(kernel, result)
+    return DiagnosisSnapshot.of(diagnosis) if diagnosis is not None else None
+
+
+def _outcome_text(node: Node) -> str:
+    """One line for the live view: the edit and what came of it."""
+    what = node.edit.summary(60) if node.edit is not None else "root"
+    if node.result is None:
+        return f"{what} → pending"
+    if node.time_ms is None:
+        lines = node.result.feedback().strip().splitlines() or [""]
+        return f"{what} → {' '.join(lines[:2])[:120]}"
+    text = f"{what} → {node.time_ms:.4f} ms"
+    parent_ms = node.parent.time_ms if node.parent is not None else None
+    if parent_ms:
+        text += f" ({parent_ms / node.time_ms:.2f}x vs parent)"
+    return text

@@ -1,0 +1,38 @@
+"""Monte Carlo Tree Search over edits: PUCT/UCT descent with progressive widening.
+
+From the root, a node that may still widen (:func:`optiml.search.policy.allowed_children`)
+is widened — its best-ranked queued candidate is evaluated, or proposers are asked for more.
+Otherwise the search descends into its verified children in order of selection score, and the
+first subtree that has something to do wins. Rewards are backed up by the engine; virtual loss
+on in-flight paths keeps parallel evaluations apart.
+"""
+
+from __future__ import annotations
+
+from optiml.search.config import SearchConfig
+from optiml.search.policy import allowed_children, selection_score
+from optiml.search.strategy import Action, local_action
+from optiml.search.tree import Node, NodeState, Tree
+
+
+class MCTS:
+    name = "mcts"
+    prune_failures = True
+
+    def __init__(self, config: SearchConfig) -> None:
+        self.config = config
+
+    def next_action(self, tree: Tree, *, can_try: bool, can_expand: bool) -> Action | None:
+        return self._descend(tree.root, can_try=can_try, can_expand=can_expand)
+
+    def _descend(self, node: Node, *, can_try: bool, can_expand: bool) -> Action | None:
+        action = local_action(node, allowed_children(node, self.config), can_try=can_try, can_expand=can_expand)
+        if action is not None:
+            return action
+        children = [c for c in node.children if c.state is NodeState.OK and c.finalised]
+        children.sort(key=lambda c: selection_score(c, node, self.config), reverse=True)
+        for child in children:
+            action = self._descend(child, can_try=can_try, can_expand=can_expand)
+            if action is not None:
+                return action
+        return None

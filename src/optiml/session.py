@@ -1,0 +1,137 @@
+"""Assembling the parts of a run for the CLI: root kernel, evaluator, profiler, proposers, LLM.
+
+The CLI stays thin: it parses options into :class:`SessionOptions` and asks this module for a
+ready :class:`Session`. Nothing here reads the environment except through
+:func:`optiml.llm.load_llm_config`, which documents its precedence (flags > env > optiml.toml).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optiml.errors import ConfigError
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.evaluator import Evaluator
+from optiml.evaluate.results import EvalResult
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.source import KernelSource
+from optiml.llm import LLMCallStore, LLMClient, LLMConfig, load_llm_config
+from optiml.propose.base import Proposer
+from optiml.propose.factory import make_proposer
+from optiml.store import DEFAULT_DB_PATH
+from optiml.task import Task
+
+PROPOSER_CHOICES = ("auto", "heuristic", "llm", "mix")
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    arch: str | None = None
+    torch_compile: bool = False
+    profile: bool = True
+    proposer: str = "auto"  # auto: heuristic + LLM when one is configured, else heuristic alone
+    seed: int = 0
+    store_path: Path = DEFAULT_DB_PATH
+    llm_overrides: dict[str, Any] = field(default_factory=dict)
+    llm_toml: Path | None = None
+
+
+class LockedProfiler:
+    """The profiler, holding the evaluator's GPU lock so ncu never disturbs a timing."""
+
+    def __init__(self, profiler: Any, lock: threading.Lock) -> None:
+        self._profiler = profiler
+        self._lock = lock
+
+    def diagnose(self, kernel: KernelSource, result: EvalResult) -> Any:
+        with self._lock:
+            return self._profiler.diagnose(kernel, result)
+
+
+def resolve_root(task: Task, kernel_path: Path | None) -> KernelSource | None:
+    """``--kernel`` if given, else the task's shipped naive kernel, else None (generation needed)."""
+    if kernel_path is not None:
+        return KernelSource.from_file(kernel_path)
+    naive = task.naive_kernel_path
+    return KernelSource.from_file(naive) if naive is not None else None
+
+
+def llm_config(options: SessionOptions) -> LLMConfig:
+    return load_llm_config(options.llm_toml, overrides=options.llm_overrides or None)
+
+
+def make_llm_client(config: LLMConfig, store_path: Path, run_id: str | None = None) -> LLMClient:
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    return LLMClient(config, store=LLMCallStore(store_path), run_id=run_id, close_store=True)
+
+
+def choose_proposers(kind: str, client: LLMClient | None, seed: int) -> list[Proposer]:
+    """The proposer mixture for ``--proposer``; ``llm``/``mix`` without a configured LLM is an error."""
+    if kind not in PROPOSER_CHOICES:
+        raise ConfigError(f"unknown proposer {kind!r}; choose one of {', '.join(PROPOSER_CHOICES)}")
+    if kind == "heuristic" or (kind == "auto" and client is None):
+        return [make_proposer("heuristic", seed=seed)]
+    llm = make_proposer("llm", client=client)
+    return [llm] if kind == "llm" else [llm, make_proposer("heuristic", seed=seed)]
+
+
+def make_evaluator(task: Task, options: SessionOptions, config: EvalConfig | None = None) -> Evaluator:
+    modes = ("eager", "compile") if options.torch_compile else ("eager",)
+    eval_config = config or EvalConfig(reference_modes=modes)
+    compiler = Compiler(CompilerConfig(arch=options.arch, libraries=task.meta.libraries))
+    return Evaluator(task, eval_config, compiler=compiler)
+
+
+def make_profiler(task: Task, evaluator: Evaluator, enabled: bool) -> LockedProfiler | None:
+    """A GPU-lock-sharing profiler; None when disabled. Without ncu it still gives static evidence."""
+    if not enabled:
+        return None
+    from optiml.profile import ProfileConfig, Profiler
+
+    return LockedProfiler(Profiler(task, evaluator.compiler, ProfileConfig()), evaluator.gpu_lock)
+
+
+@contextlib.contextmanager
+def open_session(task: Task, options: SessionOptions, run_label: str | None = None) -> Iterator[Session]:
+    """Evaluator, profiler, LLM client and proposers for one run; closes them all on exit."""
+    config = llm_config(options)
+    client = make_llm_client(config, options.store_path, run_label) if config.is_configured else None
+    if options.proposer in ("llm", "mix") and client is None:
+        config.require_configured()
+    evaluator = make_evaluator(task, options)
+    try:
+        session = Session(
+            task=task,
+            evaluator=evaluator,
+            profiler=make_profiler(task, evaluator, options.profile),
+            proposers=choose_proposers(options.proposer, client, options.seed),
+            llm=client,
+        )
+        yield session
+    finally:
+        evaluator.close()
+        if client is not None:
+            client.close()
+
+
+@dataclass
+class Session:
+    task: Task
+    evaluator: Evaluator
+    profiler: LockedProfiler | None
+    proposers: Sequence[Proposer]
+    llm: LLMClient | None
+
+    @property
+    def proposer_names(self) -> list[str]:
+        return [p.name for p in self.proposers]
+
+
+def ncu_available() -> bool:
+    return shutil.which("ncu") is not None
