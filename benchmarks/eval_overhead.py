@@ -70,18 +70,14 @@ def load_inline_build_seconds(name: str, source: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "eval_overhead.json")
     parser.add_argument("--tasks", nargs="*", default=None, help="task names (default: every starter task)")
     parser.add_argument("--inline-tasks", nargs="*", default=["silu", "softmax"])
     parser.add_argument("--commit", default="unknown")
     args = parser.parse_args()
 
-    names = args.tasks or sorted(
-        p.name.removesuffix(".naive.cu") for p in (ROOT / "tasks").glob("*.naive.cu")
-    )
+    names = args.tasks or sorted(p.name.removesuffix(".naive.cu") for p in (ROOT / "tasks").glob("*.naive.cu"))
     cache = Path(tempfile.mkdtemp(prefix="optiml-bench-cache-"))
     rows = []
     for name in names:

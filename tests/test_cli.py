@@ -93,3 +93,48 @@ def test_runs_and_show_read_a_stored_search(tmp_path: Path) -> None:
 def test_runs_without_a_store_says_how_to_make_one(tmp_path: Path) -> None:
     result = runner.invoke(app, ["runs", "--store", str(tmp_path / "none.db")])
     assert result.exit_code == 2 and "optiml optimize" in result.output
+
+
+SOFTMAX_TASK = """import torch
+import torch.nn as nn
+
+M = 64
+N = 128
+
+OPTIML = {"description": "Row-wise softmax.", "shape_sets": [{"M": 7, "N": 33}]}
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(M, N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_generate_writes_and_shows_the_task_then_needs_a_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from optiml.llm.testing import OpenAIServer, answer
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU machine generation would go on to call the LLM for kernels")
+    with OpenAIServer() as server:
+        server.script(answer(f"A softmax task.\n\n```python\n{SOFTMAX_TASK}```\n"))
+        monkeypatch.setenv("OPTIML_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPTIML_LLM_MODEL", "test-model")
+        task_out = tmp_path / "softmax_task.py"
+        result = runner.invoke(
+            app,
+            ["generate", "row softmax of a 64x128 matrix", "--task-out", str(task_out), "--yes",
+             "--store", str(tmp_path / "runs.db")],
+        )
+    assert task_out.read_text() == SOFTMAX_TASK
+    assert "torch.softmax" in result.output  # the task was shown before anything ran against it
+    assert result.exit_code == 2  # without a GPU no kernel can be verified: a one-line error, no traceback
+    assert "Traceback" not in result.output

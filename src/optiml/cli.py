@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from optiml import __version__
 from optiml.errors import OptimlError
@@ -41,7 +43,7 @@ def reports_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except OptimlError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/yellow]")
@@ -246,7 +248,7 @@ def optimize_cmd(
     root = resolve_root(loaded, kernel)
     with open_session(loaded, options) as session:
         if root is None:
-            root = _generate_root(loaded, session, console)
+            root = _generate_root(loaded, session, store, console)
         console.print(
             f"optimizing [bold]{loaded.name}[/bold] with {strategy}, proposers: {', '.join(session.proposer_names)}"
             + ("" if session.llm else " [dim](no LLM configured: heuristic proposer only)[/dim]")
@@ -376,9 +378,9 @@ def _interruptible(run: Callable[[], Any], store: Path) -> Any:
         raise typer.Exit(130) from None
 
 
-def _generate_root(task: Any, session: Any, out: Console) -> Any:
+def _generate_root(task: Any, session: Any, store: Path, out: Console) -> Any:
     """No kernel given and none shipped: OptiML-G generates one (needs an LLM)."""
-    from optiml.generate import GenerationConfig, generate_root
+    from optiml.generate import GenerationStore, generate_root, load_generation_config
     from optiml.generate.report import render_generation
 
     if session.llm is None:
@@ -387,9 +389,156 @@ def _generate_root(task: Any, session: Any, out: Console) -> Any:
             "(set OPTIML_LLM_MODEL and an API key, or --llm-base-url for a local server), or write one "
             f"with `optiml init-kernel {task.path}`"
         )
-    outcome = generate_root(task, session.llm, session.evaluator, GenerationConfig())
+    outcome = generate_root(
+        task, session.llm, session.evaluator, load_generation_config(), store=GenerationStore(store)
+    )
     out.print(render_generation(outcome))
-    return outcome.best_kernel
+    return outcome.require_kernel()
+
+
+def _llm_client_for(model: str | None, base_url: str | None, store: Path, budget_usd: float | None = None) -> Any:
+    """A configured LLM client for generation commands, or a one-line how-to-configure error."""
+    from optiml.generate import require_llm
+    from optiml.session import SessionOptions, llm_config, make_llm_client
+
+    config = llm_config(SessionOptions(llm_overrides=_llm_overrides(model, base_url, budget_usd)))
+    require_llm(config)
+    return make_llm_client(config, store)
+
+
+@app.command("generate")
+@reports_errors
+def generate_cmd(
+    request: Annotated[str, typer.Argument(help='What to compute, e.g. "row softmax of a float32 4096x8192 matrix".')],
+    task_out: Annotated[
+        Path | None, typer.Option("--task-out", help="Where to write the task (default: from the request).")
+    ] = None,
+    reference: Annotated[
+        Path | None, typer.Option("--reference", help="Use your own KernelBench task file instead.")
+    ] = None,
+    kernel_out: Annotated[Path | None, typer.Option("--kernel-out", help="Where to write the root kernel.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the generated task after showing it.")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="LLM cost budget.")] = None,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+) -> None:
+    """From a request: write and validate a task (shown to you), then generate a verified root kernel."""
+    from rich.syntax import Syntax
+
+    from optiml.generate import (
+        GenerationStore,
+        confirm_task,
+        generate_root,
+        generate_task_from_request,
+        load_generation_config,
+        validate_task_file,
+    )
+    from optiml.generate.report import render_generation
+    from optiml.session import SessionOptions, make_evaluator
+
+    client = _llm_client_for(llm_model, llm_base_url, store, budget_usd)
+    generation_store = GenerationStore(store)
+    config = load_generation_config()
+    try:
+        if reference is not None:
+            task = validate_task_file(reference).task
+        else:
+            path = task_out or Path(_slug(request) + ".py")
+            generate_task_from_request(request, client, path, config, generation_store)
+            if yes:
+                console.print(Syntax(path.read_text(encoding="utf-8"), "python", line_numbers=True))
+                task = validate_task_file(path).task
+            else:
+                task = confirm_task(path, console)
+                if task is None:
+                    err_console.print(f"task rejected; the draft stays at {path}")
+                    raise typer.Exit(1)
+        with make_evaluator(task, SessionOptions()) as evaluator:
+            outcome = generate_root(task, client, evaluator, config, store=generation_store)
+    finally:
+        client.close()
+    console.print(render_generation(outcome))
+    kernel = outcome.require_kernel()
+    target = kernel_out or task.path.with_name(task.name + ".gen.cu")
+    target.write_text(kernel.to_file_text(), encoding="utf-8")
+    console.print(
+        f"root kernel written to [bold]{target}[/bold]; next: `optiml optimize {task.path} --kernel {target}`"
+    )
+
+
+@app.command("adapt")
+@reports_errors
+def adapt_cmd(
+    code: Annotated[Path, typer.Argument(help="An existing CUDA file with its own host code.")],
+    task: Annotated[Path, typer.Option("--task", help="The task the kernel must match.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Where to write the adapted kernel.")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+) -> None:
+    """Wrap an existing CUDA kernel into the OptiML ABI (by the LLM, verified against TASK)."""
+    from optiml.generate import GenerationStore, adapt_kernel, load_generation_config
+    from optiml.generate.report import render_generation
+    from optiml.session import SessionOptions, make_evaluator
+    from optiml.task import load_task
+
+    loaded = load_task(task)
+    try:
+        source = code.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptimlError(f"{code}: cannot read: {exc}") from exc
+    client = _llm_client_for(llm_model, llm_base_url, store)
+    try:
+        with make_evaluator(loaded, SessionOptions()) as evaluator:
+            outcome = adapt_kernel(
+                source, loaded, client, evaluator, load_generation_config(), store=GenerationStore(store)
+            )
+    finally:
+        client.close()
+    console.print(render_generation(outcome))
+    kernel = outcome.require_kernel()
+    target = out or code.with_name(code.stem + ".optiml.cu")
+    target.write_text(kernel.to_file_text(), encoding="utf-8")
+    console.print(f"adapted kernel written to [bold]{target}[/bold]; next: `optiml optimize {task} --kernel {target}`")
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())[:6]
+    return "_".join(words) or "task"
+
+
+@app.command("profile")
+@reports_errors
+def profile_cmd(
+    task: TaskArg,
+    kernel: KernelArg,
+    as_json: JsonOpt = False,
+    arch: Annotated[str | None, typer.Option(help="nvcc -arch (default: detect the GPU).")] = None,
+    raw_dir: Annotated[Path | None, typer.Option("--raw-dir", help="Keep ncu's raw CSV here.")] = None,
+) -> None:
+    """Verify, time and profile KERNEL: metrics per kernel, roofline position and a diagnosis."""
+    from optiml.evaluate.evaluator import Evaluator
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+    from optiml.kernel.source import KernelSource
+    from optiml.profile import ProfileConfig, Profiler, build_report, render_report, report_to_json
+    from optiml.task import load_task
+
+    loaded = load_task(task)
+    source = KernelSource.from_file(kernel)
+    compiler = Compiler(CompilerConfig(arch=arch, libraries=loaded.meta.libraries))
+    with Evaluator(loaded, compiler=compiler) as evaluator:
+        result = evaluator.evaluate(source)
+        facts = evaluator.facts
+        io_bytes = facts.input_bytes + facts.output_bytes if facts is not None else None
+        profiler = Profiler(loaded, compiler, ProfileConfig(raw_dir=raw_dir), io_bytes=io_bytes)
+        with evaluator.gpu_lock:
+            report = build_report(profiler, source, result)
+    if as_json:
+        sys.stdout.write(report_to_json(report) + "\n")
+    else:
+        render_report(report, console)
+    raise typer.Exit(0 if result.ok else 1)
 
 
 @app.command("doctor")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,15 +42,26 @@ class SessionOptions:
 
 
 class LockedProfiler:
-    """The profiler, holding the evaluator's GPU lock so ncu never disturbs a timing."""
+    """The profiler, built on first use (once the evaluator knows the task's bytes) and holding the
+    evaluator's GPU lock, so ncu never runs during a timing."""
 
-    def __init__(self, profiler: Any, lock: threading.Lock) -> None:
-        self._profiler = profiler
-        self._lock = lock
+    def __init__(self, task: Task, evaluator: Evaluator) -> None:
+        self._task = task
+        self._evaluator = evaluator
+        self._profiler: Any = None
 
     def diagnose(self, kernel: KernelSource, result: EvalResult) -> Any:
-        with self._lock:
-            return self._profiler.diagnose(kernel, result)
+        with self._evaluator.gpu_lock:
+            return self.profiler().diagnose(kernel, result)
+
+    def profiler(self) -> Any:
+        if self._profiler is None:
+            from optiml.profile import ProfileConfig, Profiler
+
+            facts = self._evaluator.facts
+            io_bytes = facts.input_bytes + facts.output_bytes if facts is not None else None
+            self._profiler = Profiler(self._task, self._evaluator.compiler, ProfileConfig(), io_bytes=io_bytes)
+        return self._profiler
 
 
 def resolve_root(task: Task, kernel_path: Path | None) -> KernelSource | None:
@@ -90,11 +100,7 @@ def make_evaluator(task: Task, options: SessionOptions, config: EvalConfig | Non
 
 def make_profiler(task: Task, evaluator: Evaluator, enabled: bool) -> LockedProfiler | None:
     """A GPU-lock-sharing profiler; None when disabled. Without ncu it still gives static evidence."""
-    if not enabled:
-        return None
-    from optiml.profile import ProfileConfig, Profiler
-
-    return LockedProfiler(Profiler(task, evaluator.compiler, ProfileConfig()), evaluator.gpu_lock)
+    return LockedProfiler(task, evaluator) if enabled else None
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from optiml.evaluate.checks import clone_args, compare, fresh_outputs, modified_inputs, quick_match
+from optiml.evaluate.checks import TrialBuffers, clone_args, compare, fresh_outputs, modified_inputs, quick_match
 
 
 def test_poisoned_outputs_fail_until_written() -> None:
@@ -53,3 +53,30 @@ def test_modified_inputs_detects_any_byte_change() -> None:
     assert modified_inputs(pristine, used) == [2]
     used[0].view(torch.int32)[0] ^= 1  # flip one bit
     assert modified_inputs(pristine, used) == [0, 2]
+
+
+def _byte_after(tensor: torch.Tensor) -> torch.Tensor:
+    """A one-byte view just past ``tensor``'s end, in the same storage (what an overrun touches)."""
+    offset = tensor.storage_offset() * tensor.element_size() + tensor.numel() * tensor.element_size()
+    return torch.empty(0, dtype=torch.uint8).set_(tensor.untyped_storage(), offset, (1,))
+
+
+def test_trial_buffers_reuse_addresses_and_catch_overruns() -> None:
+    first = [torch.rand(8, 3), 2.0]
+    expected = [torch.rand(8, 3)]
+    buffers = TrialBuffers(first, expected)
+    assert torch.equal(buffers.args[0], first[0]) and torch.isnan(buffers.outputs[0]).all()
+    address = buffers.args[0].data_ptr()
+    second = [torch.rand(8, 3), 5.0]
+    assert buffers.matches(second, expected)
+    buffers.refill(second)
+    assert buffers.args[0].data_ptr() == address  # same address, new values: pointer-keyed caches go stale
+    assert torch.equal(buffers.args[0], second[0]) and buffers.args[1] == 5.0
+    assert buffers.overrun() is None
+    _byte_after(buffers.outputs[0]).fill_(0)
+    assert buffers.overrun() == "output 0"
+    buffers.refill(second)
+    assert buffers.overrun() is None
+    _byte_after(buffers.args[0]).fill_(1)
+    assert buffers.overrun() == "input 0"
+    assert not buffers.matches([torch.rand(4, 3), 2.0], expected)

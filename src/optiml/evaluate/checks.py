@@ -19,6 +19,28 @@ def poison_(tensor: torch.Tensor) -> None:
         tensor.reshape(-1).view(torch.uint8).fill_(POISON_BYTE)
 
 
+GUARD_BYTES = 4096  # canary region after every buffer a candidate gets: catches small overruns
+GUARD_BYTE = 0xA5
+
+
+def guarded_empty(like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An uninitialised contiguous tensor shaped like ``like`` followed by a canary region.
+
+    Returns (tensor, guard). A write just past the tensor's end lands in the guard instead of
+    another allocation, where :func:`guard_intact` finds it.
+    """
+    nbytes = like.numel() * like.element_size()
+    raw = torch.empty(nbytes + GUARD_BYTES, dtype=torch.uint8, device=like.device)
+    tensor = raw[:nbytes].view(like.dtype).view(like.shape) if nbytes else torch.empty_like(like)
+    guard = raw[nbytes:]
+    guard.fill_(GUARD_BYTE)
+    return tensor, guard
+
+
+def guard_intact(guard: torch.Tensor) -> bool:
+    return bool((guard == GUARD_BYTE).all().item())
+
+
 def fresh_outputs(expected: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     outputs = [torch.empty_like(e, memory_format=torch.contiguous_format) for e in expected]
     for out in outputs:
@@ -28,6 +50,67 @@ def fresh_outputs(expected: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 def clone_args(values: Sequence[Any]) -> list[Any]:
     return [v.clone(memory_format=torch.contiguous_format) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+class TrialBuffers:
+    """A candidate's input copies and poisoned outputs, each followed by a guard region.
+
+    The same buffers are refilled for every trial of one shape set, so a candidate that caches
+    results keyed by buffer address (or shape) is handed new values at the same addresses and
+    returns a stale answer.
+    """
+
+    def __init__(self, args: Sequence[Any], expected: Sequence[torch.Tensor]) -> None:
+        self.args: list[Any] = []
+        self.guards: list[torch.Tensor] = []
+        for value in args:
+            if isinstance(value, torch.Tensor):
+                copy, guard = guarded_empty(value)
+                self.args.append(copy)
+                self.guards.append(guard)
+            else:
+                self.args.append(value)
+        self.outputs: list[torch.Tensor] = []
+        self.output_guards: list[torch.Tensor] = []
+        for ref in expected:
+            out, guard = guarded_empty(ref)
+            self.outputs.append(out)
+            self.output_guards.append(guard)
+        self.refill(args)
+
+    def matches(self, args: Sequence[Any], expected: Sequence[torch.Tensor]) -> bool:
+        if len(args) != len(self.args) or len(expected) != len(self.outputs):
+            return False
+        same_args = all(
+            isinstance(a, torch.Tensor) == isinstance(b, torch.Tensor)
+            and (not isinstance(a, torch.Tensor) or (a.shape == b.shape and a.dtype == b.dtype))
+            for a, b in zip(args, self.args, strict=True)
+        )
+        return same_args and all(
+            o.shape == e.shape and o.dtype == e.dtype for o, e in zip(self.outputs, expected, strict=True)
+        )
+
+    def refill(self, args: Sequence[Any]) -> None:
+        """Copy new input values in place (same addresses), re-poison outputs, re-arm guards."""
+        for index, value in enumerate(args):
+            if isinstance(value, torch.Tensor):
+                self.args[index].copy_(value)
+            else:
+                self.args[index] = value
+        for out in self.outputs:
+            poison_(out)
+        for guard in (*self.guards, *self.output_guards):
+            guard.fill_(GUARD_BYTE)
+
+    def overrun(self) -> str | None:
+        """Which buffer's guard region the candidate wrote into, if any."""
+        for index, guard in enumerate(self.output_guards):
+            if not guard_intact(guard):
+                return f"output {index}"
+        for index, guard in enumerate(self.guards):
+            if not guard_intact(guard):
+                return f"input {index}"
+        return None
 
 
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:

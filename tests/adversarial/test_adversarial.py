@@ -1,0 +1,310 @@
+"""Adversarial suite: kernels that try each known exploit, and honest kernels that must pass.
+
+Every case names its kernel (``kernels/<name>.cu``), its task (``tasks/<task>.py``), the screening
+rule that refuses it before compiling (or none), and what the harness must say when it does reach
+the GPU — with screening off for cases that screening would have stopped. A failure must never be
+silent: each expected status comes with phrases, one of which must appear in the result's message.
+
+CPU tests (always): the table covers every kernel, tasks load, screening verdicts, every kernel
+compiles (needs nvcc), and screened cases are rejected through the real Evaluator.
+GPU tests (``-m gpu``, skipped without CUDA): the end-to-end verdicts, worker recovery after a
+fatal fault, and the sandbox holding against a candidate that tries to escape.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.evaluator import Evaluator
+from optiml.evaluate.results import EvalStatus
+from optiml.integrity.sandbox import probe_isolation
+from optiml.integrity.screen import is_fp32_strict, screen_kernel
+from optiml.kernel.build import CompileResult
+from optiml.kernel.source import KernelSource
+from optiml.task import Task, load_task
+
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE / "kernels"
+TASKS = HERE / "tasks"
+
+OK = EvalStatus.OK
+WRONG = EvalStatus.WRONG_ANSWER
+INTEGRITY = EvalStatus.INTEGRITY
+RUNTIME = EvalStatus.RUNTIME_ERROR
+CRASH = EvalStatus.CRASH
+TIMEOUT = EvalStatus.TIMEOUT
+
+WRONG_PHRASES = ("wrong answer", "wrong output")
+STREAM_PHRASES = ("outside the given stream", "host thread", *WRONG_PHRASES)
+DEATH_PHRASES = ("exited with code", "killed by", "died")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel and what must happen to it."""
+
+    kernel: str
+    task: str
+    exploit: str
+    screen_rule: str | None  # the rule that rejects it before compiling; None: it passes screening
+    runtime: tuple[EvalStatus, ...]  # acceptable statuses on the GPU (screening off when screen_rule is set)
+    phrases: tuple[str, ...] = ()  # one must appear in the message (case-insensitive); () for OK
+
+    @property
+    def honest(self) -> bool:
+        return self.runtime == (OK,) and self.screen_rule is None
+
+
+CASES: tuple[Case, ...] = (
+    # -- honest kernels: must be accepted -------------------------------------------------------------
+    Case("honest_axpy", "axpy", "none: plain elementwise kernel", None, (OK,)),
+    Case("honest_axpy_vec4", "axpy", "none: vectorised, near HBM bandwidth", None, (OK,)),
+    Case("honest_rowsum", "rowsum", "none: warp-per-row reduction", None, (OK,)),
+    Case("honest_rowsum_split", "rowsum", "none: two passes through the workspace", None, (OK,)),
+    Case("honest_axpy_half", "axpy_half", "none: half precision where the task is half", None, (OK,)),
+    # -- exploits -------------------------------------------------------------------------------------
+    Case(
+        "unwritten_output", "axpy", "leave the output unwritten (stale reference result)", None, (WRONG,), WRONG_PHRASES
+    ),
+    Case("cache_by_pointer", "axpy", "replay results cached by input address", None, (WRONG,), WRONG_PHRASES),
+    Case("cache_by_shape", "rowsum", "replay results cached by shape", None, (WRONG,), WRONG_PHRASES),
+    Case("call_count_switch", "axpy", "behave during checks, skip work once timing", None, (WRONG,), WRONG_PHRASES),
+    Case("side_stream", "axpy", "work on a newly created stream", "streams", (INTEGRITY, WRONG), STREAM_PHRASES),
+    Case(
+        "host_thread", "axpy", "work deferred to a detached host thread", "threads", (INTEGRITY, WRONG), STREAM_PHRASES
+    ),
+    Case("modify_inputs", "axpy", "zero an input after using it", None, (INTEGRITY,), ("modified input",)),
+    Case("input_as_scratch", "rowsum", "reduce in place inside the input", None, (INTEGRITY,), ("modified input",)),
+    Case(
+        "fp16_downgrade",
+        "axpy",
+        "half-precision arithmetic under an fp32 tolerance",
+        "precision",
+        (WRONG,),
+        WRONG_PHRASES,
+    ),
+    Case(
+        "tf32_downgrade",
+        "axpy",
+        "TF32 rounding (inline PTX) under an fp32 tolerance",
+        "precision",
+        (WRONG,),
+        WRONG_PHRASES,
+    ),
+    Case("shape_specialised", "rowsum", "hard-coded row length", None, (WRONG,), ("shape set 1",)),
+    Case("partial_output", "rowsum", "compute only part of the output", None, (WRONG,), WRONG_PHRASES),
+    Case("sampled_output", "axpy", "write every other element", None, (WRONG,), WRONG_PHRASES),
+    Case(
+        "persisting_l2",
+        "axpy",
+        "pin inputs in a persisting-L2 carve-out",
+        "l2-persistence",
+        (INTEGRITY,),
+        ("persisting-l2", "persisting l2"),
+    ),
+    Case(
+        "out_of_bounds",
+        "axpy",
+        "wild write far outside the output",
+        None,
+        (RUNTIME, CRASH),
+        ("illegal", "cuda error", "returned", *DEATH_PHRASES),
+    ),
+    Case(
+        "small_overrun",
+        "axpy",
+        "write just past the end of the output",
+        None,
+        (INTEGRITY, RUNTIME, CRASH),
+        ("outside", "past the end", "guard", "out of bounds", "illegal", *DEATH_PHRASES),
+    ),
+    Case("exit_call", "axpy", "exit() inside the call", "process-exit", (CRASH,), DEATH_PHRASES),
+    Case("abort_call", "axpy", "abort() inside the call", "process-exit", (CRASH,), ("SIGABRT", "134", "abort")),
+    Case(
+        "device_reset",
+        "axpy",
+        "cudaDeviceReset() destroys the harness's context",
+        "device-control",
+        (RUNTIME, CRASH),
+        ("cuda error", "returned", "context", *DEATH_PHRASES),
+    ),
+    Case("infinite_loop", "axpy", "a kernel that never ends", None, (TIMEOUT,), ("no answer within",)),
+    Case("timer_interpose", "axpy", "export a fake cuEventElapsedTime", "api-definition", (OK,)),
+    Case("dlopen_driver", "axpy", "dlopen the driver and call it directly", "dynamic-loading", ()),
+    Case("escape_sandbox", "axpy", "read secrets, write outside, reach loopback", "environment", ()),
+)
+
+BY_NAME = {case.kernel: case for case in CASES}
+FATAL = ("out_of_bounds", "exit_call", "abort_call", "device_reset")  # each gets a fresh worker of its own
+RUNTIME_CASES = [c for c in CASES if c.runtime and c.kernel not in (*FATAL, "infinite_loop")]
+SCREENED = [c for c in CASES if c.screen_rule is not None]
+
+
+def _task(name: str) -> Task:
+    return load_task(TASKS / f"{name}.py")
+
+
+def _kernel(case: Case, flags: tuple[str, ...] = ()) -> KernelSource:
+    return KernelSource.from_file(KERNELS / f"{case.kernel}.cu", flags=flags)
+
+
+def _assert_verdict(case: Case, status: EvalStatus, message: str, allowed: tuple[EvalStatus, ...]) -> None:
+    shown = f"{case.kernel} ({case.exploit}): got {status.value}: {message!r}"
+    assert status in allowed, f"{shown}; expected one of {[s.value for s in allowed]}"
+    if status is not OK:
+        assert message.strip(), f"{shown}: a rejection must carry its reason"
+        assert any(p.lower() in message.lower() for p in case.phrases), f"{shown}; expected one of {case.phrases}"
+
+
+# -- CPU: the table, the tasks, screening, compiling -----------------------------------------------------
+def test_table_covers_every_kernel_once() -> None:
+    files = sorted(p.stem for p in KERNELS.glob("*.cu"))
+    assert sorted(BY_NAME) == files and len(BY_NAME) == len(CASES)
+    exploits = [c for c in CASES if not c.honest]
+    assert len(exploits) >= 12 and sum(c.honest for c in CASES) >= 3
+    assert all(c.phrases or c.runtime in ((OK,), ()) for c in CASES)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in TASKS.glob("*.py")))
+def test_tasks_load_with_extra_shape_sets(name: str) -> None:
+    task = _task(name)
+    assert task.num_shape_sets == 2
+    assert task.flops(0) is not None and task.flops(1) is not None
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.kernel)
+def test_screening_verdict(case: Case) -> None:
+    task = _task(case.task)
+    report = screen_kernel(_kernel(case), fp32_strict=is_fp32_strict(task.meta))
+    if case.screen_rule is None:
+        assert not report.rejected, report.message()
+    else:
+        assert report.rejected
+        assert case.screen_rule in {f.rule for f in report.rejections}, report.message()
+        assert "\n" not in report.message() and report.message().startswith("rejected by screening: [")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CompileResult]:
+    """Every kernel built once, in parallel (as the evaluator would), into a private cache."""
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+
+    compiler = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path_factory.mktemp("kernels")))
+    kernels = [_kernel(c, flags=("-DESCAPE_PORT=9",) if c.kernel == "escape_sandbox" else ()) for c in CASES]
+    return {c.kernel: r for c, r in zip(CASES, compiler.compile_many(kernels), strict=True)}
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.kernel)
+def test_kernel_compiles(case: Case, compiled: dict[str, CompileResult]) -> None:
+    result = compiled[case.kernel]
+    assert result.ok, result.error_summary()
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("case", SCREENED, ids=lambda c: c.kernel)
+def test_screened_cases_are_rejected_by_the_evaluator(case: Case) -> None:
+    """Screening runs before compiling or touching a GPU, so this holds on any machine with nvcc."""
+    with Evaluator(_task(case.task), EvalConfig()) as evaluator:
+        result = evaluator.evaluate(_kernel(case))
+    assert result.status is EvalStatus.REJECTED
+    assert result.message.startswith("rejected by screening: [") and "\n" not in result.message
+    assert result.compile is None
+
+
+# -- GPU: end to end -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def honest_evaluators() -> Iterator[dict[str, Evaluator]]:
+    """One Evaluator per task for the honest kernels, which leave nothing behind to share."""
+    opened: dict[str, Evaluator] = {}
+    yield opened
+    for evaluator in opened.values():
+        evaluator.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", RUNTIME_CASES, ids=lambda c: c.kernel)
+def test_runtime_verdict(case: Case, honest_evaluators: dict[str, Evaluator]) -> None:
+    """Exploits get a fresh worker each: a stray thread or write must not leak into another verdict."""
+    if case.honest:
+        if case.task not in honest_evaluators:
+            honest_evaluators[case.task] = Evaluator(_task(case.task), EvalConfig())
+        result = honest_evaluators[case.task].evaluate(_kernel(case))
+    else:
+        with Evaluator(_task(case.task), EvalConfig(screen=case.screen_rule is None)) as evaluator:
+            result = evaluator.evaluate(_kernel(case))
+    _assert_verdict(case, result.status, result.message, case.runtime)
+    if result.ok:
+        assert not any("suspect" in w for w in result.warnings), result.warnings
+        assert result.timing is not None and result.verify is not None and result.verify.passed
+        if result.floor_ms:
+            assert result.timing.median_ms >= result.floor_ms * 0.8
+
+
+@pytest.mark.gpu
+def test_infinite_loop_times_out_and_the_worker_recovers() -> None:
+    case = BY_NAME["infinite_loop"]
+    with Evaluator(_task(case.task), EvalConfig(timeout_s=30)) as evaluator:
+        hung = evaluator.evaluate(_kernel(case))
+        _assert_verdict(case, hung.status, hung.message, case.runtime)
+        after = evaluator.evaluate(_kernel(BY_NAME["honest_axpy"]))
+    assert after.ok, after.message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fatal", FATAL)
+def test_worker_is_replaced_after_a_fatal_candidate(fatal: str) -> None:
+    case = BY_NAME[fatal]
+    with Evaluator(_task(case.task), EvalConfig(screen=False)) as evaluator:
+        bad = evaluator.evaluate(_kernel(case))
+        _assert_verdict(case, bad.status, bad.message, case.runtime)
+        good = evaluator.evaluate(_kernel(BY_NAME["honest_axpy"]))
+    assert good.ok, good.message
+
+
+@pytest.fixture
+def escape_setup(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """Plant a key in the environment and in a decoy process, and listen on loopback."""
+    secret = "sk-optiml-planted-for-the-escape-test"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=dict(os.environ))
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    try:
+        yield port
+    finally:
+        server.close()
+        decoy.kill()
+        decoy.wait()
+        Path(f"/tmp/optiml-escape-{port}").unlink(missing_ok=True)
+
+
+@pytest.mark.gpu
+def test_candidate_cannot_escape_the_worker(escape_setup: int) -> None:
+    support = probe_isolation()
+    if not support.filesystem:
+        pytest.skip(f"this host grants no mount/pid namespaces: {support.describe()}")
+    port = escape_setup
+    leaks = {
+        41: "saw the API key in its environment",
+        42: "read another process's environment",
+        43: "wrote a file outside its directory",
+        44: "reached the orchestrator's loopback",
+    }
+    with Evaluator(_task("axpy"), EvalConfig(screen=False)) as evaluator:
+        result = evaluator.evaluate(_kernel(BY_NAME["escape_sandbox"], flags=(f"-DESCAPE_PORT={port}",)))
+    leak = next((text for code, text in leaks.items() if f"returned {code}" in result.message), None)
+    assert leak is None, f"the candidate {leak}: {result.message}"
+    assert result.ok, result.message
+    assert not Path(f"/tmp/optiml-escape-{port}").exists()

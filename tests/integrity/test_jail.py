@@ -1,0 +1,39 @@
+"""The jail's choice of which mounts to remount read-only."""
+
+from __future__ import annotations
+
+from optiml.integrity.jail import visible_mount_points
+
+# A container's mountinfo after `unshare --mount-proc`: a new /proc (63) stacked on the old one (45),
+# /dev/shm and /dev/pts mounted twice, and a mount under the old /proc that is no longer reachable.
+MOUNTINFO = """\
+43 42 254:0 / / rw,relatime - ext4 /dev/vda rw
+45 43 0:21 / /proc rw,relatime - proc proc rw
+70 45 0:50 / /proc/sys/fs/binfmt_misc rw,relatime - binfmt_misc binfmt_misc rw
+46 43 0:22 / /sys rw,relatime - sysfs sysfs rw
+47 46 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw
+58 43 0:6 / /dev rw,relatime - devtmpfs devtmpfs rw
+59 58 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw
+60 59 0:27 / /dev/shm rw,relatime - tmpfs tmpfs rw
+61 58 0:24 / /dev/pts rw,relatime - devpts devpts rw
+62 61 0:26 / /dev/pts rw,relatime - devpts devpts rw
+71 43 0:51 / /mnt/my\\040data rw,relatime - ext4 /dev/vdb rw
+63 45 0:39 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw
+"""
+
+
+def test_reachable_mounts_parents_first() -> None:
+    assert visible_mount_points(MOUNTINFO) == [
+        "/",
+        "/dev",
+        "/proc",
+        "/sys",
+        "/dev/pts",
+        "/dev/shm",
+        "/mnt/my data",
+        "/sys/fs/cgroup",
+    ]
+
+
+def test_mounts_under_a_covered_mount_are_skipped() -> None:
+    assert "/proc/sys/fs/binfmt_misc" not in visible_mount_points(MOUNTINFO)

@@ -1,0 +1,123 @@
+"""The program ncu profiles: lean imports, clean failure without a GPU, and (on a GPU) the real thing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from profile_data import SRC
+
+from optiml.evaluate.results import EvalResult, EvalStatus
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.source import KernelSource
+from optiml.profile.ncu import find_ncu
+from optiml.profile.profiler import ProfileConfig, Profiler
+from optiml.task import load_task
+
+ROOT = SRC.parent
+WORKER_SIDE = {
+    "optiml",
+    "optiml.errors",
+    "optiml.task",
+    "optiml.profile",
+    "optiml.profile.target",
+    "optiml.kernel",
+    "optiml.kernel.build",
+    "optiml.evaluate",
+    *(f"optiml.evaluate.{m}" for m in ("abi", "checks", "config", "cudart", "harness", "results", "runtime", "timing")),
+}
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(SRC)}
+
+
+def test_target_imports_only_worker_side_modules() -> None:
+    out = run_python(
+        "import json, sys, optiml.profile.target\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('optiml') or m in "
+        "('rich', 'openai', 'anthropic', 'jinja2', 'typer', 'httpx'))))"
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stdout))
+    assert loaded - WORKER_SIDE == set()
+
+
+def test_peaks_probe_imports_no_torch_until_it_measures() -> None:
+    out = run_python("import sys, optiml.profile.peaks_probe; print('torch' in sys.modules)")
+    assert out.stdout.strip() == "False"
+
+
+def test_target_without_a_gpu_fails_in_one_line(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "optiml.profile.target",
+            "--task",
+            str(ROOT / "tasks" / "silu.py"),
+            "--so",
+            "x.so",
+            "--report",
+            str(tmp_path / "events.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "profile target: no CUDA device is visible"
+
+
+def test_peaks_probe_without_a_gpu_fails_in_one_line(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    proc = subprocess.run(
+        [sys.executable, "-m", "optiml.profile.peaks_probe", "--out", str(tmp_path / "p.json")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "peaks probe failed: RuntimeError: no CUDA device is visible"
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_real_ncu_diagnoses_the_naive_transpose(tmp_path: Path) -> None:
+    """On the GPU machine: one real ncu run over the naive transpose and the reference."""
+    if find_ncu() is None:
+        pytest.skip("ncu is not installed")
+    task = load_task(ROOT / "tasks" / "transpose.py")
+    naive = task.naive_kernel_path
+    assert naive is not None
+    kernel = KernelSource.from_file(naive)
+    profiler = Profiler(
+        task,
+        Compiler(CompilerConfig(cache_dir=tmp_path / "kernels")),
+        ProfileConfig(roofline_cache_dir=tmp_path / "roofline", measure_peaks=False),
+    )
+    candidate, reference = profiler.profile(kernel, reference=True)
+    assert candidate.ok, candidate.errors
+    assert reference.ok, reference.errors
+    assert candidate.kernels[0].short_name == "transpose_kernel"
+    time_ms = candidate.totals.duration_ms
+    diagnosis = profiler.diagnose(kernel, EvalResult(status=EvalStatus.OK))
+    assert diagnosis.bottlenecks[0].name == "uncoalesced_stores", diagnosis.render()
+    assert time_ms is not None and time_ms > 0
