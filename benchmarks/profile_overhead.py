@@ -18,12 +18,13 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from optiml.evaluate.evaluator import Evaluator
 from optiml.kernel.compiler import Compiler
@@ -94,33 +95,17 @@ def expectations(rows: list[dict[str, Any]]) -> dict[str, bool]:
         checks["matmul memory/latency-bound far from the compute roof"] = (
             matmul["bound"] in {"memory", "latency"} and fraction is not None and fraction < 0.5
         )
-    added = per_candidate_seconds(rows)
-    if added:
-        checks[f"median profiling time added per candidate <= {TARGET_MEDIAN_S:g} s"] = (
-            statistics.median(added) <= TARGET_MEDIAN_S
+    lone = [r["diagnose_seconds"] for r in rows if r.get("diagnose_seconds") is not None]
+    if lone:  # what the search pays today: it profiles one candidate per ncu launch
+        checks[f"median profiling time added per candidate (one per ncu launch) <= {TARGET_MEDIAN_S:g} s"] = (
+            statistics.median(lone) <= TARGET_MEDIAN_S
+        )
+    batched = [r["batch"]["per_candidate_seconds"] for r in rows if r.get("batch")]
+    if batched:
+        checks[f"median per candidate when batched in one ncu launch <= {TARGET_MEDIAN_S:g} s"] = (
+            statistics.median(batched) <= TARGET_MEDIAN_S
         )
     return checks
-
-
-def per_candidate_seconds(rows: list[dict[str, Any]]) -> list[float]:
-    """Per task: the batched per-candidate cost where measured (how a search profiles), else a lone diagnose."""
-    figures = []
-    for row in rows:
-        batch = row.get("batch")
-        if batch and batch["ok"] == batch["candidates"]:
-            figures.append(batch["per_candidate_seconds"])
-        elif row.get("diagnose_seconds") is not None:
-            figures.append(row["diagnose_seconds"])
-    return figures
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def main() -> int:
@@ -129,14 +114,15 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*", default=None, help="task names (default: every starter task)")
     parser.add_argument("--batch", type=int, default=4, help="also profile N copies in one ncu launch (0: skip)")
     parser.add_argument("--raw-dir", type=Path, default=None, help="keep ncu's raw CSV per run here")
+    parser.add_argument("--commit", default="unknown")
     args = parser.parse_args()
 
     paths = sorted(p for p in (ROOT / "tasks").glob("*.py") if p.with_name(p.stem + ".naive.cu").is_file())
     if args.tasks:
         paths = [p for p in paths if p.stem in set(args.tasks)]
     config = ProfileConfig(raw_dir=args.raw_dir)
-    rows = []
-    peaks = None
+    rows: list[dict[str, Any]] = []
+    report: dict[str, Any] = {"expectations": {}}
     for path in paths:
         try:
             row = profile_task(path, config, args.batch)
@@ -163,25 +149,8 @@ def main() -> int:
         )
         if "rendered" in row:
             print(row["rendered"], "\n", flush=True)
-    if paths:  # measured (or cached) while profiling the first task
-        peaks = Profiler(load_task(paths[0]), Compiler(), config).peaks().to_dict()
-    checks = expectations(rows)
-    lone = [r["diagnose_seconds"] for r in rows if r.get("diagnose_seconds") is not None]
-    added = per_candidate_seconds(rows)
-    report = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": _commit(),
-        "host": platform.node(),
-        "python": sys.version.split()[0],
-        "peaks": peaks,
-        "median_diagnose_seconds": statistics.median(lone) if lone else None,
-        "median_per_candidate_seconds": statistics.median(added) if added else None,
-        "batch": args.batch,
-        "expectations": checks,
-        "tasks": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+        report = write_report(args, rows, config)
+    checks = report["expectations"]
     for name, passed in checks.items():
         print(f"{'ok  ' if passed else 'FAIL'} {name}")
     errors = [r["task"] for r in rows if "error" in r]
@@ -189,6 +158,31 @@ def main() -> int:
         print(f"FAIL tasks that could not be profiled: {', '.join(errors)}")
     print(f"wrote {args.out}")
     return 0 if all(checks.values()) and not errors and rows else 1
+
+
+def write_report(args: argparse.Namespace, rows: list[dict[str, Any]], config: ProfileConfig) -> dict[str, Any]:
+    """Write the JSON now (after every task, so a run cut short keeps what it measured)."""
+    peaks = Profiler(load_task(ROOT / "tasks" / f"{rows[0]['task']}.py"), Compiler(), config).peaks().to_dict()
+    lone = [r["diagnose_seconds"] for r in rows if r.get("diagnose_seconds") is not None]
+    batched = [r["batch"]["per_candidate_seconds"] for r in rows if r.get("batch")]
+    report = {
+        "benchmark": "profile_overhead",
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": args.commit,
+        "host": platform.node(),
+        "python": sys.version.split()[0],
+        "peaks": peaks,
+        "median_diagnose_seconds": statistics.median(lone) if lone else None,
+        "median_batched_per_candidate_seconds": statistics.median(batched) if batched else None,
+        "batch": args.batch,
+        "target_median_s": TARGET_MEDIAN_S,
+        "expectations": expectations(rows),
+        "tasks": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    return report
 
 
 if __name__ == "__main__":

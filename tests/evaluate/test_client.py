@@ -27,6 +27,10 @@ for line in sys.stdin:
         os.kill(os.getpid(), signal.SIGSEGV)
     if op == "hang":
         time.sleep(3600)
+    if op == "fatal":
+        sys.stdout.write(json.dumps({"ok": True, "result": {"fatal": True}}) + "\n"); sys.stdout.flush()
+        time.sleep(0.3)
+        sys.exit(3)
     if op == "garbage":
         sys.stdout.write("this is not json\n"); sys.stdout.flush(); continue
     if op == "fail":
@@ -80,6 +84,12 @@ def _is_fake_worker(proc: Path) -> bool:
         return "fake_worker.py" in (proc / "cmdline").read_text()
     except OSError:
         return False
+
+
+def test_after_a_fatal_reply_the_next_request_goes_to_a_fresh_worker(client: WorkerClient) -> None:
+    assert client.request({"op": "fatal"}, timeout_s=30) == {"fatal": True}
+    assert client.request({"op": "echo", "x": 2}, timeout_s=30)["echo"] == 2
+    assert client.starts == 2
 
 
 def test_garbage_and_error_replies_are_typed(client: WorkerClient) -> None:

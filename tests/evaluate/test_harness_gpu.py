@@ -37,7 +37,7 @@ def _silu_variant(body: str) -> KernelSource:
     """The silu task with a custom optiml_forward body (kernels that misbehave on purpose)."""
     return KernelSource(
         '#include "optiml.h"\n#include <cstdlib>\n'
-        "__global__ void spin() { volatile int stop = 0; while (!stop) { } }\n"
+        "__global__ void spin(volatile float* out) { while (out[0] != 12345.0f) { } }\n"
         "__global__ void oob(float* y, long n) { y[n * 64 + threadIdx.x * 1000000] = 1.f; }\n"
         "OPTIML_EXPORT int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no,"
         " void* ws, size_t wb, cudaStream_t s) {\n" + body + "\n}\n"
@@ -52,7 +52,7 @@ def test_crash_hang_and_error_are_contained_and_worker_is_replaced() -> None:
         assert aborted.status is EvalStatus.CRASH, aborted.message
         assert "SIGABRT" in aborted.message
 
-        hung = evaluator.evaluate(_silu_variant("spin<<<1, 1, 0, s>>>(); return 0;"))
+        hung = evaluator.evaluate(_silu_variant("spin<<<1, 1, 0, s>>>((volatile float*)out[0].data); return 0;"))
         assert hung.status is EvalStatus.TIMEOUT, hung.message
 
         oob = evaluator.evaluate(

@@ -130,9 +130,10 @@ class WorkerClient:
         except json.JSONDecodeError as exc:
             self.stop()
             raise WorkerError(f"the GPU worker sent a malformed reply: {line[:200]!r}") from exc
+        fatal = bool(reply.get("fatal") or (reply.get("ok") and reply.get("result", {}).get("fatal")))
+        if fatal:  # the worker exits after a fatal reply: wait for it, so the next request starts afresh
+            self._reap(proc)
         if not reply.get("ok"):
-            if reply.get("fatal"):
-                self._reap(proc)
             raise WorkerReplyError(reply)
         return dict(reply.get("result", {}))
 
