@@ -76,8 +76,13 @@ def test_runs_and_show_read_a_stored_search(tmp_path: Path) -> None:
     config = SearchConfig(strategy="greedy", budgets=Budgets(max_evaluations=12))
     with RunStore(store_path) as store:
         outcome = run_search(
-            load_task(task_file), landscape_kernel(), LandscapeEvaluator(Landscape(seed=3)),
-            [KnobProposer(seed=1)], None, store, config,
+            load_task(task_file),
+            landscape_kernel(),
+            LandscapeEvaluator(Landscape(seed=3)),
+            [KnobProposer(seed=1)],
+            None,
+            store,
+            config,
         )
     listed = runner.invoke(app, ["runs", "--store", str(store_path)])
     assert listed.exit_code == 0, listed.output
@@ -131,8 +136,15 @@ def test_generate_writes_and_shows_the_task_then_needs_a_gpu(tmp_path: Path, mon
         task_out = tmp_path / "softmax_task.py"
         result = runner.invoke(
             app,
-            ["generate", "row softmax of a 64x128 matrix", "--task-out", str(task_out), "--yes",
-             "--store", str(tmp_path / "runs.db")],
+            [
+                "generate",
+                "row softmax of a 64x128 matrix",
+                "--task-out",
+                str(task_out),
+                "--yes",
+                "--store",
+                str(tmp_path / "runs.db"),
+            ],
         )
     assert task_out.read_text() == SOFTMAX_TASK
     assert "torch.softmax" in result.output  # the task was shown before anything ran against it

@@ -128,11 +128,7 @@ class Task:
         """The task's module-level constants at a shape set, without executing the file."""
         values: dict[str, Any] = {}
         for node in ast.parse(self.source).body:
-            if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-            ):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 try:
                     values[node.targets[0].id] = ast.literal_eval(node.value)
                 except ValueError:
@@ -195,9 +191,7 @@ def _top_level_names(tree: ast.Module) -> dict[str, set[str]]:
 def _parse_meta(file: Path, tree: ast.Module) -> TaskMeta:
     raw: Any = None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "OPTIML" for t in node.targets
-        ):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "OPTIML" for t in node.targets):
             try:
                 raw = ast.literal_eval(node.value)
             except ValueError as exc:

@@ -84,9 +84,7 @@ def test_openai_server_ignoring_n_is_topped_up(make_client: MakeClient) -> None:
 # -- retries -------------------------------------------------------------------------------------
 
 
-def test_rate_limit_honours_retry_after(
-    server: ScriptedLLMServer, make_client: MakeClient, sleeps: Any
-) -> None:
+def test_rate_limit_honours_retry_after(server: ScriptedLLMServer, make_client: MakeClient, sleeps: Any) -> None:
     server.script(error(429, "slow down", retry_after=7), answer("ok"))
     client = make_client(server)
     assert client.complete(MSGS).text == "ok"
@@ -103,9 +101,7 @@ def test_server_error_then_success(server: ScriptedLLMServer, make_client: MakeC
     assert client.usage.retries == 1
 
 
-def test_repeated_server_errors_give_up(
-    server: ScriptedLLMServer, make_client: MakeClient, sleeps: Any
-) -> None:
+def test_repeated_server_errors_give_up(server: ScriptedLLMServer, make_client: MakeClient, sleeps: Any) -> None:
     server.script(*[error(503, "overloaded")] * 3)
     client = make_client(server, max_retries=2)
     with pytest.raises(LLMUnavailable) as info:
@@ -140,9 +136,7 @@ def test_garbled_body_is_retried(server: ScriptedLLMServer, make_client: MakeCli
     assert client.usage.retries == 2
 
 
-def test_persistently_garbled_body_is_a_response_error(
-    server: ScriptedLLMServer, make_client: MakeClient
-) -> None:
+def test_persistently_garbled_body_is_a_response_error(server: ScriptedLLMServer, make_client: MakeClient) -> None:
     server.script(*[garbled()] * 3)
     with pytest.raises(LLMResponseError, match="malformed body on all 3 attempts"):
         make_client(server, max_retries=2).complete(MSGS)
@@ -203,9 +197,7 @@ def test_sampled_requests_are_cached_per_sample(
     assert server.request_count == 4
 
 
-def test_record_then_replay_without_server(
-    server: ScriptedLLMServer, store: LLMCallStore, sleeps: Any
-) -> None:
+def test_record_then_replay_without_server(server: ScriptedLLMServer, store: LLMCallStore, sleeps: Any) -> None:
     recorder = LLMClient(server.config(mode="record"), store=store, run_id="recorded", sleep=sleeps)
     convs = [conversation(i) for i in range(3)]
     recorded = [r.texts for r in recorder.complete_many(convs, purpose="propose")]
@@ -246,9 +238,7 @@ def test_make_client_persists_to_a_file(openai_server: OpenAIServer, tmp_path: A
 # -- budget and concurrency ----------------------------------------------------------------------
 
 
-def test_budget_stops_paid_calls(
-    server: ScriptedLLMServer, make_client: MakeClient, store: LLMCallStore
-) -> None:
+def test_budget_stops_paid_calls(server: ScriptedLLMServer, make_client: MakeClient, store: LLMCallStore) -> None:
     per_call = 100 * 1e-6 + 20 * 2e-6  # canned tokens × test prices
     client = make_client(server, store=store, budget_usd=1.5 * per_call, temperature=0.0)
     client.complete(conversation(1))
@@ -277,9 +267,7 @@ def test_concurrency_limit_is_respected(server: ScriptedLLMServer, make_client: 
     assert 1 <= server.max_concurrent <= 3 and server.request_count == 6
 
 
-def test_complete_many_keeps_order_and_can_return_errors(
-    openai_server: OpenAIServer, make_client: MakeClient
-) -> None:
+def test_complete_many_keeps_order_and_can_return_errors(openai_server: OpenAIServer, make_client: MakeClient) -> None:
     def reply(request: Any) -> Any:
         content = request.messages[-1]["content"]
         return error(400, "refused") if content == "question 2" else answer(f"answer to {content}")

@@ -81,9 +81,7 @@ def test_vendor_key_only_goes_to_the_vendor(tmp_path: Path) -> None:
     env = {"OPENAI_API_KEY": "sk-openai", "ANTHROPIC_API_KEY": "sk-ant"}
     assert load_llm_config(env=env, overrides={"model": "gpt"}).api_key == "sk-openai"
     assert load_llm_config(env=env, overrides={"model": "c", "provider": "anthropic"}).api_key == "sk-ant"
-    elsewhere = load_llm_config(
-        env=env, overrides={"model": "deepseek-chat", "base_url": "https://api.deepseek.com"}
-    )
+    elsewhere = load_llm_config(env=env, overrides={"model": "deepseek-chat", "base_url": "https://api.deepseek.com"})
     assert elsewhere.api_key is None and not elsewhere.is_configured
 
 
@@ -123,9 +121,7 @@ def test_repr_hides_key() -> None:
         ("llm = 3\n", {}, {}, r"\[llm\] must be a table"),
     ],
 )
-def test_bad_settings(
-    tmp_path: Path, text: str, env: dict[str, str], overrides: dict[str, object], match: str
-) -> None:
+def test_bad_settings(tmp_path: Path, text: str, env: dict[str, str], overrides: dict[str, object], match: str) -> None:
     toml = write_toml(tmp_path, text)
     with pytest.raises(LLMConfigError, match=match):
         load_llm_config(toml, env=env, overrides=overrides)

@@ -63,9 +63,7 @@ def find_nvcc() -> str:
 @lru_cache(maxsize=4)
 def nvcc_version(nvcc: str) -> str:
     try:
-        out = subprocess.run(
-            [nvcc, "--version"], capture_output=True, text=True, timeout=30, check=True
-        ).stdout
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise ToolchainError(f"{nvcc} --version failed: {exc}") from exc
     lines = [line for line in out.splitlines() if line.strip()]
@@ -155,9 +153,7 @@ class Compiler:
         cmd = self.command(source, output, kernel)
         start = time.perf_counter()
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=self.config.timeout_s, cwd=work
-            )
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.config.timeout_s, cwd=work)
             log, ok = proc.stdout + proc.stderr, proc.returncode == 0 and output.is_file()
         except subprocess.TimeoutExpired:
             log, ok = f"nvcc timed out after {self.config.timeout_s:.0f} s", False
@@ -208,9 +204,7 @@ class Compiler:
         return CompileResult(**{**result.__dict__, "so_path": so_path, "cached": True, "seconds": 0.0})
 
 
-def compile_kernel(
-    kernel: KernelSource, arch: str = DEFAULT_ARCH, cache_dir: Path | None = None
-) -> CompileResult:
+def compile_kernel(kernel: KernelSource, arch: str = DEFAULT_ARCH, cache_dir: Path | None = None) -> CompileResult:
     """One-shot convenience: compile ``kernel`` for ``arch`` with the default cache."""
     config = CompilerConfig(arch=arch, cache_dir=cache_dir or default_cache_dir())
     return Compiler(config).compile(kernel)

@@ -21,9 +21,7 @@ _LMEM = re.compile(r"(\d+) bytes lmem")
 _CMEM = re.compile(r"(\d+) bytes cmem\[\d+\]")
 
 # nvcc front end:  kernel.cu(12): error: identifier "foo" is undefined
-_NVCC_DIAG = re.compile(
-    r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)[^:]*: (?P<msg>.*)$"
-)
+_NVCC_DIAG = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)[^:]*: (?P<msg>.*)$")
 # host compiler:   kernel.cu:12:5: error: expected ';'
 _GCC_DIAG = re.compile(
     r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>error|warning|note): (?P<msg>.*)$"
@@ -54,9 +52,7 @@ def parse_resources(log: str) -> list[KernelResources]:
             continue
         entry = found[current]
         if m := _FRAME.search(line):
-            entry.update(
-                stack_bytes=int(m["stack"]), spill_stores=int(m["stores"]), spill_loads=int(m["loads"])
-            )
+            entry.update(stack_bytes=int(m["stack"]), spill_stores=int(m["stores"]), spill_loads=int(m["loads"]))
         elif m := _USED.search(line):
             rest = m["rest"]
             entry["registers"] = int(m["regs"])
@@ -120,9 +116,7 @@ def _demangle_tuple(names: tuple[str, ...]) -> tuple[str, ...]:
     if tool is None:
         return names
     try:
-        out = subprocess.run(
-            [tool], input="\n".join(names), capture_output=True, text=True, timeout=10, check=True
-        )
+        out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):
         return names
     lines = out.stdout.splitlines()

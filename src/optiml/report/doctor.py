@@ -39,11 +39,7 @@ def collect() -> list[Check]:
         checks.append(Check("nvcc", False, str(exc)))
     arch = detect_arch()
     smi = shutil.which("nvidia-smi")
-    gpu = (
-        _run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"])
-        if smi
-        else "nvidia-smi not found"
-    )
+    gpu = _run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]) if smi else "nvidia-smi not found"
     checks.append(
         Check(
             "GPU",
@@ -55,9 +51,7 @@ def collect() -> list[Check]:
     )
     for tool, purpose in (("ncu", "profiling"), ("cuobjdump", "SASS analysis")):
         path = shutil.which(tool)
-        checks.append(
-            Check(tool, path is not None, path or f"not found: {purpose} falls back to static evidence")
-        )
+        checks.append(Check(tool, path is not None, path or f"not found: {purpose} falls back to static evidence"))
     try:
         from optiml.integrity.sandbox import probe_isolation
 

@@ -47,9 +47,7 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult) 
         speedup = result.speedup(mode)
         if speedup is not None:
             mark = "" if speedup.significant or speedup.high < 1 else " (within noise)"
-            table.add_row(
-                f"speedup vs {mode}", f"{speedup.value:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]{mark}"
-            )
+            table.add_row(f"speedup vs {mode}", f"{speedup.value:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]{mark}")
     if result.floor_ms:
         table.add_row("physical floor", f"{result.floor_ms:.4f} ms (bytes / measured copy bandwidth)")
     if compiled is not None:
