@@ -450,10 +450,11 @@ def generate_cmd(
                 console.print(Syntax(path.read_text(encoding="utf-8"), "python", line_numbers=True))
                 task = validate_task_file(path).task
             else:
-                task = confirm_task(path, console)
-                if task is None:
+                accepted = confirm_task(path, console)
+                if accepted is None:
                     err_console.print(f"task rejected; the draft stays at {path}")
                     raise typer.Exit(1)
+                task = accepted
         with make_evaluator(task, SessionOptions()) as evaluator:
             outcome = generate_root(task, client, evaluator, config, store=generation_store)
     finally:

@@ -8,6 +8,7 @@ ends the evaluation with its status and message.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from optiml.evaluate.checks import (
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.results import EvalStatus, TimingStats, TrialCheck
 from optiml.evaluate.runtime import Case, TaskRuntime
-from optiml.evaluate.timing import DeviceTimer, run_trials
+from optiml.evaluate.timing import DeviceTimer, TimedCall, run_trials
 
 
 class CandidateFailure(Exception):
@@ -150,24 +151,23 @@ class CandidateRunner:
             message=result.message,
         )
 
-    def timed_calls(self, cases: list[Case]) -> list[tuple[Callable[[], None], Callable[[], None], Callable[[], bool]]]:
+    def timed_calls(self, cases: list[Case]) -> list[TimedCall]:
+        """Per case: the bound call, a re-poisoning of its outputs, and a check of what it wrote."""
         atol, rtol = self.runtime.task.meta.atol, self.runtime.task.meta.rtol
-        calls = []
+        calls: list[TimedCall] = []
         for case in cases:
             with torch.cuda.stream(self.stream):
                 args = clone_args(case.abi_inputs)
                 outputs = fresh_outputs(case.expected)
-            expected = case.expected
-
-            def prepare(outputs: list[torch.Tensor] = outputs) -> None:
-                for out in outputs:
-                    poison_(out)
-
-            def check(outputs: list[torch.Tensor] = outputs, expected: list[torch.Tensor] = expected) -> bool:
-                return quick_match(outputs, expected, atol, rtol)
-
+            prepare = functools.partial(_poison_all, outputs)
+            check = functools.partial(quick_match, outputs, case.expected, atol, rtol)
             calls.append((self.bind(args, outputs), prepare, check))
         return calls
+
+
+def _poison_all(outputs: list[torch.Tensor]) -> None:
+    for out in outputs:
+        poison_(out)
 
 
 def synchronize_or_fail() -> None:

@@ -8,7 +8,7 @@ host thread shows up as host time far above event time; the caller compares the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -16,6 +16,9 @@ import torch
 from optiml.evaluate.cudart import reset_persisting_l2
 
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
+
+#: One timed call: the call itself, what to do before it (untimed), and a check of its output.
+TimedCall = tuple[Callable[[], None], Callable[[], None] | None, Callable[[], bool] | None]
 
 
 @dataclass
@@ -75,7 +78,7 @@ class DeviceTimer:
 
 def run_trials(
     timer: DeviceTimer,
-    calls: list[tuple[Callable[[], None], Callable[[], None] | None, Callable[[], bool] | None]],
+    calls: Sequence[TimedCall],
     *,
     warmup: int,
     min_trials: int,

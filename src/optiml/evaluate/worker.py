@@ -17,11 +17,13 @@ the client starts a fresh one. Imports: standard library, NumPy and torch only.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import IO, Any
 
@@ -39,7 +41,7 @@ from optiml.evaluate.harness import (
 )
 from optiml.evaluate.results import EvalStatus, TimingStats
 from optiml.evaluate.runtime import TaskRuntime
-from optiml.evaluate.timing import DeviceTimer, run_trials
+from optiml.evaluate.timing import DeviceTimer, TimedCall, run_trials
 from optiml.task import Task, load_task
 
 EXIT_FATAL = 3
@@ -138,20 +140,13 @@ class Worker:
             return self.references[key]
         stream = torch.cuda.Stream(device=self.device)
         timer = DeviceTimer(stream, flush_l2=config.flush_l2)
-        calls = []
+        if mode not in ("eager", "compile"):
+            raise ValueError(f"unknown reference mode {mode!r} (eager or compile)")
+        calls: list[TimedCall] = []
         for i in range(max(1, config.timing_inputs)):
             case = runtime.case(config.base_seed + i)
-            model = case.model
-            if mode == "compile":
-                model = torch.compile(model)
-            elif mode != "eager":
-                raise ValueError(f"unknown reference mode {mode!r} (eager or compile)")
-
-            def call(model: torch.nn.Module = model, args: list[Any] = case.args) -> None:
-                with torch.no_grad(), torch.cuda.stream(stream):
-                    model(*args)
-
-            calls.append((call, None, None))
+            forward: Callable[..., Any] = torch.compile(case.model) if mode == "compile" else case.model
+            calls.append((functools.partial(_run_reference, forward, case.args, stream), None, None))
         samples, _ = run_trials(
             timer,
             calls,
@@ -181,6 +176,11 @@ class Worker:
             self._bandwidth = 2 * n * 10 / (start.elapsed_time(end) / 1e3)
             del src, dst
         return self._bandwidth
+
+
+def _run_reference(forward: Callable[..., Any], args: list[Any], stream: torch.cuda.Stream) -> None:
+    with torch.no_grad(), torch.cuda.stream(stream):
+        forward(*args)
 
 
 def serve(requests: IO[str], replies: IO[str]) -> int:
