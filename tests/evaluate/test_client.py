@@ -70,18 +70,19 @@ def test_crash_is_reported_with_its_signal_and_the_next_request_gets_a_fresh_wor
 
 def test_hang_times_out_and_the_process_is_killed(client: WorkerClient) -> None:
     client.request({"op": "echo"}, timeout_s=30)
+    workdir = str(client.workdir)
     start = time.monotonic()
     with pytest.raises(WorkerTimeout):
         client.request({"op": "hang"}, timeout_s=1.5)
     assert time.monotonic() - start < 10
     assert not client.alive
-    survivors = [p for p in Path("/proc").glob("[0-9]*") if _is_fake_worker(p)]
+    survivors = [p for p in Path("/proc").glob("[0-9]*") if _is_fake_worker(p, workdir)]
     assert not survivors, "the hung worker survived its process-group kill"
 
 
-def _is_fake_worker(proc: Path) -> bool:
+def _is_fake_worker(proc: Path, workdir: str) -> bool:
     try:
-        return "fake_worker.py" in (proc / "cmdline").read_text()
+        return f"{workdir}/fake_worker.py" in (proc / "cmdline").read_text().replace("\0", " ")
     except OSError:
         return False
 

@@ -70,6 +70,11 @@ class WorkerClient:
         self.requests_served = 0
 
     @property
+    def workdir(self) -> Path | None:
+        """The running worker's private directory (None when stopped)."""
+        return Path(self._workdir.name) if self._workdir is not None else None
+
+    @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
