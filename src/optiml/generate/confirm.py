@@ -7,15 +7,18 @@ on only with the task it returns. Prompting and editing are injected, so the loo
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import click
 import typer
 from rich.console import Console
 from rich.syntax import Syntax
 
 from optiml.errors import TaskError
+from optiml.generate.errors import GenerationError
 from optiml.generate.task_check import TaskCheck, validate_task_file
 from optiml.task import Task
 
@@ -27,8 +30,14 @@ _QUESTION = "Optimize against this reference? [a]ccept, [e]dit, [r]eject"
 
 
 def open_in_editor(path: Path) -> None:
-    """Open ``path`` in the user's $EDITOR (or the platform default) and wait for it to close."""
-    click.edit(filename=str(path))
+    """Open ``path`` in the user's $VISUAL / $EDITOR (default ``vi``) and wait for it to close."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    try:
+        subprocess.run([*shlex.split(editor), str(path)], check=False)
+    except OSError as exc:
+        raise GenerationError(
+            f"cannot start the editor {editor!r} ({exc}); set $EDITOR, or edit {path} yourself"
+        ) from exc
 
 
 def confirm_task(
