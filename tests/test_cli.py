@@ -150,3 +150,31 @@ def test_generate_writes_and_shows_the_task_then_needs_a_gpu(tmp_path: Path, mon
     assert "torch.softmax" in result.output  # the task was shown before anything ran against it
     assert result.exit_code == 2  # without a GPU no kernel can be verified: a one-line error, no traceback
     assert "Traceback" not in result.output
+
+
+def test_optimize_without_a_gpu_fails_before_storing_a_run(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    store = tmp_path / "runs.db"
+    result = runner.invoke(
+        app, ["optimize", str(ROOT / "tasks" / "silu.py"), "--evals", "2", "--no-profile", "--store", str(store)]
+    )
+    assert result.exit_code == 2 and "no CUDA GPU" in result.output
+    assert not store.exists()
+
+
+def test_generate_without_an_llm_points_to_the_manual_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    task = tmp_path / "triple.py"
+    task.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 3\n"
+        "def get_inputs():\n    return [torch.rand(100)]\ndef get_init_inputs():\n    return []\n"
+    )
+    result = runner.invoke(app, ["generate", "triple it", "--reference", str(task)])
+    assert result.exit_code == 2
+    assert "init-kernel" in result.output and "OPTIML_LLM_MODEL" in result.output

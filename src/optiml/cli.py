@@ -247,6 +247,8 @@ def optimize_cmd(
     )
     root = resolve_root(loaded, kernel)
     with open_session(loaded, options) as session:
+        with console.status("preparing the task: inputs, reference outputs, reference timing"):
+            session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
         if root is None:
             root = _generate_root(loaded, session, store, console)
         console.print(

@@ -21,10 +21,8 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from optiml.errors import StoreError
 from optiml.evaluate.results import EvalResult, TimingStats
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Edit
+from optiml.sqlite_db import SqliteDatabase
 
 DEFAULT_DB_PATH = Path(".optiml") / "runs.db"
 SCHEMA_VERSION = 1
@@ -192,22 +191,14 @@ class ProfileRecord:
     text: str
 
 
-class RunStore:
+class RunStore(SqliteDatabase):
     """SQLite run store. Thread-safe (one connection behind a lock); use as a context manager."""
 
     def __init__(self, path: str | Path = DEFAULT_DB_PATH) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
+        super().__init__(path, _SCHEMA)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.executescript(_SCHEMA)
             self._check_version()
-        except (sqlite3.Error, OSError) as exc:
+        except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
 
     def _check_version(self) -> None:
@@ -221,31 +212,11 @@ class RunStore:
                 f" (this one reads v{SCHEMA_VERSION})"
             )
 
-    def close(self) -> None:
-        self._conn.close()
-
     def __enter__(self) -> RunStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One transaction: committed on success, rolled back on error, reported as StoreError."""
-        with self._lock:
-            try:
-                with self._conn:
-                    yield self._conn
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: write failed: {exc}") from exc
-
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                return list(self._conn.execute(sql, tuple(params)).fetchall())
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: read failed: {exc}") from exc
 
     # runs ---------------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from generate_helpers import silu_kernel
 
-from optiml.generate.answers import NoCodeError, extract_cuda, extract_python, fenced_blocks
+from optiml.code_blocks import fenced_blocks
+from optiml.generate.answers import NoCodeError, extract_cuda, extract_python
 
 KERNEL = silu_kernel(1.0, "a")
 TASK = "import torch\nclass Model:\n    pass\ndef get_inputs():\n    return []\n"

@@ -117,7 +117,7 @@ def test_repr_hides_key() -> None:
         ("", {"OPTIML_LLM_MODE": "fake"}, {}, "mode must be one of live, record, replay"),
         ("[llm]\ncolour = 1\n", {}, {}, "Unknown LLM setting 'colour'"),
         ("", {}, {"concurrency": 0}, "concurrency must be >= 1"),
-        ("[llm\n", {}, {}, "Cannot read"),
+        ("[llm\n", {}, {}, "cannot read"),
         ("llm = 3\n", {}, {}, r"\[llm\] must be a table"),
     ],
 )

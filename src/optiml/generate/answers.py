@@ -11,44 +11,17 @@ Anything else is a :class:`NoCodeError` whose message is written for the model's
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from optiml.code_blocks import fenced_blocks
 from optiml.generate.errors import GenerationError
 
-_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.#-]*)[^`\n]*$")
 _CUDA_LANGS = ("cuda", "cu", "c++", "cpp", "cxx", "cc", "c", "")
 _PYTHON_LANGS = ("python", "py", "python3", "")
 
 
 class NoCodeError(GenerationError):
     """The answer holds no usable code; the message says what was expected."""
-
-
-@dataclass(frozen=True)
-class FencedBlock:
-    language: str  # lower-cased info string ("" when none)
-    body: str
-
-
-def fenced_blocks(text: str) -> list[FencedBlock]:
-    """Every fenced code block of ``text`` in order; an unclosed last block runs to the end."""
-    blocks: list[FencedBlock] = []
-    lines = text.replace("\r\n", "\n").split("\n")
-    i = 0
-    while i < len(lines):
-        opened = _OPEN.match(lines[i])
-        if opened is None:
-            i += 1
-            continue
-        fence = opened.group("fence")
-        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        end = next((j for j in range(i + 1, len(lines)) if closing.match(lines[j])), None)
-        body = lines[i + 1 : end if end is not None else len(lines)]
-        blocks.append(FencedBlock(opened.group("lang").lower(), "\n".join(body).strip("\n") + "\n"))
-        i = (end if end is not None else len(lines)) + 1
-    return blocks
 
 
 def extract_cuda(text: str) -> str:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from optiml.config_file import read_toml_section
 from optiml.errors import ConfigError
 from optiml.generate.errors import GenerationError
 from optiml.generate.thoughts import Thought, load_thought_file, parse_thought, select_thoughts
@@ -34,9 +35,9 @@ from optiml.llm.config import LLMConfig
 from optiml.llm.errors import LLMConfigError
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+    pass
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def load_generation_config(
     ignored (unset CLI options); ``thoughts`` may be given as a comma-separated string.
     """
     path = toml_path if toml_path is not None else Path("optiml.toml")
-    table = _read_table(path, required=toml_path is not None)
+    table = read_toml_section(path, "generate", required=toml_path is not None, error=ConfigError)
     merged: dict[str, Any] = dict(table)
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
     unknown = set(merged) - _KEYS
@@ -125,22 +126,6 @@ def require_llm(config: LLMConfig) -> None:
             f"generation needs an LLM. {exc} Without one, start from a hand-written kernel: "
             "`optiml init-kernel TASK -o kernel.cu` writes a skeleton to fill in."
         ) from exc
-
-
-def _read_table(path: Path, required: bool) -> dict[str, Any]:
-    if not path.is_file():
-        if required:
-            raise ConfigError(f"config file {path} does not exist")
-        return {}
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-    table = data.get("generate", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [generate] must be a table")
-    return dict(table)
 
 
 def _inline_thoughts(raw: object, path: Path) -> tuple[Thought, ...]:

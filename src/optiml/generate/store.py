@@ -20,10 +20,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from optiml.errors import StoreError
 from optiml.evaluate.results import EvalResult
 from optiml.generate.outcome import Attempt, GenerationOutcome, ThoughtRecord
 from optiml.kernel.source import KernelSource
+from optiml.sqlite_db import SqliteDatabase
 
 STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"  # a kernel (or task) was produced
@@ -120,25 +118,11 @@ class TaskDraft:
     source: str  # "" when the answer held no file
 
 
-class GenerationStore:
+class GenerationStore(SqliteDatabase):
     """The generation tables in a SQLite file. Thread-safe; use as a context manager."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        super().__init__(path, _SCHEMA)
 
     def __enter__(self) -> GenerationStore:
         return self
@@ -278,24 +262,6 @@ class GenerationStore:
                 (generation_id,),
             )
         ]
-
-    # plumbing -----------------------------------------------------------------------------------
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                with self._conn:
-                    yield self._conn
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: write failed: {exc}") from exc
-
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                return list(self._conn.execute(sql, tuple(params)).fetchall())
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: read failed: {exc}") from exc
 
 
 def _attempt(row: sqlite3.Row) -> Attempt:

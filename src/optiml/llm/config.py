@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from optiml.config_file import DEFAULT_CONFIG, read_toml_section
 from optiml.llm.errors import LLMConfigError
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+    pass
 
 __all__ = ["MODES", "PROVIDERS", "LLMConfig", "load_llm_config", "redact_url"]
 
@@ -174,7 +175,12 @@ def load_llm_config(
     environ: Mapping[str, str] = os.environ if env is None else env
     layers: list[tuple[str, dict[str, Any]]] = []  # lowest precedence first
 
-    table = _read_toml_table(toml_path)
+    table = read_toml_section(
+        toml_path if toml_path is not None else DEFAULT_CONFIG,
+        "llm",
+        required=toml_path is not None,
+        error=LLMConfigError,
+    )
     layers.append((f"{toml_path or 'optiml.toml'} [llm]", table))
     env_layer = {name: environ[ENV_PREFIX + name.upper()] for name in _FIELDS if environ.get(ENV_PREFIX + name.upper())}
     layers.append(("environment", env_layer))
@@ -193,23 +199,6 @@ def load_llm_config(
     if sources.get("api_key") != "overrides" and not environ.get(ENV_PREFIX + "API_KEY"):
         merged["api_key"] = _fallback_key(merged, environ)
     return LLMConfig(**merged)
-
-
-def _read_toml_table(toml_path: Path | None) -> dict[str, Any]:
-    path = toml_path if toml_path is not None else Path("optiml.toml")
-    if not path.is_file():
-        if toml_path is not None:
-            raise LLMConfigError(f"Config file {path} does not exist")
-        return {}
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise LLMConfigError(f"Cannot read {path}: {exc}") from exc
-    table = data.get("llm", {})
-    if not isinstance(table, dict):
-        raise LLMConfigError(f"{path}: [llm] must be a table")
-    return dict(table)
 
 
 def _fallback_key(merged: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:

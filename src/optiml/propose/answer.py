@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from optiml.code_blocks import fenced_blocks
 from optiml.propose.base import CATEGORIES
 from optiml.propose.edits import has_blocks, parse_blocks, render_blocks
 from optiml.propose.errors import EditParseError
@@ -32,7 +33,6 @@ _RATIONALE = re.compile(
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
 )
 _CATEGORY = re.compile(_LABEL.format(name="category") + r"(?P<text>[^\n]+)", re.IGNORECASE | re.MULTILINE)
-_FENCE = re.compile(r"^[ \t]*(?P<fence>```|~~~)[ \t]*(?P<lang>[\w+.#-]*)[ \t]*$", re.MULTILINE)
 _SYNONYMS = {
     "tile": "tiling",
     "blocking": "tiling",
@@ -83,11 +83,12 @@ def unparsed_answer(text: str) -> ParsedAnswer:
 
 
 def _whole_source(text: str) -> str:
-    blocks, unclosed = _fenced_blocks(text)
+    found = fenced_blocks(text)
+    blocks = [b.body for b in found if b.closed]
     with_entry = [b for b in blocks if "optiml_forward" in b]
     if with_entry:
         return with_entry[-1].strip("\n") + "\n"  # the last one is the final version when a model repeats itself
-    if unclosed:
+    if any(not b.closed for b in found):
         raise EditParseError("the code block is not closed with ``` (was the answer cut off?)")
     if blocks:
         raise EditParseError(
@@ -96,23 +97,6 @@ def _whole_source(text: str) -> str:
     raise EditParseError(
         "no edit found: answer with SEARCH/REPLACE blocks, or one ```cuda block holding the complete new kernel file"
     )
-
-
-def _fenced_blocks(text: str) -> tuple[list[str], bool]:
-    """Contents of the closed fenced blocks, and whether a fence was left open."""
-    blocks: list[str] = []
-    fences = list(_FENCE.finditer(text))
-    i = 0
-    while i < len(fences):
-        opening = fences[i]
-        closing = next(
-            (f for f in fences[i + 1 :] if f.group("fence") == opening.group("fence") and not f.group("lang")), None
-        )
-        if closing is None:
-            return blocks, True
-        blocks.append(text[opening.end() + 1 : closing.start()])
-        i = fences.index(closing) + 1
-    return blocks, False
 
 
 def _rationale(text: str) -> str:
