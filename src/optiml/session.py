@@ -54,6 +54,11 @@ class LockedProfiler:
         with self._evaluator.gpu_lock:
             return self.profiler().diagnose(kernel, result)
 
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[Any]:
+        """Several candidates in one ncu launch (the search batches those that wait)."""
+        with self._evaluator.gpu_lock:
+            return list(self.profiler().diagnose_many(items))
+
     def profiler(self) -> Any:
         if self._profiler is None:
             from optiml.profile import ProfileConfig, Profiler

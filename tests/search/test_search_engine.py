@@ -247,3 +247,31 @@ def test_events_report_progress(task: Task, store: RunStore) -> None:
     assert [e.progress.evaluations for e in evaluated] == list(range(1, 13))
     last = events[-1].progress
     assert last.run_id == outcome.run_id and last.best_ms is not None and last.best_speedup is not None
+
+
+class BatchingProfiler(KnobProfiler):
+    """A slow profiler with ``diagnose_many``: candidates that arrive while it works must share a call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def diagnose_many(self, items: Sequence[tuple[object, object]]) -> list[object]:
+        self.batches.append(len(items))
+        time.sleep(0.2)
+        return [self.diagnose(kernel, result) for kernel, result in items]  # type: ignore[arg-type]
+
+
+def test_candidates_waiting_for_the_profiler_share_one_call(task: Task, store: RunStore) -> None:
+    profiler = BatchingProfiler()
+    config = SearchConfig(
+        parallel_evaluations=3, budgets=Budgets(30), profile_margin=100.0, profile_batch=3, retime_top_k=0
+    )
+    outcome = search(
+        task, store, config, evaluator=LandscapeEvaluator(Landscape(seed=1), delay_s=0.02), profiler=profiler
+    )
+    assert max(profiler.batches) > 1  # a batch formed while the profiler was busy
+    assert max(profiler.batches) <= 3  # and never beyond profile_batch
+    assert sum(profiler.batches) == len(profiler.calls)
+    verified = store.verified_times(outcome.run_id)
+    assert set(store.profiles(outcome.run_id)) == set(profiler.calls) == set(verified)

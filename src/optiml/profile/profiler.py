@@ -208,22 +208,42 @@ class Profiler:
 
     def diagnose(self, kernel: KernelSource, result: EvalResult) -> Diagnosis:
         """Profile ``kernel`` if it was verified and ncu works; otherwise diagnose from static facts and timing."""
-        static = self.static_analysis(kernel)
-        missing: list[str] = []
-        profile = None
-        if not result.ok:
-            status = result.status.value
-            missing.append(f"hardware counters (candidate is {status}: only verified kernels are profiled)")
-        elif static is not None:
-            profile = self.profile(kernel)[0]
-        return diagnose(
-            profile=profile,
-            static=static,
-            roofline=self.roofline(),
-            time_ms=result.time_ms,
-            dtype=self.task.meta.dtype,
-            missing=tuple(missing),
+        return self.diagnose_many([(kernel, result)])[0]
+
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[Diagnosis]:
+        """:meth:`diagnose` for several candidates, profiling the verified ones in ONE ncu launch.
+
+        ncu's and the target's start-up (~5–7 s on the H200) is paid once per launch, so a batch
+        of k candidates costs far less than k single diagnoses (3.2 s vs 8.2 s each for k = 3,
+        measured on the starter suite).
+        """
+        statics = [self.static_analysis(kernel) for kernel, _ in items]
+        to_profile = [
+            i
+            for i, ((_, result), static) in enumerate(zip(items, statics, strict=True))
+            if result.ok and static is not None
+        ]
+        profiles = (
+            dict(zip(to_profile, self.profile([items[i][0] for i in to_profile]), strict=True)) if to_profile else {}
         )
+        diagnoses = []
+        for index, ((_, result), static) in enumerate(zip(items, statics, strict=True)):
+            missing: tuple[str, ...] = ()
+            if not result.ok:
+                missing = (
+                    f"hardware counters (candidate is {result.status.value}: only verified kernels are profiled)",
+                )
+            diagnoses.append(
+                diagnose(
+                    profile=profiles.get(index),
+                    static=static,
+                    roofline=self.roofline(),
+                    time_ms=result.time_ms,
+                    dtype=self.task.meta.dtype,
+                    missing=missing,
+                )
+            )
+        return diagnoses
 
     # -- roofline ----------------------------------------------------------------------------
     def roofline(self) -> Roofline:

@@ -85,6 +85,7 @@ class SearchConfig:
     reward: RewardWeights = field(default_factory=RewardWeights)
     noise_threshold: float = 0.02  # a speedup counts only beyond the timing band AND by >= 2 %
     profile_margin: float = 0.10  # profile OK candidates within 10 % of the best time so far
+    profile_batch: int = 4  # candidates waiting for the profiler share one ncu launch, up to this many
     retime_top_k: int = 4  # candidates re-timed at the end, interleaved with the root
     retime_rounds: int = 10  # rounds of interleaved re-timing
     history_limit: int = 16  # most history entries (besides the path's own edits) shown to proposers
@@ -105,6 +106,7 @@ class SearchConfig:
             "proposals_per_request",
             "retime_rounds",
             "max_proposer_errors",
+            "profile_batch",
         )
         for name in positive_ints:
             if getattr(self, name) < 1:

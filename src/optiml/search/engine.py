@@ -58,6 +58,7 @@ class _Flight:
     node: Node
     order: int
     proposer: Proposer | None = None
+    batch: tuple[Node, ...] = ()  # profile flights: every node the one profiler call covers
 
 
 class Engine:
@@ -97,6 +98,7 @@ class Engine:
         self._proposer_turn = 0
         self._proposer_errors = 0
         self._fatal = ""
+        self._profile_queue: list[Node] = []
         self._pools = {
             _EVALUATE: ThreadPoolExecutor(config.parallel_evaluations, thread_name_prefix="optiml-evaluate"),
             _PROPOSE: ThreadPoolExecutor(config.parallel_proposals, thread_name_prefix="optiml-propose"),
@@ -114,7 +116,9 @@ class Engine:
         if root.state is NodeState.OK:
             if self.profiler is not None:
                 profiler = self.profiler
-                self._take_profile(root, lambda: _diagnose(profiler, root.kernel, result))
+                [snapshot] = self._fetch_diagnoses((root,), lambda: _diagnose_batch(profiler, (root,)))
+                if snapshot is not None:
+                    self._keep_diagnosis(root, snapshot)
             self._finalise(root)
         self.emit(EventKind.EVALUATED, f"root: {_outcome_text(root)}")
         return result
@@ -180,15 +184,19 @@ class Engine:
         node.requesting += 1
         self._submit(_PROPOSE, node, proposer.propose, context, self.config.proposals_per_request, proposer=proposer)
 
-    def _submit(self, kind: str, node: Node, fn: Any, *args: Any, proposer: Proposer | None = None) -> None:
+    def _submit(
+        self, kind: str, node: Node, fn: Any, *args: Any, proposer: Proposer | None = None, batch: tuple[Node, ...] = ()
+    ) -> None:
         future = self._pools[kind].submit(fn, *args)
-        self._flights[future] = _Flight(kind=kind, node=node, order=next(self._order), proposer=proposer)
+        self._flights[future] = _Flight(
+            kind=kind, node=node, order=next(self._order), proposer=proposer, batch=batch or (node,)
+        )
         self._in_flight[kind] += 1
 
     # waiting and handling ------------------------------------------------------------------------
 
     def _has_work(self) -> bool:
-        if self._in_flight[_EVALUATE] or self._in_flight[_PROFILE]:
+        if self._in_flight[_EVALUATE] or self._in_flight[_PROFILE] or self._profile_queue:
             return True
         return bool(self._in_flight[_PROPOSE]) and self.budget.can_evaluate() and not self._fatal
 
@@ -217,7 +225,7 @@ class Engine:
                 self.emit(EventKind.EVALUATED, _outcome_text(flight.node))
                 self._settle(flight.node)
             elif flight.kind == _PROFILE:
-                self._on_profiled(flight.node, future)
+                self._on_profiled(flight.batch, future)
             else:
                 assert flight.proposer is not None
                 self._on_proposals(flight.node, flight.proposer, future)
@@ -230,11 +238,28 @@ class Engine:
         self.journal.evaluation(node, elapsed_s=self.budget.elapsed_s, cost_usd=self.budget.cost_usd)
 
     def _settle(self, node: Node) -> None:
-        """Profile an evaluated node if it is worth it, else finalise it now."""
+        """Queue an evaluated node for profiling if it is worth it, else finalise it now."""
         if self.profiler is not None and self._worth_profiling(node):
-            self._submit(_PROFILE, node, _diagnose, self.profiler, node.kernel, node.result)
+            self._profile_queue.append(node)
+            self._start_profiling()
         else:
             self._finalise(node)
+
+    def _start_profiling(self) -> None:
+        """While the profiler is idle, hand it every queued node still worth it (up to a batch):
+        candidates that arrive while ncu runs share the next launch and its start-up cost."""
+        if self.profiler is None or self._in_flight[_PROFILE]:
+            return
+        queued, self._profile_queue = self._profile_queue, []
+        worth = []
+        for node in queued:
+            if self._worth_profiling(node):
+                worth.append(node)
+            else:  # the best moved on while it waited
+                self._finalise(node)
+        batch, self._profile_queue = tuple(worth[: self.config.profile_batch]), worth[self.config.profile_batch :]
+        if batch:
+            self._submit(_PROFILE, batch[0], _diagnose_batch, self.profiler, batch, batch=batch)
 
     def _worth_profiling(self, node: Node) -> bool:
         best = self.tree.best().time_ms
@@ -243,19 +268,26 @@ class Engine:
             return False
         return time_ms <= best * (1.0 + self.config.profile_margin)
 
-    def _on_profiled(self, node: Node, future: Future[Any]) -> None:
-        self._take_profile(node, future.result)
-        self._finalise(node)
+    def _on_profiled(self, batch: tuple[Node, ...], future: Future[Any]) -> None:
+        snapshots = self._fetch_diagnoses(batch, future.result)
+        for node, snapshot in zip(batch, snapshots, strict=True):
+            if snapshot is not None:
+                self._keep_diagnosis(node, snapshot)
+            self._finalise(node)
+        self._start_profiling()
 
-    def _take_profile(self, node: Node, fetch: Callable[[], DiagnosisSnapshot | None]) -> None:
-        """Keep the diagnosis ``fetch`` returns; a profiler failure costs the diagnosis only."""
+    def _fetch_diagnoses(
+        self, nodes: tuple[Node, ...], fetch: Callable[[], list[DiagnosisSnapshot | None]]
+    ) -> list[DiagnosisSnapshot | None]:
+        """What the profiler found; a profiler failure costs the diagnoses only, never the run."""
         try:
-            diagnosis = fetch()
-        except Exception as exc:  # the profiler is optional: never let it end the run
-            self.emit(EventKind.WARNING, f"profiling {node.digest[:8]} failed: {type(exc).__name__}: {exc}")
-            return
-        if diagnosis is None:
-            return
+            return fetch()
+        except Exception as exc:  # the profiler is optional
+            for node in nodes:
+                self.emit(EventKind.WARNING, f"profiling {node.digest[:8]} failed: {type(exc).__name__}: {exc}")
+            return [None] * len(nodes)
+
+    def _keep_diagnosis(self, node: Node, diagnosis: DiagnosisSnapshot) -> None:
         node.diagnosis = diagnosis
         self.journal.profile(node)
         fraction = diagnosis.roofline_fraction
@@ -365,9 +397,15 @@ class Engine:
             self.on_event(SearchEvent(kind=kind, message=message, progress=self.progress()))
 
 
-def _diagnose(profiler: Profiler, kernel: KernelSource, result: EvalResult) -> DiagnosisSnapshot | None:
-    diagnosis = profiler.diagnose(kernel, result)
-    return DiagnosisSnapshot.of(diagnosis) if diagnosis is not None else None
+def _diagnose_batch(profiler: Profiler, nodes: tuple[Node, ...]) -> list[DiagnosisSnapshot | None]:
+    """Diagnoses of ``nodes`` in order: one ``diagnose_many`` call where the profiler has it."""
+    items: list[tuple[KernelSource, EvalResult]] = []
+    for node in nodes:
+        assert node.result is not None  # only evaluated nodes are queued for profiling
+        items.append((node.kernel, node.result))
+    many = getattr(profiler, "diagnose_many", None)
+    diagnoses = many(items) if many is not None else [profiler.diagnose(k, r) for k, r in items]
+    return [DiagnosisSnapshot.of(d) if d is not None else None for d in diagnoses]
 
 
 def _outcome_text(node: Node) -> str:

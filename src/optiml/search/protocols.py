@@ -50,6 +50,9 @@ class Diagnosis(Protocol):
 
 
 class Profiler(Protocol):
+    """Diagnoses verified kernels. A profiler may also offer ``diagnose_many(items)`` — the same
+    for several (kernel, result) pairs in one go (one ncu launch); the search uses it when present."""
+
     def diagnose(self, kernel: KernelSource, result: EvalResult) -> Diagnosis | None:
         """Profile a verified kernel; None when profiling is unavailable for it."""
         ...
