@@ -164,9 +164,7 @@ def test_optimize_without_a_gpu_fails_before_storing_a_run(tmp_path: Path) -> No
     assert not store.exists()
 
 
-def test_generate_without_an_llm_points_to_the_manual_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_generate_without_an_llm_points_to_the_manual_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPTIML_LLM_MODEL", "OPTIML_LLM_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)

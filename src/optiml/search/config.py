@@ -73,6 +73,7 @@ class SearchConfig:
     c_puct: float = 0.25  # exploration constant of PUCT / UCT (rewards lie roughly in [-1.5, 1.2])
     widen_k: float = 2.0  # progressive widening: a node may have ceil(k * visits**alpha) children ...
     widen_alpha: float = 0.5  # ... growing with its visits (virtual ones included) ...
+    deepen_first: bool = True  # MCTS: follow a child whose subtree improved before widening its parent
     max_children: int = 12  # ... up to this many (greedy uses this cap alone; best-of-n ignores it)
     prune_after_failures: int = 4  # a node whose last N children failed is closed (not best-of-n)
     max_dry_requests: int = 2  # a node stops asking after N requests that brought nothing new

@@ -26,13 +26,28 @@ class MCTS:
         return self._descend(tree.root, can_try=can_try, can_expand=can_expand)
 
     def _descend(self, node: Node, *, can_try: bool, can_expand: bool) -> Action | None:
-        action = local_action(node, allowed_children(node, self.config), can_try=can_try, can_expand=can_expand)
-        if action is not None:
-            return action
+        widen = local_action(node, allowed_children(node, self.config), can_try=can_try, can_expand=can_expand)
         children = [c for c in node.children if c.state is NodeState.OK and c.finalised]
         children.sort(key=lambda c: selection_score(c, node, self.config), reverse=True)
+        if widen is not None and self.config.deepen_first:
+            # a child faster than this kernel: follow the improvement before widening here
+            for child in (c for c in children if _faster(c, node)):
+                action = self._descend(child, can_try=can_try, can_expand=can_expand)
+                if action is not None or _busy(child):
+                    return action  # None: its proposals are on the way; wait rather than widen here
+        if widen is not None:
+            return widen
         for child in children:
             action = self._descend(child, can_try=can_try, can_expand=can_expand)
             if action is not None:
                 return action
         return None
+
+
+def _faster(child: Node, parent: Node) -> bool:
+    return child.time_ms is not None and parent.time_ms is not None and child.time_ms < parent.time_ms
+
+
+def _busy(node: Node) -> bool:
+    """Proposals requested for ``node`` or a descendant are still on the way."""
+    return node.requesting > 0 or any(_busy(c) for c in node.children if c.state is NodeState.OK)
