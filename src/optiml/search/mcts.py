@@ -5,6 +5,13 @@ is widened — its best-ranked queued candidate is evaluated, or proposers are a
 Otherwise the search descends into its verified children in order of selection score, and the
 first subtree that has something to do wins. Rewards are backed up by the engine; virtual loss
 on in-flight paths keeps parallel evaluations apart.
+
+``deepen_first`` (default on): before widening a node, follow any child that is faster than it
+(in selection order) and wait while that child's proposals are on the way. Kernel edits are
+mostly separable (a good block size stays good after unrolling), so an improvement is best built
+on at once; plain progressive widening spent small budgets on siblings of the root. On the
+synthetic landscape (12 seeds, ``benchmarks/search_landscape.py``) this took MCTS from 1.35× to
+1.94× at 12 evaluations and from 1.84× to 2.79× at 40 (greedy: 2.15× and 2.82×).
 """
 
 from __future__ import annotations
