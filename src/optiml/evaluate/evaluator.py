@@ -54,7 +54,6 @@ class Evaluator:
         self.facts: TaskFacts | None = None
         self._gpu = threading.Lock()
         self._screen_warnings: dict[str, list[str]] = {}
-        self._evaluated = 0
 
     @property
     def gpu_lock(self) -> threading.Lock:

@@ -81,10 +81,6 @@ class TimingStats:
         """Half the inter-quartile range: the noise figure quoted as median ± spread."""
         return (self.q3_ms - self.q1_ms) / 2
 
-    @property
-    def relative_spread(self) -> float:
-        return self.spread_ms / self.median_ms if self.median_ms > 0 else math.inf
-
     @classmethod
     def from_samples(cls, samples_ms: list[float], wall_ms: list[float] | None = None) -> TimingStats:
         if not samples_ms:

@@ -71,9 +71,6 @@ class TaskRuntime:
             self._cases[key] = self._build_case(seed, shape_set, distribution)
         return self._cases[key]
 
-    def drop_cases(self) -> None:
-        self._cases.clear()
-
     def make_args(self, seed: int, shape_set: int = 0, distribution: str = "native") -> list[Any]:
         """Seeded forward() arguments on the runtime's device (floating ones cast to the task dtype)."""
         module = self.task.namespace(shape_set)
