@@ -544,6 +544,27 @@ def profile_cmd(
     raise typer.Exit(0 if result.ok else 1)
 
 
+@app.command("export")
+@reports_errors
+def export_cmd(
+    task: TaskArg,
+    kernel: KernelArg,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Default: <task>_model_new.py.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write KERNEL as a self-contained KernelBench ModelNew file (nvcc + ctypes, no torch extension build)."""
+    from optiml.export.kernelbench import render_model_new
+    from optiml.kernel.source import KernelSource
+    from optiml.task import load_task
+
+    loaded = load_task(task)
+    target = out or Path(f"{loaded.name}_model_new.py")
+    if target.exists() and not force:
+        raise OptimlError(f"{target} exists; pass --force to overwrite")
+    target.write_text(render_model_new(loaded, KernelSource.from_file(kernel)), encoding="utf-8")
+    console.print(f"wrote {target}: `from {target.stem} import ModelNew` (same arguments as the task's Model)")
+
+
 @app.command("doctor")
 @reports_errors
 def doctor_cmd() -> None:
