@@ -1,0 +1,248 @@
+"""Search commands: propose, optimize, resume, runs, show."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from optiml.cli.app import (
+    DEFAULT_STORE,
+    KernelArg,
+    LlmModelOpt,
+    LlmUrlOpt,
+    ProposerOpt,
+    StoreOpt,
+    TaskArg,
+    app,
+    console,
+    err_console,
+    llm_overrides,
+    reports_errors,
+)
+from optiml.cli.generate import generate_root_for
+from optiml.errors import OptimlError
+
+
+@app.command("propose")
+@reports_errors
+def propose_cmd(
+    task: TaskArg,
+    kernel: KernelArg,
+    proposer: Annotated[str, typer.Option("--proposer", help="heuristic | llm")] = "heuristic",
+    count: Annotated[int, typer.Option("-n", help="How many proposals.")] = 4,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the proposed kernels.")] = Path("proposals"),
+    seed: Annotated[int, typer.Option(help="Seed of the heuristic proposer.")] = 0,
+    store: StoreOpt = DEFAULT_STORE,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+) -> None:
+    """Propose edits to KERNEL without running a search; writes each proposal and its rationale."""
+    from optiml.kernel.source import KernelSource
+    from optiml.propose.base import ProposalContext
+    from optiml.propose.factory import make_proposer
+    from optiml.propose.output import write_proposals
+    from optiml.session import SessionOptions, llm_config, make_llm_client
+    from optiml.task import load_task
+
+    loaded = load_task(task)
+    source = KernelSource.from_file(kernel)
+    client = None
+    if proposer == "llm":
+        config = llm_config(SessionOptions(llm_overrides=llm_overrides(llm_model, llm_base_url)))
+        config.require_configured()
+        client = make_llm_client(config, store)
+    try:
+        chosen = make_proposer(proposer, seed=seed, client=client)
+        proposals = chosen.propose(ProposalContext(task=loaded, kernel=source), count)
+    finally:
+        if client is not None:
+            client.close()
+    written = write_proposals(proposals, out)
+    usable = sum(1 for p in proposals if p.usable)
+    console.print(f"{usable} of {len(proposals)} proposals usable; {len(written)} files written to {out}/")
+    for index, proposal in enumerate(proposals, start=1):
+        mark = "[green]ok[/green]" if proposal.usable else f"[red]failed[/red] ({proposal.error})"
+        console.print(f"  {index}. {mark} {proposal.edit.summary(100)}", highlight=False)
+
+
+@app.command("optimize")
+@reports_errors
+def optimize_cmd(
+    task: TaskArg,
+    kernel: Annotated[
+        Path | None,
+        typer.Option("--kernel", "-k", help="Starting kernel (default: the task's naive kernel, else generation)."),
+    ] = None,
+    strategy: Annotated[str, typer.Option(help="mcts | greedy | best-of-n")] = "mcts",
+    evaluations: Annotated[int, typer.Option("--evals", help="Evaluation budget.")] = 60,
+    minutes: Annotated[float, typer.Option(help="Wall-time budget in minutes.")] = 30.0,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="LLM cost budget.")] = None,
+    proposer: ProposerOpt = "auto",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the best kernel (default: <task>.best.cu).")
+    ] = None,
+    torch_compile: Annotated[bool, typer.Option("--compile", help="Also compare with torch.compile.")] = False,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Skip Nsight Compute profiling.")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+    seed: Annotated[int, typer.Option(help="Seed for proposers and tie-breaks.")] = 0,
+    arch: Annotated[str | None, typer.Option(help="nvcc -arch (default: detect).")] = None,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+) -> None:
+    """Optimize TASK's kernel by search under verification; writes the best verified kernel."""
+    from optiml.search import Budgets, SearchConfig, run_search
+    from optiml.search.live import LiveView, render_summary
+    from optiml.session import SessionOptions, open_session, resolve_root
+    from optiml.store import RunStore
+    from optiml.task import load_task
+
+    loaded = load_task(task)
+    options = SessionOptions(
+        arch=arch,
+        torch_compile=torch_compile,
+        profile=not no_profile,
+        proposer=proposer,
+        seed=seed,
+        store_path=store,
+        llm_overrides=llm_overrides(llm_model, llm_base_url, budget_usd),
+    )
+    config = SearchConfig(
+        strategy=strategy,
+        budgets=Budgets(max_evaluations=evaluations, max_seconds=minutes * 60, max_cost_usd=budget_usd),
+    )
+    root = resolve_root(loaded, kernel)
+    with open_session(loaded, options) as session:
+        with console.status("preparing the task: inputs, reference outputs, reference timing"):
+            session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
+        if root is None:
+            root = generate_root_for(loaded, session, store, console)
+        console.print(
+            f"optimizing [bold]{loaded.name}[/bold] with {strategy}, proposers: {', '.join(session.proposer_names)}"
+            + ("" if session.llm else " [dim](no LLM configured: heuristic proposer only)[/dim]")
+        )
+        with RunStore(store) as run_store, LiveView(console) as view:
+            outcome = _interruptible(
+                lambda: run_search(
+                    loaded,
+                    root,
+                    session.evaluator,
+                    session.proposers,
+                    session.profiler,
+                    run_store,
+                    config,
+                    on_event=view,
+                ),
+                store,
+            )
+    console.print(render_summary(outcome))
+    target = out or Path(f"{loaded.name}.best.cu")
+    target.write_text(outcome.best_kernel.to_file_text(), encoding="utf-8")
+    console.print(
+        f"best kernel written to [bold]{target}[/bold] (run {outcome.run_id}; `optiml show {outcome.run_id}`)"
+    )
+
+
+@app.command("resume")
+@reports_errors
+def resume_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id (see `optiml runs`).")],
+    evaluations: Annotated[int | None, typer.Option("--evals", help="New total evaluation budget.")] = None,
+    minutes: Annotated[float | None, typer.Option(help="New total wall-time budget in minutes.")] = None,
+    proposer: ProposerOpt = "auto",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Where to write the best kernel.")] = None,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Skip Nsight Compute profiling.")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+) -> None:
+    """Continue a stopped or interrupted run; no evaluated candidate is evaluated again."""
+    from optiml.search import Budgets, SearchConfig, resume_search
+    from optiml.search.live import LiveView, render_summary
+    from optiml.session import SessionOptions, open_session
+    from optiml.store import RunStore
+    from optiml.task import load_task
+
+    with RunStore(store) as run_store:
+        run = run_store.get_run(run_id)
+        loaded = load_task(run.task_path)
+        budgets = None
+        if evaluations is not None or minutes is not None:
+            base = SearchConfig.from_json(run.config_json).budgets
+            budgets = Budgets(
+                max_evaluations=evaluations if evaluations is not None else base.max_evaluations,
+                max_seconds=minutes * 60 if minutes is not None else base.max_seconds,
+                max_cost_usd=base.max_cost_usd,
+            )
+        options = SessionOptions(
+            profile=not no_profile,
+            proposer=proposer,
+            store_path=store,
+            llm_overrides=llm_overrides(llm_model, llm_base_url),
+        )
+        with open_session(loaded, options) as session, LiveView(console) as view:
+            outcome = _interruptible(
+                lambda: resume_search(
+                    run_store,
+                    run_id,
+                    session.evaluator,
+                    session.proposers,
+                    session.profiler,
+                    view,
+                    task=loaded,
+                    budgets=budgets,
+                ),
+                store,
+            )
+    console.print(render_summary(outcome))
+    target = out or Path(f"{loaded.name}.best.cu")
+    target.write_text(outcome.best_kernel.to_file_text(), encoding="utf-8")
+    console.print(f"best kernel written to [bold]{target}[/bold]")
+
+
+@app.command("runs")
+@reports_errors
+def runs_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
+    """List the runs in the store."""
+    from optiml.search import list_runs
+    from optiml.search.live import render_runs
+    from optiml.store import RunStore
+
+    if not store.exists():
+        raise OptimlError(f"{store}: no run store yet (run `optiml optimize` first)")
+    with RunStore(store) as run_store:
+        console.print(render_runs(list_runs(run_store)))
+
+
+@app.command("show")
+@reports_errors
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id (see `optiml runs`).")],
+    store: StoreOpt = DEFAULT_STORE,
+    kernel_out: Annotated[Path | None, typer.Option("--kernel-out", help="Also write the best kernel here.")] = None,
+) -> None:
+    """Show a run's best kernel path: each edit, why, and what it gained."""
+    from optiml.search import best_path
+    from optiml.search.live import render_run_path
+    from optiml.store import RunStore
+
+    if not store.exists():
+        raise OptimlError(f"{store}: no run store yet (run `optiml optimize` first)")
+    with RunStore(store) as run_store:
+        path = best_path(run_store, run_id)
+    console.print(render_run_path(path))
+    if kernel_out is not None:
+        kernel_out.write_text(path.best_kernel.to_file_text(), encoding="utf-8")
+        console.print(f"best kernel written to {kernel_out}")
+
+
+def _interruptible(run: Callable[[], Any], store: Path) -> Any:
+    try:
+        return run()
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]interrupted[/yellow]: resume with `optiml resume RUN --store {store}` (see `optiml runs`)"
+        )
+        raise typer.Exit(130) from None
