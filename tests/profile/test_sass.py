@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from profile_data import DATA, read
 
-from optiml.profile import sass
+from optiml import cuda_tools
 from optiml.profile.sass import SassKernel, disassemble, find_cuobjdump, parse_sass
 
 
@@ -115,7 +115,7 @@ def test_cuobjdump_is_found_beside_nvcc(tmp_path: Path, monkeypatch: pytest.Monk
 def test_cuobjdump_is_found_in_the_nvidia_pip_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     tool = _fake_tool(tmp_path / "site" / "nvidia" / "cu13" / "bin", "cuobjdump")
-    monkeypatch.setattr(sass, "_pip_tool_folders", lambda: [tool.parent])
+    monkeypatch.setattr(cuda_tools, "_pip_tool_folders", lambda: [tool.parent])
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     if Path("/usr/local/cuda/bin/cuobjdump").is_file():
@@ -125,7 +125,7 @@ def test_cuobjdump_is_found_in_the_nvidia_pip_package(tmp_path: Path, monkeypatc
 
 def test_missing_cuobjdump_degrades_to_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(sass, "_pip_tool_folders", lambda: [])
+    monkeypatch.setattr(cuda_tools, "_pip_tool_folders", lambda: [])
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     if Path("/usr/local/cuda/bin/cuobjdump").is_file():

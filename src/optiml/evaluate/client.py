@@ -7,11 +7,9 @@ process group is killed, and the next request starts a fresh worker.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from optiml.errors import WorkerError
-from optiml.integrity.sandbox import ResourceLimits, WorkerLaunch, build_worker_launch
+from optiml.integrity.sandbox import ResourceLimits, WorkerLaunch, build_worker_launch, kill_group
 
 
 class WorkerTimeout(Exception):
@@ -112,7 +110,7 @@ class WorkerClient:
                 proc.stdin.flush()
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired, AssertionError):
-                _kill_group(proc)
+                kill_group(proc)
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None
@@ -155,7 +153,7 @@ class WorkerClient:
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                _kill_group(proc)
+                kill_group(proc)
                 self._proc = None
                 raise WorkerTimeout(timeout_s)
             ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
@@ -172,7 +170,7 @@ class WorkerClient:
         try:
             code = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             code = proc.wait()
         self._proc = None
         cause = self._launch_spec.describe_exit(code) if self._launch_spec else f"exited with code {code}"
@@ -183,14 +181,5 @@ class WorkerClient:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
         self._proc = None
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)

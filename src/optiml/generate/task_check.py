@@ -14,10 +14,7 @@ prints one JSON line, ``{"ok": true, "notes": [...]}`` or ``{"ok": false, "error
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,7 +23,7 @@ from pathlib import Path
 
 import optiml
 from optiml.errors import TaskError
-from optiml.integrity.sandbox import ResourceLimits, build_worker_launch
+from optiml.integrity.sandbox import ResourceLimits, build_worker_launch, kill_group
 from optiml.task import Task, load_task
 
 
@@ -55,7 +52,7 @@ def validate_task_file(path: str | Path, timeout_s: float = 300.0) -> TaskCheck:
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             raise TaskError(
                 f"{task.path}: checking the task on the CPU took longer than {timeout_s:.0f} s "
                 "(does its smallest shape set need too much work, or does it never finish?)"
@@ -89,15 +86,6 @@ def _last_json_line(text: str) -> dict[str, object] | None:
         if isinstance(value, dict):
             return value
     return None
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.communicate(timeout=10)
 
 
 def _check(path: str) -> dict[str, object]:

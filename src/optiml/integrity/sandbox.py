@@ -44,6 +44,7 @@ signal N is reported as exit status 128 + N; :meth:`WorkerLaunch.describe_exit` 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
@@ -433,3 +434,14 @@ def _limiter(limits: ResourceLimits, tasks_now: int) -> Callable[[], None]:
             resource.setrlimit(which, (soft, hard))
 
     return apply
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process started through :func:`build_worker_launch` and everything it started (it
+    leads its own process group), then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=10)

@@ -11,7 +11,6 @@ crash, a timeout — comes back as one line in :attr:`NcuRun.error`, never as an
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from optiml.cuda_tools import find_cuda_tool
 from optiml.profile import process
 from optiml.profile.ncu_csv import NcuCsvError, NcuRow, parse_raw_csv
 from optiml.profile.process import LaunchBuilder
@@ -36,23 +36,10 @@ _BENIGN_WARNINGS = ("Running with unmodified GPU clocks",)
 
 
 def find_ncu(explicit: str | None = None, nvcc: str | None = None) -> str | None:
-    """``explicit`` if given, else ncu on PATH, beside nvcc, under CUDA_HOME or /usr/local/cuda."""
+    """``explicit`` if given, else ncu wherever a CUDA toolkit put it (see :func:`find_cuda_tool`)."""
     if explicit:
         return explicit if Path(explicit).is_file() else shutil.which(explicit)
-    on_path = shutil.which("ncu")
-    if on_path:
-        return on_path
-    folders = []
-    if nvcc:
-        folders += [Path(nvcc).parent, Path(nvcc).resolve().parent]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            folders.append(Path(os.environ[var]) / "bin")
-    folders.append(Path("/usr/local/cuda/bin"))
-    for folder in folders:
-        if (folder / "ncu").is_file():
-            return str(folder / "ncu")
-    return None
+    return find_cuda_tool("ncu", nvcc)
 
 
 def ncu_command(ncu: str, metrics: Sequence[str], sections: Sequence[str], target: Sequence[str]) -> list[str]:

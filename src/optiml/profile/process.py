@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from optiml.integrity.sandbox import kill_group
+
 #: A launch builder: (argv, workdir) → a WorkerLaunch (argv, env, cwd, preexec_fn, report).
 LaunchBuilder = Callable[[list[str], Path], Any]
 
@@ -73,7 +75,7 @@ def run(
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
+        kill_group(proc)
         out, err = proc.communicate()
     describe = getattr(spec, "describe_exit", None)  # a pid namespace reports signals as 128 + N
     return Outcome(
@@ -110,10 +112,3 @@ def _own_process_group(inner: Callable[[], None] | None) -> Callable[[], None]:
             os.setpgid(0, 0)
 
     return setup
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()

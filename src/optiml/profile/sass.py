@@ -11,16 +11,15 @@ backward branch, and the innermost loops are where a kernel spends its time.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import shutil
 import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from optiml.cuda_tools import find_cuda_tool
 from optiml.kernel.ptxas import demangle
 from optiml.profile.results import kernel_base_name
 
@@ -198,39 +197,11 @@ def parse_sass(text: str, demangle_names: bool = True) -> list[SassKernel]:
 
 
 def find_cuobjdump(nvcc: str | None = None) -> str | None:
-    return _find_tool("cuobjdump", nvcc)
+    return find_cuda_tool("cuobjdump", nvcc)
 
 
 def find_nvdisasm(nvcc: str | None = None) -> str | None:
-    return _find_tool("nvdisasm", nvcc)
-
-
-def _find_tool(name: str, nvcc: str | None) -> str | None:
-    """PATH, then beside nvcc (and its resolved location), CUDA_HOME, and the nvidia pip packages."""
-    on_path = shutil.which(name)
-    if on_path:
-        return on_path
-    folders: list[Path] = []
-    if nvcc:
-        folders += [Path(nvcc).parent, Path(nvcc).resolve().parent]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            folders.append(Path(os.environ[var]) / "bin")
-    folders.append(Path("/usr/local/cuda/bin"))
-    folders += _pip_tool_folders()
-    for folder in folders:
-        candidate = folder / name
-        if candidate.is_file():
-            return str(candidate)
-    return None
-
-
-def _pip_tool_folders() -> list[Path]:
-    """``site-packages/nvidia/<cu13|cuda_cuobjdump|…>/bin`` folders of the nvidia-cuda-* wheels."""
-    spec = importlib.util.find_spec("nvidia")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    return sorted(p for root in spec.submodule_search_locations for p in Path(root).glob("*/bin") if p.is_dir())
+    return find_cuda_tool("nvdisasm", nvcc)
 
 
 def disassemble(so_path: str, nvcc: str | None = None, timeout_s: float = 60.0) -> SassReport:
