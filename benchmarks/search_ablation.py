@@ -67,12 +67,16 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_ablation.json")
     parser.add_argument("--commit", default="unknown")
+    parser.add_argument(
+        "--keep", action="store_true", help="Keep --out's rows for other tasks (same budget): a suite run in parts."
+    )
     args = parser.parse_args()
 
     names = args.tasks or sorted(p.name.removesuffix(".naive.cu") for p in (ROOT / "tasks").glob("*.naive.cu"))
-    rows = []
+    rows = kept_rows(args.out, names, args.evals) if args.keep else []
+    names = sorted({str(r["task"]) for r in rows} | set(names))
     eval_config = EvalConfig(timing_seconds=0.5, max_trials=50)
-    for name in names:
+    for name in [n for n in names if not any(r["task"] == n for r in rows)]:
         task = load_task(ROOT / "tasks" / f"{name}.py")
         with tempfile.TemporaryDirectory() as tmp, Evaluator(task, eval_config) as evaluator:
             evaluator.prepare()
@@ -83,6 +87,16 @@ def main() -> None:
 
             write_document(args, names, rows)
     print(json.dumps(write_document(args, names, rows)["summary"], indent=2))
+
+
+def kept_rows(out: Path, names: list[str], evals: int) -> list[dict[str, object]]:
+    """Rows of an earlier part of the suite in ``out``: other tasks, same evaluation budget."""
+    if not out.is_file():
+        return []
+    earlier = json.loads(out.read_text())
+    if earlier.get("evals_per_strategy") != evals:
+        return []
+    return [r for r in earlier["rows"] if r["task"] not in names]
 
 
 def write_document(args: argparse.Namespace, names: list[str], rows: list[dict[str, object]]) -> dict[str, object]:

@@ -1,0 +1,143 @@
+"""What Nsight Compute profiling costs inside a search (run on the GPU machine).
+
+For each task, the same MCTS search (heuristic proposer, seed 0, equal evaluation budget, fresh
+compile cache each) runs twice on one evaluator: with profiling off, then on. Profiling goes
+through the search's own path — candidates within ``profile_margin`` of the best are queued and
+those that wait share one ncu launch (``profile_batch``) — and holds the GPU lock, so evaluations
+wait while ncu runs. Reported per task: wall time of both runs, candidates profiled, ncu launches
+and their batch sizes, profiler seconds per profiled candidate, and wall time added per profiled
+candidate ((wall_on - wall_off) / profiled). The issue's budget is 6 s per profiled candidate.
+The GPU's roofline peaks are measured before the timed runs (once per GPU, then cached on disk).
+
+    PYTHONPATH=src python3 benchmarks/search_profiling.py --out benchmarks/results/search_profiling.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.evaluator import Evaluator
+from optiml.evaluate.results import EvalResult
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.source import KernelSource
+from optiml.propose.heuristic import HeuristicProposer
+from optiml.search import Budgets, SearchConfig, run_search
+from optiml.session import LockedProfiler
+from optiml.store import RunStore
+from optiml.task import load_task
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_SECONDS_PER_CANDIDATE = 6.0
+
+
+class TimedProfiler(LockedProfiler):
+    """The search's profiler, recording how long each ncu launch took and how many it covered."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.calls: list[tuple[int, float]] = []
+
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[Any]:
+        start = time.perf_counter()
+        diagnoses = super().diagnose_many(items)
+        self.calls.append((len(items), time.perf_counter() - start))
+        return diagnoses
+
+
+def search_once(
+    task_name: str, evaluator: Evaluator, profiler: TimedProfiler | None, evals: int, workdir: Path
+) -> dict[str, Any]:
+    label = "on" if profiler is not None else "off"
+    root = KernelSource.from_file(ROOT / "tasks" / f"{task_name}.naive.cu")
+    evaluator.compiler = Compiler(CompilerConfig(cache_dir=workdir / f"cache-{label}"))
+    config = SearchConfig(strategy="mcts", budgets=Budgets(max_evaluations=evals, max_seconds=600))
+    start = time.perf_counter()
+    with RunStore(workdir / f"{label}.db") as store:
+        outcome = run_search(evaluator.task, root, evaluator, [HeuristicProposer(seed=0)], profiler, store, config)
+    wall = time.perf_counter() - start
+    return {
+        "wall_s": round(wall, 1),
+        "evaluations": outcome.evaluations,
+        "evals_per_minute": round(outcome.evaluations_per_minute, 1),
+        "speedup_vs_root": round(outcome.speedup.value, 3),
+        "best_roofline_fraction": outcome.roofline_fraction,
+    }
+
+
+def measure_task(task_name: str, evals: int) -> dict[str, Any]:
+    task = load_task(ROOT / "tasks" / f"{task_name}.py")
+    with tempfile.TemporaryDirectory() as tmp, Evaluator(task, EvalConfig(timing_seconds=0.5, max_trials=50)) as ev:
+        ev.prepare()
+        off = search_once(task_name, ev, None, evals, Path(tmp))
+        profiler = TimedProfiler(task, ev)
+        profiler.profiler().roofline()  # peaks: once per GPU, not per candidate
+        on = search_once(task_name, ev, profiler, evals, Path(tmp))
+    profiled = sum(n for n, _ in profiler.calls)
+    profiler_seconds = sum(s for _, s in profiler.calls)
+    return {
+        "task": task_name,
+        "off": off,
+        "on": on,
+        "profiled_candidates": profiled,
+        "ncu_launches": len(profiler.calls),
+        "batch_sizes": [n for n, _ in profiler.calls],
+        "launch_seconds": [round(s, 2) for _, s in profiler.calls],
+        "profiler_seconds_per_candidate": round(profiler_seconds / profiled, 2) if profiled else None,
+        "wall_added_per_candidate_s": round((on["wall_s"] - off["wall_s"]) / profiled, 2) if profiled else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--evals", type=int, default=16)
+    parser.add_argument("--tasks", nargs="*", default=["transpose", "layernorm"])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_profiling.json")
+    parser.add_argument("--commit", default="unknown")
+    args = parser.parse_args()
+
+    rows: list[dict[str, Any]] = []
+    for name in args.tasks:
+        rows.append(measure_task(name, args.evals))
+        print(json.dumps(rows[-1]), flush=True)
+        document = write_document(args, rows)
+    print(json.dumps(document["summary"], indent=2))
+
+
+def write_document(args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write the JSON now (after every task, so a run cut short keeps what it measured)."""
+    per_candidate = [r["profiler_seconds_per_candidate"] for r in rows if r["profiler_seconds_per_candidate"]]
+    added = [r["wall_added_per_candidate_s"] for r in rows if r["wall_added_per_candidate_s"] is not None]
+    summary = {
+        "median_profiler_seconds_per_candidate": statistics.median(per_candidate) if per_candidate else None,
+        "median_wall_added_per_candidate_s": statistics.median(added) if added else None,
+        "target_seconds_per_candidate": TARGET_SECONDS_PER_CANDIDATE,
+    }
+    document = {
+        "benchmark": "search_profiling",
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": args.commit,
+        "evals_per_run": args.evals,
+        "strategy": "mcts",
+        "proposer": "heuristic",
+        "rows": rows,
+        "summary": summary,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    return document
+
+
+if __name__ == "__main__":
+    main()
