@@ -46,5 +46,5 @@ def test_exported_model_new_matches_the_reference_on_the_gpu(name: str, tmp_path
         got = model_new(*inputs)
         again = model_new(*inputs)  # the built library is reused
     torch.cuda.synchronize()
-    torch.testing.assert_close(got, expected, atol=task.atol, rtol=task.rtol)
-    torch.testing.assert_close(again, expected, atol=task.atol, rtol=task.rtol)
+    torch.testing.assert_close(got, expected, atol=task.meta.atol, rtol=task.meta.rtol)
+    torch.testing.assert_close(again, expected, atol=task.meta.atol, rtol=task.meta.rtol)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -10,6 +11,8 @@ import pytest
 from search_helpers import AllFailEvaluator, FailingProposer, KnobProfiler, RecordingProposer, SlowProposer
 
 from optiml.errors import ConfigError
+from optiml.evaluate.results import EvalResult
+from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposer
 from optiml.search import Budgets, SearchConfig, SearchError, SearchEvent, run_search
 from optiml.search.events import EventKind
@@ -275,6 +278,51 @@ def test_candidates_waiting_for_the_profiler_share_one_call(task: Task, store: R
     assert sum(profiler.batches) == len(profiler.calls)
     verified = store.verified_times(outcome.run_id)
     assert set(store.profiles(outcome.run_id)) == set(profiler.calls) == set(verified)
+
+
+class GpuLock:
+    """One lock for the evaluator and the profiler, as on the GPU: ncu and timings never overlap."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+class LockedLandscapeEvaluator(LandscapeEvaluator):
+    def __init__(self, landscape: Landscape, gpu: GpuLock) -> None:
+        super().__init__(landscape, delay_s=0.01)
+        self.gpu = gpu
+
+    def evaluate(self, kernel: KernelSource) -> EvalResult:
+        with self.gpu.lock:
+            return super().evaluate(kernel)
+
+
+class LockedBatchingProfiler(BatchingProfiler):
+    def __init__(self, gpu: GpuLock) -> None:
+        super().__init__()
+        self.gpu = gpu
+
+    def diagnose_many(self, items: Sequence[tuple[object, object]]) -> list[object]:
+        with self.gpu.lock:
+            return super().diagnose_many(items)
+
+
+@pytest.mark.parametrize("strategy", ["mcts", "greedy"])
+def test_profiling_that_holds_the_gpu_still_batches(task: Task, store: RunStore, strategy: str) -> None:
+    """Evaluations cannot run while ncu does, so nothing arrives during a launch: candidates must
+    wait for a full batch (or an idle GPU) instead of each paying ncu's start-up alone."""
+    gpu = GpuLock()
+    profiler = LockedBatchingProfiler(gpu)
+    config = SearchConfig(strategy=strategy, budgets=Budgets(30), profile_margin=100.0, retime_top_k=0)
+    evaluator = LockedLandscapeEvaluator(Landscape(seed=2), gpu)
+    outcome = search(task, store, config, evaluator=evaluator, profiler=profiler)
+    profiled = sum(profiler.batches)
+    assert set(store.profiles(outcome.run_id)) == set(store.verified_times(outcome.run_id))  # none left behind
+    assert max(profiler.batches) <= config.profile_batch
+    # MCTS works elsewhere in the tree while candidates wait, so batches fill; greedy waits for its
+    # new incumbent's diagnosis, so its batches are the evaluations that were in flight together.
+    least_mean = 2.5 if strategy == "mcts" else 0.9 * config.parallel_evaluations
+    assert profiled / len(profiler.batches) >= least_mean, profiler.batches
 
 
 def test_mcts_follows_improvements_before_widening_their_parents(task: Task, store: RunStore) -> None:

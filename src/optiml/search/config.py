@@ -86,7 +86,7 @@ class SearchConfig:
     reward: RewardWeights = field(default_factory=RewardWeights)
     noise_threshold: float = 0.02  # a speedup counts only beyond the timing band AND by >= 2 %
     profile_margin: float = 0.10  # profile OK candidates within 10 % of the best time so far
-    profile_batch: int = 4  # candidates waiting for the profiler share one ncu launch, up to this many
+    profile_batch: int = 3  # candidates near the best wait to share one ncu launch, up to this many
     retime_top_k: int = 4  # candidates re-timed at the end, interleaved with the root
     retime_rounds: int = 10  # rounds of interleaved re-timing
     history_limit: int = 16  # most history entries (besides the path's own edits) shown to proposers

@@ -10,8 +10,9 @@ The loop::
                               table entry + virtual loss on its path) and goes to the evaluator
                Expand(node) → a proposer gets the node's kernel, result, diagnosis and path history
     wait       for a result (any, or the oldest one when ``reproducible``), at most a second
-    handle     evaluation → journal it at once, then profile it if it is within ``profile_margin``
-                            of the best, else finalise it
+    handle     evaluation → journal it at once, then queue it for profiling if it is within
+                            ``profile_margin`` of the best, else finalise it
+    profile    when ``profile_batch`` nodes wait, or the GPU would idle: one profiler call
                profile    → keep the diagnosis, finalise
                proposals  → queue the new kernels on the node, note the unusable ones
                finalise   = reward, back-up, close the parent if its children keep failing
@@ -131,6 +132,8 @@ class Engine:
                     self._settle(node)  # evaluated before a crash, not finalised yet
             while True:
                 self._dispatch()
+                if not self._in_flight[_EVALUATE] and not self._in_flight[_PROPOSE]:
+                    self._start_profiling()  # nothing else will want the GPU soon: profile what waits
                 if not self._has_work():
                     break
                 self._wait()
@@ -210,6 +213,8 @@ class Engine:
             timeout = min(timeout, seconds_left)
         done, _ = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
         if not done:
+            if not self._in_flight[_EVALUATE]:
+                self._start_profiling()  # a slow proposer (an LLM) keeps the GPU idle: use it
             self.emit(EventKind.TICK, "")
             return
         broken: BaseException | None = None  # an evaluator that raises is broken: stop, after saving the rest
@@ -241,13 +246,17 @@ class Engine:
         """Queue an evaluated node for profiling if it is worth it, else finalise it now."""
         if self.profiler is not None and self._worth_profiling(node):
             self._profile_queue.append(node)
-            self._start_profiling()
+            self._profile_full_batch()
         else:
             self._finalise(node)
 
     def _start_profiling(self) -> None:
-        """While the profiler is idle, hand it every queued node still worth it (up to a batch):
-        candidates that arrive while ncu runs share the next launch and its start-up cost."""
+        """While the profiler is idle, hand it the queued nodes still worth it (up to a batch).
+
+        One ncu launch costs ~6 s of start-up plus ~1.5 s per candidate, and it holds the GPU, so
+        queued candidates wait until a batch is full or the GPU would otherwise be idle (no
+        evaluation in flight, and no proposal either or one slower than the heartbeat): they share
+        the start-up instead of paying it one by one."""
         if self.profiler is None or self._in_flight[_PROFILE]:
             return
         queued, self._profile_queue = self._profile_queue, []
@@ -274,7 +283,11 @@ class Engine:
             if snapshot is not None:
                 self._keep_diagnosis(node, snapshot)
             self._finalise(node)
-        self._start_profiling()
+        self._profile_full_batch()
+
+    def _profile_full_batch(self) -> None:
+        if len(self._profile_queue) >= self.config.profile_batch:
+            self._start_profiling()
 
     def _fetch_diagnoses(
         self, nodes: tuple[Node, ...], fetch: Callable[[], list[DiagnosisSnapshot | None]]
