@@ -27,7 +27,9 @@ def import_file(path: Path) -> ModuleType:
 
 
 @pytest.mark.parametrize("name", STARTERS)
-def test_exported_model_new_matches_the_reference_on_the_gpu(name: str, tmp_path: Path, kernel_cache: Path) -> None:
+def test_exported_model_new_matches_the_reference_on_the_gpu(
+    name: str, tmp_path: Path, kernel_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch
 
     task = load_task(TASKS / f"{name}.py")
@@ -35,6 +37,9 @@ def test_exported_model_new_matches_the_reference_on_the_gpu(name: str, tmp_path
     out.write_text(render_model_new(task, KernelSource.from_file(TASKS / f"{name}.naive.cu")), encoding="utf-8")
     module = import_file(out)
 
+    # exact FP32 like OptiML's harness (cuDNN would otherwise run the reference conv in TF32)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     torch.manual_seed(0)
     reference = module.Model(*module.get_init_inputs()).cuda()
     torch.manual_seed(0)

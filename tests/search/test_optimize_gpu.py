@@ -28,7 +28,7 @@ def test_optimize_transpose_end_to_end(tmp_path: Path, kernel_cache: Path) -> No
     result = runner.invoke(app, ["optimize", task, "--evals", "8", "--store", str(store), "-o", str(best)])
     assert result.exit_code == 0, result.output
     assert "heuristic proposer only" in result.output
-    assert "speedup vs root" in result.output and "speedup vs eager" in result.output
+    assert "speedup vs root" in result.output and "speedup vs PyTorch eager" in result.output
     assert best.is_file() and "optiml_forward" in KernelSource.from_file(best).code
 
     with RunStore(store) as runs:
