@@ -145,7 +145,8 @@ def render_runs(summaries: Sequence[RunSummary]) -> Table:
     """``optiml runs``: one row per stored run, newest first."""
     table = Table(title="Runs", title_justify="left")
     for column in ("run", "task", "strategy", "status", "evals", "root", "best", "speedup", "started"):
-        table.add_column(column, justify="right" if column in {"evals", "root", "best", "speedup"} else "left")
+        justify = "right" if column in {"evals", "root", "best", "speedup"} else "left"
+        table.add_column(column, justify=justify, no_wrap=column == "run")  # ids are copied whole
     for s in summaries:
         run = s.run
         status = run.status if not run.stop_reason else f"{run.status}: {run.stop_reason}"
