@@ -62,9 +62,10 @@ def test_eval_of_a_non_candidate_file(tmp_path: Path) -> None:
 
 
 def test_runs_and_show_read_a_stored_search(tmp_path: Path) -> None:
+    from optiml.llm import CallRecord, ChatMessage, LLMCallStore, LLMRequest, LLMResponse
     from optiml.search import Budgets, SearchConfig, run_search
     from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
-    from optiml.store import RunStore
+    from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
 
     task_file = tmp_path / "scale.py"
@@ -83,7 +84,14 @@ def test_runs_and_show_read_a_stored_search(tmp_path: Path) -> None:
             None,
             store,
             config,
+            run_id=(run_id := new_run_id()),
         )
+    assert outcome.run_id == run_id
+    with LLMCallStore(store_path) as calls:  # what an LLM proposer's client records under the run id
+        for i, owner in enumerate([run_id, run_id, "another-run"]):
+            request = LLMRequest((ChatMessage("user", f"q{i}"),), "m", 0.7, 100, purpose="propose")
+            response = LLMResponse([f"a{i}"], "m", "openai", 1000, 200, 0.25, 0.1, i == 1, ["stop"])
+            calls.record(CallRecord(f"key{i}", owner, "openai", "propose", request, response, 0))
     listed = runner.invoke(app, ["runs", "--store", str(store_path)])
     assert listed.exit_code == 0, listed.output
     assert "scale" in listed.output and "greedy" in listed.output
@@ -91,6 +99,7 @@ def test_runs_and_show_read_a_stored_search(tmp_path: Path) -> None:
     shown = runner.invoke(app, ["show", outcome.run_id, "--store", str(store_path), "--kernel-out", str(best)])
     assert shown.exit_code == 0, shown.output
     assert "optiml_forward" in best.read_text()
+    assert "LLM: 2 calls (1 from the cache), 2000 tokens in, 400 out, $0.50" in shown.output
     missing = runner.invoke(app, ["show", "nope", "--store", str(store_path)])
     assert missing.exit_code == 2 and "nope" in missing.output
 

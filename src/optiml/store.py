@@ -191,6 +191,12 @@ class ProfileRecord:
     text: str
 
 
+def new_run_id() -> str:
+    """``YYYYMMDD-HHMMSS-<hex>``: sorts by start time, unique in practice. Known before the run is
+    stored, so the LLM calls made while preparing it can carry it."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
 class RunStore(SqliteDatabase):
     """SQLite run store. Thread-safe (one connection behind a lock); use as a context manager."""
 
@@ -229,10 +235,11 @@ class RunStore(SqliteDatabase):
         strategy: str,
         config_json: str,
         root: KernelSource,
+        run_id: str | None = None,
     ) -> RunRecord:
-        """A new run (status ``running``) starting from ``root``; its id is ``YYYYMMDD-HHMMSS-<hex>``."""
+        """A new run (status ``running``) starting from ``root``, with ``run_id`` or a fresh one."""
         now = time.time()
-        run_id = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + "-" + secrets.token_hex(3)
+        run_id = run_id or new_run_id()
         with self._write() as conn:
             _insert_kernel(conn, root)
             conn.execute(

@@ -124,6 +124,9 @@ def test_stored_runs_and_paths_render(task: Task, store: RunStore) -> None:
     runs = text(render_runs(list_runs(store)), width=220)
     assert result.run_id in runs and "scale" in runs and "finished: evaluation budget spent" in runs
     assert f"{result.speedup.value:.2f}x" in runs
+    narrow = text(render_runs(list_runs(store)), width=80)  # an 80-column terminal: fewer columns, ids whole
+    assert result.run_id in narrow and "scale" in narrow and f"{result.speedup.value:.2f}x" in narrow
+    assert "finished" in narrow and "…" not in narrow
     path = best_path(store, result.run_id)
     assert path.best_digest == result.best_digest and len(path.steps) == len(result.path)
     shown = text(render_run_path(path), width=220)

@@ -96,10 +96,11 @@ def optimize_cmd(
     from optiml.search import Budgets, SearchConfig, run_search
     from optiml.search.live import LiveView, render_summary
     from optiml.session import SessionOptions, open_session, resolve_root
-    from optiml.store import RunStore
+    from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
 
     loaded = load_task(task)
+    run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
     options = SessionOptions(
         arch=arch,
         torch_compile=torch_compile,
@@ -114,7 +115,7 @@ def optimize_cmd(
         budgets=Budgets(max_evaluations=evaluations, max_seconds=minutes * 60, max_cost_usd=budget_usd),
     )
     root = resolve_root(loaded, kernel)
-    with open_session(loaded, options) as session:
+    with open_session(loaded, options, run_label=run_id) as session:
         with console.status("preparing the task: inputs, reference outputs, reference timing"):
             session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
         if root is None:
@@ -134,6 +135,7 @@ def optimize_cmd(
                     run_store,
                     config,
                     on_event=view,
+                    run_id=run_id,
                 ),
                 store,
             )
@@ -182,7 +184,7 @@ def resume_cmd(
             store_path=store,
             llm_overrides=llm_overrides(llm_model, llm_base_url),
         )
-        with open_session(loaded, options) as session, LiveView(console) as view:
+        with open_session(loaded, options, run_label=run_id) as session, LiveView(console) as view:
             outcome = _interruptible(
                 lambda: resume_search(
                     run_store,
@@ -223,7 +225,8 @@ def show_cmd(
     store: StoreOpt = DEFAULT_STORE,
     kernel_out: Annotated[Path | None, typer.Option("--kernel-out", help="Also write the best kernel here.")] = None,
 ) -> None:
-    """Show a run's best kernel path: each edit, why, and what it gained."""
+    """Show a run's best kernel path: each edit, why, and what it gained; and its LLM usage."""
+    from optiml.llm import LLMCallStore
     from optiml.search import best_path
     from optiml.search.live import render_run_path
     from optiml.store import RunStore
@@ -232,7 +235,15 @@ def show_cmd(
         raise OptimlError(f"{store}: no run store yet (run `optiml optimize` first)")
     with RunStore(store) as run_store:
         path = best_path(run_store, run_id)
+    with LLMCallStore(store) as calls:
+        usage = calls.usage(path.run.id)
     console.print(render_run_path(path))
+    if usage.calls:
+        console.print(
+            f"LLM: {usage.calls} calls ({usage.cached_calls} from the cache), {usage.input_tokens} tokens in, "
+            f"{usage.output_tokens} out, ${usage.cost_usd:.2f}",
+            highlight=False,
+        )
     if kernel_out is not None:
         kernel_out.write_text(path.best_kernel.to_file_text(), encoding="utf-8")
         console.print(f"best kernel written to {kernel_out}")

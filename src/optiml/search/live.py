@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 
-from rich.console import Console, Group, RenderableType
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
@@ -141,29 +142,44 @@ def render_summary(outcome: SearchOutcome) -> RenderableType:
     return Group(table, render_path(outcome.path))
 
 
-def render_runs(summaries: Sequence[RunSummary]) -> Table:
-    """``optiml runs``: one row per stored run, newest first."""
-    table = Table(title="Runs", title_justify="left")
-    for column in ("run", "task", "strategy", "status", "evals", "root", "best", "speedup", "started"):
-        justify = "right" if column in {"evals", "root", "best", "speedup"} else "left"
-        table.add_column(column, justify=justify, no_wrap=column == "run")  # ids are copied whole
-    for s in summaries:
-        run = s.run
-        status = run.status if not run.stop_reason else f"{run.status}: {run.stop_reason}"
-        speedup = s.speedup
-        _row(
-            table,
-            run.id,
-            run.task_name,
-            run.strategy,
-            status,
-            str(s.evaluations),
-            f"{s.root_ms:.4f} ms" if s.root_ms is not None else "-",
-            f"{s.best_ms:.4f} ms" if s.best_ms is not None else "-",
-            f"{speedup:.2f}x" if speedup is not None else "-",
-            datetime.fromtimestamp(run.created_at).strftime("%Y-%m-%d %H:%M"),
-        )
-    return table
+FULL_RUNS_WIDTH = 120  # below this, ``optiml runs`` drops the times, the date and the stop reason
+
+
+class RunsTable:
+    """``optiml runs``: one row per stored run, newest first, fitted to the terminal. Ids never
+    wrap (they are copied into ``optiml show`` and ``resume``)."""
+
+    def __init__(self, summaries: Sequence[RunSummary]) -> None:
+        self.summaries = list(summaries)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        full = options.max_width >= FULL_RUNS_WIDTH
+        columns = ["run", "task", "strategy", "evals", "root", "best", "speedup", "started", "status"]
+        if not full:
+            columns = ["run", "task", "strategy", "evals", "speedup", "status"]
+        table = Table(title="Runs", title_justify="left", box=box.SIMPLE_HEAD)
+        for column in columns:
+            numeric = column in {"evals", "root", "best", "speedup"}
+            table.add_column(column, justify="right" if numeric else "left", no_wrap=column == "run")
+        for s in self.summaries:
+            run = s.run
+            cells = {
+                "run": run.id,
+                "task": run.task_name,
+                "strategy": run.strategy,
+                "evals": str(s.evaluations),
+                "root": f"{s.root_ms:.4f} ms" if s.root_ms is not None else "-",
+                "best": f"{s.best_ms:.4f} ms" if s.best_ms is not None else "-",
+                "speedup": f"{s.speedup:.2f}x" if s.speedup is not None else "-",
+                "started": datetime.fromtimestamp(run.created_at).strftime("%Y-%m-%d %H:%M"),
+                "status": f"{run.status}: {run.stop_reason}" if full and run.stop_reason else run.status,
+            }
+            _row(table, *(cells[c] for c in columns))
+        yield table
+
+
+def render_runs(summaries: Sequence[RunSummary]) -> RunsTable:
+    return RunsTable(summaries)
 
 
 def render_run_path(path: RunPath) -> RenderableType:

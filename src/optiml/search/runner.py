@@ -58,8 +58,10 @@ def run_search(
     store: RunStore,
     config: SearchConfig | None = None,
     on_event: EventSink | None = None,
+    run_id: str | None = None,
 ) -> SearchOutcome:
-    """Optimise ``root`` for ``task``; raises SearchError when the root itself does not pass."""
+    """Optimise ``root`` for ``task``; raises SearchError when the root itself does not pass.
+    ``run_id`` (default: a fresh one) names the run in the store."""
     config = config or SearchConfig()
     _check_proposers(proposers)
     run = store.create_run(
@@ -69,6 +71,7 @@ def run_search(
         strategy=config.strategy,
         config_json=config.to_json(),
         root=root,
+        run_id=run_id,
     )
     budget = BudgetTracker(config.budgets, session_cost=_session_cost(proposers))
     return _drive(run.id, task, Tree(root), config, evaluator, proposers, profiler, store, budget, 0, on_event)
