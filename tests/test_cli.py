@@ -213,3 +213,11 @@ def test_export_writes_a_kernelbench_model_new_that_builds_its_kernel(tmp_path: 
     assert hasattr(library, "optiml_forward")
     again = runner.invoke(app, ["export", str(task), str(ROOT / "tasks" / "layernorm.naive.cu"), "-o", str(out)])
     assert again.exit_code == 2 and "--force" in again.output
+
+
+def test_optimize_rejects_a_bad_profile_margin_before_touching_the_gpu(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    args = ["optimize", str(ROOT / "tasks" / "silu.py"), "--profile-margin", "-1", "--store", str(store)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "profile_margin must be a finite number >= 0" in result.output
+    assert not store.exists()

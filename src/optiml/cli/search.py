@@ -86,6 +86,10 @@ def optimize_cmd(
     ] = None,
     torch_compile: Annotated[bool, typer.Option("--compile", help="Also compare with torch.compile.")] = False,
     no_profile: Annotated[bool, typer.Option("--no-profile", help="Skip Nsight Compute profiling.")] = False,
+    profile_margin: Annotated[
+        float,
+        typer.Option(help="Profile verified candidates within this fraction of the best time (0.1 = 10 %)."),
+    ] = 0.10,
     store: StoreOpt = DEFAULT_STORE,
     seed: Annotated[int, typer.Option(help="Seed for proposers and tie-breaks.")] = 0,
     arch: Annotated[str | None, typer.Option(help="nvcc -arch (default: detect).")] = None,
@@ -112,6 +116,7 @@ def optimize_cmd(
     )
     config = SearchConfig(
         strategy=strategy,
+        profile_margin=profile_margin,
         budgets=Budgets(max_evaluations=evaluations, max_seconds=minutes * 60, max_cost_usd=budget_usd),
     )
     root = resolve_root(loaded, kernel)
