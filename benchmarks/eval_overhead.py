@@ -19,10 +19,10 @@ import statistics
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+from result_file import write_result
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
@@ -128,18 +128,15 @@ def main() -> None:
         "target_median_full_eval_s": 3.0,
         "target_ratio": 15.0,
     }
-    document = {
-        "benchmark": "eval_overhead",
-        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": args.commit,
-        "host": platform.node(),
-        "torch": torch.__version__,
-        "rows": rows,
-        "summary": summary,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    write_result(
+        args.out,
+        "eval_overhead",
+        args.commit,
+        host=platform.node(),
+        torch=torch.__version__,
+        rows=rows,
+        summary=summary,
+    )
     print(json.dumps(summary, indent=2))
 
 

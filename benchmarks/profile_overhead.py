@@ -20,11 +20,10 @@ import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import torch
+from result_file import write_result
 
 from optiml.evaluate.evaluator import Evaluator
 from optiml.kernel.compiler import Compiler
@@ -165,24 +164,20 @@ def write_report(args: argparse.Namespace, rows: list[dict[str, Any]], config: P
     peaks = Profiler(load_task(ROOT / "tasks" / f"{rows[0]['task']}.py"), Compiler(), config).peaks().to_dict()
     lone = [r["diagnose_seconds"] for r in rows if r.get("diagnose_seconds") is not None]
     batched = [r["batch"]["per_candidate_seconds"] for r in rows if r.get("batch")]
-    report = {
-        "benchmark": "profile_overhead",
-        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": args.commit,
-        "host": platform.node(),
-        "python": sys.version.split()[0],
-        "peaks": peaks,
-        "median_diagnose_seconds": statistics.median(lone) if lone else None,
-        "median_batched_per_candidate_seconds": statistics.median(batched) if batched else None,
-        "batch": args.batch,
-        "target_median_s": TARGET_MEDIAN_S,
-        "expectations": expectations(rows),
-        "tasks": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
-    return report
+    return write_result(
+        args.out,
+        "profile_overhead",
+        args.commit,
+        host=platform.node(),
+        python=sys.version.split()[0],
+        peaks=peaks,
+        median_diagnose_seconds=statistics.median(lone) if lone else None,
+        median_batched_per_candidate_seconds=statistics.median(batched) if batched else None,
+        batch=args.batch,
+        target_median_s=TARGET_MEDIAN_S,
+        expectations=expectations(rows),
+        tasks=rows,
+    )
 
 
 if __name__ == "__main__":

@@ -16,10 +16,9 @@ import json
 import statistics
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
+from result_file import write_result
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
@@ -116,20 +115,16 @@ def write_document(args: argparse.Namespace, names: list[str], rows: list[dict[s
     summary["mcts_ge_greedy_tasks"] = sum(1 for b in by_task.values() if b["mcts"] >= b["greedy"])
     summary["mcts_within_2pct_of_greedy_tasks"] = sum(1 for b in by_task.values() if b["mcts"] >= 0.98 * b["greedy"])
     summary["tasks_completed"] = len(done)
-    document: dict[str, object] = {
-        "benchmark": "search_ablation",
-        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": args.commit,
-        "evals_per_strategy": args.evals,
-        "proposer": "heuristic",
-        "profiling": "off (ncu adds ~7 s per profiled candidate; the ablation measures search, not profiling)",
-        "rows": rows,
-        "summary": summary,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    return document
+    return write_result(
+        args.out,
+        "search_ablation",
+        args.commit,
+        evals_per_strategy=args.evals,
+        proposer="heuristic",
+        profiling="off (ncu adds ~7 s per profiled candidate; the ablation measures search, not profiling)",
+        rows=rows,
+        summary=summary,
+    )
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ strategy's best kernel over the start, at each evaluation budget.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
+
+from result_file import write_result
 
 from optiml.search import Budgets, SearchConfig, run_search
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel, read_knobs
@@ -72,16 +72,15 @@ def main() -> None:
                 speedups = [true_speedup(config, seed, evals, Path(tmp)) for seed in range(args.seeds)]
                 results.setdefault(f"{evals} evaluations", {})[name] = round(statistics.geometric_mean(speedups), 3)
                 print(f"{evals:4d} evals  {name:40s} geomean true speedup {results[f'{evals} evaluations'][name]:.3f}")
-    document = {
-        "benchmark": "search_landscape",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": args.commit,
-        "seeds": args.seeds,
-        "proposer": "KnobProposer (one knob one step, seeded)",
-        "geomean_true_speedup": results,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    write_result(
+        args.out,
+        "search_landscape",
+        args.commit,
+        gpu=False,
+        seeds=args.seeds,
+        proposer="KnobProposer (one knob one step, seeded)",
+        geomean_true_speedup=results,
+    )
 
 
 if __name__ == "__main__":

@@ -20,11 +20,10 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import torch
+from result_file import write_result
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
@@ -123,20 +122,16 @@ def write_document(args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict
         "median_wall_added_per_candidate_s": statistics.median(added) if added else None,
         "target_seconds_per_candidate": TARGET_SECONDS_PER_CANDIDATE,
     }
-    document = {
-        "benchmark": "search_profiling",
-        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": args.commit,
-        "evals_per_run": args.evals,
-        "strategy": "mcts",
-        "proposer": "heuristic",
-        "rows": rows,
-        "summary": summary,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    return document
+    return write_result(
+        args.out,
+        "search_profiling",
+        args.commit,
+        evals_per_run=args.evals,
+        strategy="mcts",
+        proposer="heuristic",
+        rows=rows,
+        summary=summary,
+    )
 
 
 if __name__ == "__main__":
