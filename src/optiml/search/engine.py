@@ -12,10 +12,10 @@ The loop::
     wait       for a result (any, or the oldest one when ``reproducible``), at most a second
     handle     evaluation → journal it at once, then queue it for profiling if it is within
                             ``profile_margin`` of the best, else finalise it
-    profile    when ``profile_batch`` nodes wait, or the GPU would idle: one profiler call
                profile    → keep the diagnosis, finalise
                proposals  → queue the new kernels on the node, note the unusable ones
                finalise   = reward, back-up, close the parent if its children keep failing
+    profiling  starts when ``profile_batch`` nodes wait, or when the GPU would idle
 
 The run ends when no work is in flight and nothing more can start: a budget is spent, the
 proposers keep failing, or no node has anything left to try.
@@ -253,7 +253,7 @@ class Engine:
     def _start_profiling(self) -> None:
         """While the profiler is idle, hand it the queued nodes still worth it (up to a batch).
 
-        One ncu launch costs ~6 s of start-up plus ~1.5 s per candidate, and it holds the GPU, so
+        One ncu launch costs ~6 s of start-up plus ~2.5 s per candidate, and it holds the GPU, so
         queued candidates wait until a batch is full or the GPU would otherwise be idle (no
         evaluation in flight, and no proposal either or one slower than the heartbeat): they share
         the start-up instead of paying it one by one."""
