@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -221,3 +222,121 @@ def test_optimize_rejects_a_bad_profile_margin_before_touching_the_gpu(tmp_path:
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "profile_margin must be a finite number >= 0" in result.output
     assert not store.exists()
+
+
+# --- optimize without --kernel: the root from templates, the shipped kernel and (when configured) the LLM ---
+
+
+class _TimedEvaluator:
+    """'Verifies' every kernel; times the shipped kernel at ``shipped_ms`` and any other at ``other_ms``."""
+
+    def __init__(self, shipped_digest: str | None, shipped_ms: float, other_ms: float) -> None:
+        self.shipped_digest, self.shipped_ms, self.other_ms = shipped_digest, shipped_ms, other_ms
+        self.evaluated: list[str] = []
+
+    def evaluate(self, kernel: Any) -> Any:
+        from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
+
+        self.evaluated.append(kernel.digest)
+        ms = self.shipped_ms if kernel.digest == self.shipped_digest else self.other_ms
+        return EvalResult(EvalStatus.OK, "", kernel.digest, timing=TimingStats.from_samples([ms, ms, ms]))
+
+
+def _root_for(task_path: Path, evaluator: Any, tmp_path: Path, llm: Any = None) -> tuple[Any, str]:
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from optiml.cli.generate import generate_root_for
+    from optiml.task import load_task
+
+    buffer = io.StringIO()
+    session = SimpleNamespace(evaluator=evaluator, llm=llm)
+    root = generate_root_for(load_task(task_path), session, tmp_path / "runs.db", Console(file=buffer, width=200))
+    return root, buffer.getvalue()
+
+
+def test_choose_proposers_defaults_to_the_offline_proposer_without_an_llm() -> None:
+    from optiml.errors import ConfigError
+    from optiml.session import choose_proposers
+
+    assert [p.name for p in choose_proposers("auto", None, seed=1)] == ["offline"]
+    assert [p.name for p in choose_proposers("heuristic", None, seed=1)] == ["offline"]
+    with pytest.raises(ConfigError, match="needs a configured LLM"):
+        choose_proposers("mix", None, seed=1)
+    with pytest.raises(ConfigError, match="unknown proposer 'magic'"):
+        choose_proposers("magic", None, seed=1)
+
+
+def test_root_without_a_template_a_shipped_kernel_or_an_llm_is_one_line(tmp_path: Path) -> None:
+    from optiml.errors import OptimlError
+
+    task = tmp_path / "sorted_rows.py"
+    task.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return torch.sort(x, dim=-1).values\n"
+        "def get_inputs():\n    return [torch.rand(4, 100)]\ndef get_init_inputs():\n    return []\n"
+    )
+    evaluator = _TimedEvaluator(None, 1.0, 1.0)
+    with pytest.raises(OptimlError) as raised:
+        _root_for(task, evaluator, tmp_path)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("sorted_rows.py: no root kernel: no template for aten.sort")
+    assert "OPTIML_LLM_MODEL" in message and f"optiml init-kernel {task}" in message and "--kernel" in message
+    assert message.count("configure an LLM") == 1  # the template error's own advice is not repeated
+    assert evaluator.evaluated == []  # nothing to evaluate
+
+
+@pytest.mark.parametrize(("shipped_ms", "template_ms", "chosen"), [(1.0, 0.5, "template"), (0.5, 1.0, "shipped")])
+def test_root_is_the_fastest_of_the_templates_and_the_shipped_kernel(
+    tmp_path: Path, shipped_ms: float, template_ms: float, chosen: str
+) -> None:
+    from optiml.kernel.source import KernelSource
+
+    naive = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    evaluator = _TimedEvaluator(naive.digest, shipped_ms, template_ms)
+    root, output = _root_for(ROOT / "tasks" / "silu.py", evaluator, tmp_path)
+    assert naive.digest in evaluator.evaluated and len(evaluator.evaluated) >= 2  # the shipped kernel and templates
+    assert (root.digest == naive.digest) == (chosen == "shipped")
+    assert "root candidates" in output and ("root: shipped kernel" in output) == (chosen == "shipped")
+
+
+@pytest.mark.parametrize("llm_ms", [0.25, None])
+def test_an_llm_root_competes_with_the_templates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_ms: float | None
+) -> None:
+    import optiml.generate
+    from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
+    from optiml.generate import GenerationError, GenerationOutcome
+    from optiml.kernel.source import KernelSource
+
+    llm_kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu").with_code("// written by the LLM\n")
+
+    def fake_generate_root(task: Any, client: Any, evaluator: Any, config: Any, store: Any = None) -> Any:
+        if llm_ms is None:
+            raise GenerationError("the LLM is out of budget")
+        result = EvalResult(EvalStatus.OK, "", llm_kernel.digest, timing=TimingStats.from_samples([llm_ms] * 3))
+        return GenerationOutcome(
+            id="g1",
+            kind="root",
+            task_name=task.name,
+            thoughts=(),
+            winner="direct",
+            best_kernel=llm_kernel,
+            best_result=result,
+            reason="fastest verified",
+            seconds=1.0,
+            cost_usd=0.0,
+            notes=(),
+        )
+
+    monkeypatch.setattr(optiml.generate, "generate_root", fake_generate_root)
+    evaluator = _TimedEvaluator(None, 1.0, 1.0)
+    root, output = _root_for(ROOT / "tasks" / "silu.py", evaluator, tmp_path, llm=object())
+    if llm_ms is None:  # generation failed: said so, and a template is the root
+        assert "LLM generation failed" in output and "out of budget" in output
+        assert root.digest != llm_kernel.digest
+    else:
+        assert root.digest == llm_kernel.digest and "root: the LLM's kernel" in output
+        assert llm_kernel.digest not in evaluator.evaluated  # its generation already timed it

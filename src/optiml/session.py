@@ -1,4 +1,4 @@
-"""Assembling the parts of a run for the CLI: root kernel, evaluator, profiler, proposers, LLM.
+"""Assembling the parts of a run for the CLI: evaluator, profiler, proposers, LLM.
 
 The CLI stays thin: it parses options into :class:`SessionOptions` and asks this module for a
 ready :class:`Session`. Nothing here reads the environment except through
@@ -34,7 +34,7 @@ class SessionOptions:
     arch: str | None = None
     torch_compile: bool = False
     profile: bool = True
-    proposer: str = "auto"  # auto: heuristic + LLM when one is configured, else heuristic alone
+    proposer: str = "auto"  # auto: offline + LLM when one is configured, else offline alone
     seed: int = 0
     store_path: Path = DEFAULT_DB_PATH
     llm_overrides: dict[str, Any] = field(default_factory=dict)
@@ -69,14 +69,6 @@ class LockedProfiler:
         return self._profiler
 
 
-def resolve_root(task: Task, kernel_path: Path | None) -> KernelSource | None:
-    """``--kernel`` if given, else the task's shipped naive kernel, else None (generation needed)."""
-    if kernel_path is not None:
-        return KernelSource.from_file(kernel_path)
-    naive = task.naive_kernel_path
-    return KernelSource.from_file(naive) if naive is not None else None
-
-
 def llm_config(options: SessionOptions) -> LLMConfig:
     return load_llm_config(options.llm_toml, overrides=options.llm_overrides or None)
 
@@ -91,9 +83,9 @@ def choose_proposers(kind: str, client: LLMClient | None, seed: int) -> list[Pro
     if kind not in PROPOSER_CHOICES:
         raise ConfigError(f"unknown proposer {kind!r}; choose one of {', '.join(PROPOSER_CHOICES)}")
     if kind == "heuristic" or (kind == "auto" and client is None):
-        return [make_proposer("heuristic", seed=seed)]
+        return [make_proposer("offline", seed=seed)]
     llm = make_proposer("llm", client=client)
-    return [llm] if kind == "llm" else [llm, make_proposer("heuristic", seed=seed)]
+    return [llm] if kind == "llm" else [llm, make_proposer("offline", seed=seed)]
 
 
 def make_evaluator(task: Task, options: SessionOptions, config: EvalConfig | None = None) -> Evaluator:

@@ -55,7 +55,9 @@ def test_unwritable_folder_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_make_proposer() -> None:
     assert make_proposer("heuristic", seed=4).name == "heuristic"
+    assert make_proposer("structural", seed=4).name == "structural"
+    assert make_proposer("offline", seed=4).name == "offline"  # structural edits, else the heuristic ones
     with pytest.raises(ConfigError, match="the llm proposer needs a configured LLM"):
         make_proposer("llm")
-    with pytest.raises(ConfigError, match="unknown proposer 'magic'; choose one of: heuristic, llm"):
+    with pytest.raises(ConfigError, match="unknown proposer 'magic'; choose one of: heuristic, structural, offline, llm"):
         make_proposer("magic")

@@ -1,4 +1,4 @@
-"""On a GPU: `optiml optimize` end to end — heuristic proposer, ncu in the loop, best kernel on disk —
+"""On a GPU: `optiml optimize` end to end — offline proposer, ncu in the loop, best kernel on disk —
 then `runs`, `show` and `export` of what it found."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_optimize_transpose_end_to_end(tmp_path: Path, kernel_cache: Path) -> No
     task = str(TASKS / "transpose.py")
     result = runner.invoke(app, ["optimize", task, "--evals", "8", "--store", str(store), "-o", str(best)])
     assert result.exit_code == 0, result.output
-    assert "heuristic proposer only" in result.output
+    assert "offline proposer only" in result.output
     assert "speedup vs root" in result.output and "speedup vs PyTorch eager" in result.output
     assert best.is_file() and "optiml_forward" in KernelSource.from_file(best).code
 

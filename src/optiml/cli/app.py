@@ -66,7 +66,7 @@ def main_options(
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="Run store (SQLite).")]
 ProposerOpt = Annotated[
-    str, typer.Option("--proposer", help="auto (heuristic + LLM if configured) | heuristic | llm | mix.")
+    str, typer.Option("--proposer", help="auto (offline + LLM if configured) | heuristic (offline only) | llm | mix.")
 ]
 LlmModelOpt = Annotated[str | None, typer.Option("--llm-model", help="LLM model (overrides env/optiml.toml).")]
 LlmUrlOpt = Annotated[str | None, typer.Option("--llm-base-url", help="OpenAI-compatible base URL (vLLM, …).")]

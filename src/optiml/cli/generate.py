@@ -24,21 +24,70 @@ from optiml.errors import OptimlError
 
 
 def generate_root_for(task: Any, session: Any, store: Path, out: Console) -> Any:
-    """No kernel given and none shipped: OptiML-G generates one (needs an LLM)."""
+    """No --kernel: the root is the fastest verified of the template kernels (OptiML-G offline), the
+    kernel the task ships, and — with an LLM configured — the Mixture-of-Thoughts generation."""
+    from optiml.generate.offline import generate_offline_root
+    from optiml.kernel.source import KernelSource
+
+    naive_path = task.naive_kernel_path
+    naive = KernelSource.from_file(naive_path) if naive_path is not None else None
+    with out.status("generating root candidates from the op graph's templates"):
+        offline = generate_offline_root(task, session.evaluator, naive=naive)
+    out.print(f"[bold]root candidates[/bold] (no LLM): {offline.summary()}", highlight=False)
+    best = offline.best
+    if session.llm is not None:
+        generated = _llm_root(task, session, store, out)
+        if generated is not None:
+            kernel, ms = generated
+            if best is None or ms < (best.result.time_ms or 0.0):
+                out.print(f"root: the LLM's kernel ({ms:.4f} ms)", highlight=False)
+                return kernel
+    if best is None:
+        raise OptimlError(_no_root_message(task, offline, llm_tried=session.llm is not None))
+    out.print(f"root: {best.label} ({best.result.time_ms:.4f} ms)", highlight=False)
+    return best.kernel
+
+
+def _no_root_message(task: Any, offline: Any, llm_tried: bool) -> str:
+    """One line: why no template or shipped kernel is a root, and the two ways to get one."""
+    reasons = []
+    if offline.error:  # e.g. "t.py: no template for aten.sort.default: configure an LLM, or …"
+        reason = str(offline.error).removeprefix(f"{task.path.name}: ")
+        reasons.append(re.split(r": configure an LLM", reason, maxsplit=1, flags=re.IGNORECASE)[0])
+    if offline.candidates:
+        reasons.append(f"none of the {len(offline.candidates)} template/shipped candidates verified")
+    if llm_tried:
+        reasons.append("the LLM's generation found no verified kernel")
+    how = (
+        "write one with"
+        if llm_tried
+        else "configure an LLM (OPTIML_LLM_MODEL and an API key, or --llm-base-url), or write one with"
+    )
+    return (
+        f"{task.path.name}: no root kernel: {'; '.join(reasons) or 'no candidate'}. "
+        f"To start from your own, {how} `optiml init-kernel {task.path}` and pass it with --kernel"
+    )
+
+
+def _llm_root(task: Any, session: Any, store: Path, out: Console) -> tuple[Any, float] | None:
+    """The LLM's verified root and its time; None (after saying why) when generation gives none."""
     from optiml.generate import GenerationStore, generate_root, load_generation_config
     from optiml.generate.report import render_generation
 
-    if session.llm is None:
-        raise OptimlError(
-            f"{task.path.name} ships no naive kernel and no --kernel was given: generation needs an LLM "
-            "(set OPTIML_LLM_MODEL and an API key, or --llm-base-url for a local server), or write one "
-            f"with `optiml init-kernel {task.path}`"
+    try:
+        outcome = generate_root(
+            task, session.llm, session.evaluator, load_generation_config(), store=GenerationStore(store)
         )
-    outcome = generate_root(
-        task, session.llm, session.evaluator, load_generation_config(), store=GenerationStore(store)
-    )
+    except OptimlError as exc:
+        out.print(f"[yellow]LLM generation failed[/yellow]: {exc}", highlight=False)
+        return None
     out.print(render_generation(outcome))
-    return outcome.require_kernel()
+    kernel, result = outcome.best_kernel, outcome.best_result
+    if kernel is None:
+        return None
+    if result is None or not result.ok or result.time_ms is None:  # e.g. a stored outcome without its timing
+        result = session.evaluator.evaluate(kernel)
+    return (kernel, result.time_ms) if result.ok and result.time_ms is not None else None
 
 
 def _llm_client_for(model: str | None, base_url: str | None, store: Path, budget_usd: float | None = None) -> Any:

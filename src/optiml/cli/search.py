@@ -31,10 +31,10 @@ from optiml.errors import OptimlError
 def propose_cmd(
     task: TaskArg,
     kernel: KernelArg,
-    proposer: Annotated[str, typer.Option("--proposer", help="heuristic | llm")] = "heuristic",
+    proposer: Annotated[str, typer.Option("--proposer", help="heuristic | structural | offline | llm")] = "heuristic",
     count: Annotated[int, typer.Option("-n", help="How many proposals.")] = 4,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the proposed kernels.")] = Path("proposals"),
-    seed: Annotated[int, typer.Option(help="Seed of the heuristic proposer.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the offline proposers.")] = 0,
     store: StoreOpt = DEFAULT_STORE,
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmUrlOpt = None,
@@ -74,7 +74,9 @@ def optimize_cmd(
     task: TaskArg,
     kernel: Annotated[
         Path | None,
-        typer.Option("--kernel", "-k", help="Starting kernel (default: the task's naive kernel, else generation)."),
+        typer.Option(
+            "--kernel", "-k", help="Starting kernel (default: the fastest of the template kernels and the shipped one)."
+        ),
     ] = None,
     strategy: Annotated[str, typer.Option(help="mcts | greedy | best-of-n")] = "mcts",
     evaluations: Annotated[int, typer.Option("--evals", help="Evaluation budget.")] = 60,
@@ -97,9 +99,10 @@ def optimize_cmd(
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
     """Optimize TASK's kernel by search under verification; writes the best verified kernel."""
+    from optiml.kernel.source import KernelSource
     from optiml.search import Budgets, SearchConfig, run_search
     from optiml.search.live import LiveView, render_summary
-    from optiml.session import SessionOptions, open_session, resolve_root
+    from optiml.session import SessionOptions, open_session
     from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
 
@@ -119,7 +122,7 @@ def optimize_cmd(
         profile_margin=profile_margin,
         budgets=Budgets(max_evaluations=evaluations, max_seconds=minutes * 60, max_cost_usd=budget_usd),
     )
-    root = resolve_root(loaded, kernel)
+    root = KernelSource.from_file(kernel) if kernel is not None else None  # else generated (templates, LLM)
     with open_session(loaded, options, run_label=run_id) as session:
         with console.status("preparing the task: inputs, reference outputs, reference timing"):
             session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
@@ -127,7 +130,7 @@ def optimize_cmd(
             root = generate_root_for(loaded, session, store, console)
         console.print(
             f"optimizing [bold]{loaded.name}[/bold] with {strategy}, proposers: {', '.join(session.proposer_names)}"
-            + ("" if session.llm else " [dim](no LLM configured: heuristic proposer only)[/dim]")
+            + ("" if session.llm else " [dim](no LLM configured: offline proposer only)[/dim]")
         )
         with RunStore(store) as run_store, LiveView(console) as view:
             outcome = _interruptible(

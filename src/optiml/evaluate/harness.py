@@ -111,6 +111,10 @@ class CandidateRunner:
     def trial(self, case: Case) -> TrialCheck:
         """One verification trial: own input copies, poisoned outputs, guards, inputs-unchanged check."""
         task = self.runtime.task
+        # The case's tensors were made on the default stream; the refill below runs on ours. Without
+        # this wait a large (or busy-GPU) case is copied before it is finished, and the stale copy
+        # later reads as "the candidate modified its inputs".
+        torch.cuda.synchronize()
         with torch.cuda.stream(self.stream):
             buffers = self._buffers.get(case.shape_set)
             if buffers is not None and buffers.matches(case.abi_inputs, case.expected):
@@ -155,6 +159,7 @@ class CandidateRunner:
         """Per case: the bound call, a re-poisoning of its outputs, and a check of what it wrote."""
         atol, rtol = self.runtime.task.meta.atol, self.runtime.task.meta.rtol
         calls: list[TimedCall] = []
+        self.stream.wait_stream(torch.cuda.current_stream())  # the cases were made on the default stream
         for case in cases:
             with torch.cuda.stream(self.stream):
                 args = clone_args(case.abi_inputs)

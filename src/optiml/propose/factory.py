@@ -8,8 +8,9 @@ from optiml.propose.base import Proposer
 from optiml.propose.heuristic import HeuristicProposer
 from optiml.propose.llm import LLMProposer
 from optiml.propose.prompts import PROMPT_VERSION, load_prompts
+from optiml.propose.structural import OfflineProposer, StructuralProposer
 
-PROPOSER_KINDS = ("heuristic", "llm")
+PROPOSER_KINDS = ("heuristic", "structural", "offline", "llm")
 
 
 def make_proposer(
@@ -18,6 +19,10 @@ def make_proposer(
     """The proposer ``kind``; :class:`ConfigError` for an unknown kind or ``llm`` without a client."""
     if kind == "heuristic":
         return HeuristicProposer(seed=seed)
+    if kind == "structural":
+        return StructuralProposer(seed=seed)
+    if kind == "offline":  # structural edits for template kernels, knob heuristics for the rest
+        return OfflineProposer(StructuralProposer(seed=seed), HeuristicProposer(seed=seed))
     if kind == "llm":
         if client is None:
             raise ConfigError(

@@ -1,0 +1,166 @@
+"""What `optiml optimize` gives without an LLM, against eager PyTorch, torch.compile and the roofline.
+
+For every task: the root from the templates (the fastest verified of a few seed configurations and
+the kernel the task ships, as `optiml optimize` does), then MCTS with the structural proposer for
+the rest of the evaluation budget, then the search's interleaved re-timing of the best against the
+root. Eager and torch.compile are timed by the same worker in the same run; the floor is the
+task's bytes at the copy bandwidth that worker measured.
+
+    PYTHONPATH=src python3 benchmarks/offline_quality.py --evals 30 --out benchmarks/results/offline_quality.json \
+        tasks/*.py tasks/memory/*.py
+
+Rows are written after every task (a run cut short keeps what it measured); `--keep` merges the rows
+of an earlier part of the suite from the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from result_file import write_result
+
+from optiml.errors import OptimlError
+from optiml.evaluate.client import WorkerClient
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.evaluator import Evaluator
+from optiml.generate.offline import generate_offline_root
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.source import KernelSource
+from optiml.propose.factory import make_proposer
+from optiml.search import Budgets, SearchConfig, run_search
+from optiml.store import RunStore
+from optiml.task import load_task
+
+
+def run_task(path: Path, evaluator: Evaluator, evals: int, seeds: int, workdir: Path) -> dict[str, Any]:
+    task = evaluator.task
+    start = time.perf_counter()
+    facts = evaluator.prepare()
+    row: dict[str, Any] = {"task": task.name, "file": str(path)}
+    row["eager_ms"] = round(evaluator.reference["eager"].median_ms, 4)
+    compiled = evaluator.reference.get("compile")
+    row["compile_ms"] = round(compiled.median_ms, 4) if compiled else None
+    row["floor_ms"] = round((facts.input_bytes + facts.output_bytes) / facts.bandwidth * 1e3, 4)
+    naive = task.naive_kernel_path
+    offline = generate_offline_root(
+        task, evaluator, seeds=seeds, naive=KernelSource.from_file(naive) if naive else None
+    )
+    row["plan"] = offline.plan or None
+    row["root_candidates"] = [
+        {"label": c.label, "status": c.result.status.value, "ms": c.result.time_ms, "message": c.result.message[:200]}
+        for c in offline.candidates
+    ]
+    best = offline.best
+    if best is None:
+        row.update(status="no verified kernel", reason=offline.error or "no root candidate verified")
+        return row
+    config = SearchConfig(
+        strategy="mcts",
+        budgets=Budgets(max_evaluations=max(1, evals - len(offline.candidates)), max_seconds=45),
+        retime_top_k=3,
+        retime_rounds=6,
+    )
+    with RunStore(workdir / "runs.db") as store:
+        outcome = run_search(task, best.kernel, evaluator, [make_proposer("offline")], None, store, config)
+    best_ms = outcome.best_timing.median_ms
+    row.update(
+        status="verified",
+        root=best.label,
+        best_ms=round(best_ms, 4),
+        best_config=outcome.best_kernel.code.splitlines()[0][:400],
+        speedup_vs_eager=round(row["eager_ms"] / best_ms, 3),
+        speedup_vs_compile=round(row["compile_ms"] / best_ms, 3) if row["compile_ms"] else None,
+        roofline_fraction=round(row["floor_ms"] / best_ms, 3),
+        search_gain=round(outcome.speedup.value, 3),
+        search_confirmed=outcome.confirmed,
+        evaluations=outcome.evaluations + len(offline.candidates),
+        path=[step.edit.summary(90) for step in outcome.path if step.edit is not None],
+        wall_s=round(time.perf_counter() - start, 1),
+    )
+    return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [r for r in rows if r.get("status") == "verified"]
+    summary: dict[str, Any] = {"tasks": len(rows), "verified": len(done)}
+    if done:
+        summary["geomean_vs_eager"] = round(statistics.geometric_mean(r["speedup_vs_eager"] for r in done), 3)
+        with_compile = [r for r in done if r.get("speedup_vs_compile")]
+        if with_compile:
+            summary["geomean_vs_compile"] = round(
+                statistics.geometric_mean(r["speedup_vs_compile"] for r in with_compile), 3
+            )
+        summary["median_roofline_fraction"] = round(statistics.median(r["roofline_fraction"] for r in done), 3)
+        summary["below_0.9x_eager"] = sorted(r["task"] for r in done if r["speedup_vs_eager"] < 0.9)
+    summary["not_verified"] = sorted(r["task"] for r in rows if r.get("status") != "verified")
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tasks", nargs="+", type=Path)
+    parser.add_argument("--evals", type=int, default=30)
+    parser.add_argument("--seeds", type=int, default=4, help="Template seed configurations tried for the root.")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/offline_quality.json"))
+    parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--keep", action="store_true", help="Keep --out's rows of other tasks.")
+    parser.add_argument("--no-compile", action="store_true", help="Skip the torch.compile baseline.")
+    args = parser.parse_args()
+
+    rows: list[dict[str, Any]] = []
+    if args.keep and args.out.is_file():
+        names = {p.stem for p in args.tasks}
+        rows = [r for r in json.loads(args.out.read_text())["rows"] if r["task"] not in names]
+    modes = ("eager",) if args.no_compile else ("eager", "compile")
+    eval_config = EvalConfig(reference_modes=modes, seeds=2, timing_seconds=0.3, max_trials=30, warmup_calls=2)
+    worker = WorkerClient()  # one worker for the whole suite (it keeps one task in memory at a time)
+    try:
+        for path in args.tasks:
+            with tempfile.TemporaryDirectory() as tmp:
+                evaluator = Evaluator(
+                    load_task(path),
+                    eval_config,
+                    compiler=Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache")),
+                    worker=worker,
+                )
+                try:
+                    row = run_task(path, evaluator, args.evals, args.seeds, Path(tmp))
+                except OptimlError as exc:
+                    row = {"task": path.stem, "file": str(path), "status": "failed", "reason": str(exc)[:300]}
+            rows.append(row)
+            print(
+                json.dumps(
+                    {
+                        k: row.get(k)
+                        for k in (
+                            "task",
+                            "status",
+                            "best_ms",
+                            "eager_ms",
+                            "compile_ms",
+                            "floor_ms",
+                            "speedup_vs_eager",
+                            "speedup_vs_compile",
+                            "roofline_fraction",
+                            "wall_s",
+                        )
+                    }
+                ),
+                flush=True,
+            )
+            write_result(
+                args.out, "offline_quality", args.commit, evals_per_task=args.evals, rows=rows, summary=summarize(rows)
+            )
+    finally:
+        worker.stop()
+    print(json.dumps(summarize(rows), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,503 @@
+"""Trace a task's ``Model.forward`` on the meta device into the IR of :mod:`optiml.graph.ir`.
+
+``make_fx`` records ATen ops (no memory, no compute) with our decompositions applied; each
+ATen op is then mapped onto a canonical IR op. An op with no mapping raises
+:class:`UnsupportedOpError` with one line naming it. Capture runs once per shape set, and
+:func:`capture_all` checks that every shape set traces to the same structure (a reference whose
+control flow depends on sizes would need one kernel per shape set, which the ABI does not allow).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from optiml.errors import TaskError
+from optiml.graph.decomps import decomposition_table
+from optiml.graph.ir import Graph, Node, TensorType, Value
+from optiml.graph.ops import ATEN_POINTWISE
+from optiml.task import Task
+
+aten = torch.ops.aten
+
+
+class UnsupportedOpError(TaskError):
+    """The reference uses an op no template covers."""
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class _Builder:
+    """Accumulates values and nodes while walking an fx graph."""
+
+    def __init__(self) -> None:
+        self.values: list[Value] = []
+        self.nodes: list[Node] = []
+
+    def value(self, ttype: TensorType, producer: int | None = None, const: Any = None, scalar: bool = False) -> int:
+        vid = len(self.values)
+        self.values.append(Value(vid, ttype, producer, const, scalar))
+        return vid
+
+    def const(self, number: float | int | bool, dtype: str | None = None, shape: tuple[int, ...] = ()) -> int:
+        if dtype is None:
+            dtype = "bool" if isinstance(number, bool) else "int64" if isinstance(number, int) else "float32"
+        return self.value(TensorType(tuple(shape), dtype), const=number)
+
+    def node(self, op: str, inputs: list[int], out_types: list[TensorType], target: str, **attrs: Any) -> list[int]:
+        index = len(self.nodes)
+        outs = [self.value(t, producer=index) for t in out_types]
+        self.nodes.append(Node(index, op, tuple(inputs), tuple(outs), tuple(sorted(attrs.items())), target))
+        return outs
+
+
+def _ttype(meta: Any) -> TensorType:
+    return TensorType(tuple(int(s) for s in meta.shape), _dtype_name(meta.dtype))
+
+
+def _norm_dims(dims: Any, ndim: int) -> tuple[int, ...]:
+    if dims is None or dims == []:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return tuple(sorted(d % max(ndim, 1) for d in dims))
+
+
+class _Converter:
+    def __init__(self, builder: _Builder) -> None:
+        self.b = builder
+        self.env: dict[Any, Any] = {}  # fx node → value id, or tuple of ids for multi-output ops
+
+    def operand(self, arg: Any, like_dtype: str = "float32") -> int:
+        if isinstance(arg, torch.fx.Node):
+            got = self.env[arg]
+            if isinstance(got, tuple):
+                raise UnsupportedOpError(f"multi-output value {arg.name} used directly")
+            return int(got)
+        if isinstance(arg, (bool, int, float)):
+            dtype = "bool" if isinstance(arg, bool) else like_dtype if isinstance(arg, float) else "int64"
+            if isinstance(arg, float) and like_dtype not in ("float32", "float64", "float16", "bfloat16"):
+                dtype = "float32"
+            return self.b.const(arg, dtype)
+        raise UnsupportedOpError(f"unsupported operand {arg!r}")
+
+    def convert(self, fx_node: torch.fx.Node) -> Any:
+        target = fx_node.target
+        args, kwargs = fx_node.args, fx_node.kwargs
+        if target is operator.getitem:
+            return self.env[args[0]][args[1]]
+        meta = fx_node.meta.get("val")
+        name = getattr(target, "__name__", str(target))
+        packet = name.split(".")[0]
+        label = f"aten.{name}"
+        outs = [_ttype(m) for m in meta] if isinstance(meta, (tuple, list)) else [_ttype(meta)]
+        if packet.endswith("_") and not packet.startswith("_") and isinstance(args[0], torch.fx.Node):
+            # an in-place op: compute it functionally; later uses of the mutated tensor see the result
+            packet = packet[:-1]
+            label = f"aten.{packet}"
+            result = self._dispatch(packet, args, kwargs, outs, label)
+            self.env[args[0]] = result
+            return result
+        return self._dispatch(packet, args, kwargs, outs, label)
+
+    def _dispatch(self, packet: str, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        handler = _SPECIAL.get(packet)
+        if handler is not None:
+            return handler(self, args, kwargs, outs, label)
+        if packet in ATEN_POINTWISE:
+            op = ATEN_POINTWISE[packet]
+            dtype = outs[0].dtype
+            inputs = [self.operand(a, dtype) for a in args if not isinstance(a, (list, tuple)) and a is not None]
+            return self.b.node(op, inputs, outs, label)[0]
+        raise UnsupportedOpError(
+            f"no template for {label}: configure an LLM, or write a kernel with `optiml init-kernel`"
+        )
+
+
+def _pointwise(op: str) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        dtype = outs[0].dtype
+        return c.b.node(op, [c.operand(a, dtype) for a in args], outs, label)[0]
+
+    return handle
+
+
+def _add_sub(op: str) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        dtype = outs[0].dtype
+        x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+        alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+        if alpha != 1:
+            ytype = c.b.values[y].type
+            y = c.b.node("mul", [y, c.b.const(alpha, dtype)], [TensorType(ytype.shape, dtype)], label)[0]
+        if op == "rsub":
+            x, y = y, x
+            op_name = "sub"
+        else:
+            op_name = op
+        return c.b.node(op_name, [x, y], outs, label)[0]
+
+    return handle
+
+
+def _div(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    mode = kwargs.get("rounding_mode")
+    op = {"trunc": "div_trunc", "floor": "div_floor"}.get(mode, "div")
+    dtype = outs[0].dtype
+    return c.b.node(op, [c.operand(args[0], dtype), c.operand(args[1], dtype)], outs, label)[0]
+
+
+def _clamp(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    name = label.split(".")[1]
+    x = c.operand(args[0])
+    lo = args[1] if len(args) > 1 else kwargs.get("min")
+    hi = args[2] if len(args) > 2 else kwargs.get("max")
+    if name == "clamp_max":
+        lo, hi = None, lo
+    out = x
+    xtype = c.b.values[x].type
+    if isinstance(lo, torch.fx.Node) or isinstance(hi, torch.fx.Node):
+        if lo is not None:
+            out = c.b.node("maximum", [out, c.operand(lo, xtype.dtype)], outs, label)[0]
+        if hi is not None:
+            out = c.b.node("minimum", [out, c.operand(hi, xtype.dtype)], outs, label)[0]
+        return out
+    return c.b.node("clamp", [x], outs, label, lo=lo, hi=hi)[0]
+
+
+def _where(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    dtype = outs[0].dtype
+    return c.b.node("where", [c.operand(args[0]), c.operand(args[1], dtype), c.operand(args[2], dtype)], outs, label)[0]
+
+
+def _masked_fill(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    dtype = outs[0].dtype
+    x, mask, fill = c.operand(args[0], dtype), c.operand(args[1]), c.operand(args[2], dtype)
+    return c.b.node("where", [mask, fill, x], outs, label)[0]
+
+
+def _cast(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    return c.b.node("cast", [c.operand(args[0])], outs, label)[0]
+
+
+def _identity(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    return c.operand(args[0])
+
+
+def _full(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    name = label.split(".")[1]
+    if name == "scalar_tensor":
+        value = args[0]
+    elif name in ("zeros_like", "new_zeros", "zeros"):
+        value = 0
+    elif name in ("ones_like", "new_ones", "ones"):
+        value = 1
+    elif name == "full_like":
+        value = args[1]
+    else:  # full, new_full
+        value = args[1] if name == "full" else args[2]
+    dtype = outs[0].dtype
+    if dtype in ("float32", "float64", "float16", "bfloat16"):
+        value = float(value)
+    elif dtype == "bool":
+        value = bool(value)
+    else:
+        value = int(value)
+    return c.b.const(value, dtype, outs[0].shape)
+
+
+def _view(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    x = c.operand(args[0])  # kept even when the shape is unchanged: other shape sets may reshape
+    return c.b.node("view", [x], outs, label, shape=outs[0].shape)[0]
+
+
+def _expand(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    x = c.operand(args[0])
+    if c.b.values[x].type.shape == outs[0].shape:
+        return x
+    return c.b.node("expand", [x], outs, label, shape=outs[0].shape)[0]
+
+
+def _permute(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    x = c.operand(args[0])
+    ndim = c.b.values[x].type.ndim
+    name = label.split(".")[1]
+    perm: tuple[int, ...]
+    if name == "t":
+        perm = (1, 0) if ndim == 2 else (0,)
+    elif name == "transpose":
+        d0, d1 = args[1] % ndim, args[2] % ndim
+        order = list(range(ndim))
+        order[d0], order[d1] = order[d1], order[d0]
+        perm = tuple(order)
+    else:
+        perm = tuple(d % ndim for d in args[1])
+    if perm == tuple(range(ndim)):
+        return x
+    return c.b.node("permute", [x], outs, label, perm=perm)[0]
+
+
+def _reduce(op: str, dims_arg: int | None, keep_arg: int | None) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        x = c.operand(args[0])
+        ndim = c.b.values[x].type.ndim
+        dims_value = args[dims_arg] if dims_arg is not None and len(args) > dims_arg else kwargs.get("dim")
+        keep = bool(args[keep_arg]) if keep_arg is not None and len(args) > keep_arg else kwargs.get("keepdim", False)
+        dims = _norm_dims(dims_value, ndim)
+        if op in ("argmax", "argmin") and dims_value is None and ndim > 1:
+            raise UnsupportedOpError(f"no template for {label} over a flattened tensor (dim=None)")
+        return c.b.node(op, [x], outs, label, dims=dims, keepdim=keep)[0]
+
+    return handle
+
+
+def _max_min_dim(kind: str) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        x = c.operand(args[0])
+        ndim = c.b.values[x].type.ndim
+        if len(args) == 1 and "dim" not in kwargs:  # max.default: a full reduction
+            return c.b.node("a" + kind, [x], outs, label, dims=tuple(range(ndim)), keepdim=False)[0]
+        dim = args[1] if len(args) > 1 else kwargs["dim"]
+        keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
+        dims = _norm_dims(dim, ndim)
+        values = c.b.node("a" + kind, [x], [outs[0]], label, dims=dims, keepdim=keep)[0]
+        indices = c.b.node("arg" + kind, [x], [outs[1]], label, dims=dims, keepdim=keep)[0]
+        return (values, indices)
+
+    return handle
+
+
+def _scan(op: str) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        x = c.operand(args[0])
+        ndim = c.b.values[x].type.ndim
+        dim = (args[1] if len(args) > 1 else kwargs["dim"]) % max(ndim, 1)
+        return c.b.node(op, [x], outs, label, dim=dim)[0]
+
+    return handle
+
+
+def _flip(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    x = c.operand(args[0])
+    ndim = c.b.values[x].type.ndim
+    return c.b.node("flip", [x], outs, label, dims=_norm_dims(args[1], ndim))[0]
+
+
+def _gather(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    x = c.operand(args[0])
+    ndim = c.b.values[x].type.ndim
+    return c.b.node("gather", [x, c.operand(args[2])], outs, label, dim=args[1] % ndim)[0]
+
+
+def _tuple(values: Any, n: int, default: Any) -> tuple[int, ...]:
+    if values is None or values == []:
+        values = default
+    if isinstance(values, int):
+        values = [values]
+    values = list(values)
+    if len(values) == 1:
+        values = values * n
+    return tuple(int(v) for v in values)
+
+
+def _max_pool(spatial: int) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        x = c.operand(args[0])
+        kernel = _tuple(args[1], spatial, None)
+        stride = _tuple(args[2] if len(args) > 2 else kwargs.get("stride"), spatial, kernel)
+        padding = _tuple(args[3] if len(args) > 3 else kwargs.get("padding", 0), spatial, 0)
+        dilation = _tuple(args[4] if len(args) > 4 else kwargs.get("dilation", 1), spatial, 1)
+        ceil = bool(args[5] if len(args) > 5 else kwargs.get("ceil_mode", False))
+        result = c.b.node(
+            "max_pool",
+            [x],
+            outs,
+            label,
+            spatial=spatial,
+            kernel=kernel,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            ceil_mode=ceil,
+        )
+        return tuple(result) if len(result) > 1 else result[0]
+
+    return handle
+
+
+def _avg_pool(spatial: int) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        x = c.operand(args[0])
+        kernel = _tuple(args[1], spatial, None)
+        stride = _tuple(args[2] if len(args) > 2 else kwargs.get("stride"), spatial, kernel)
+        padding = _tuple(args[3] if len(args) > 3 else kwargs.get("padding", 0), spatial, 0)
+        ceil = bool(args[4] if len(args) > 4 else kwargs.get("ceil_mode", False))
+        include_pad = bool(args[5] if len(args) > 5 else kwargs.get("count_include_pad", True))
+        divisor = args[6] if len(args) > 6 else kwargs.get("divisor_override")
+        return c.b.node(
+            "avg_pool",
+            [x],
+            outs,
+            label,
+            spatial=spatial,
+            kernel=kernel,
+            stride=stride,
+            padding=padding,
+            dilation=(1,) * spatial,
+            ceil_mode=ceil,
+            count_include_pad=include_pad,
+            divisor=divisor,
+        )[0]
+
+    return handle
+
+
+_SPECIAL: dict[str, Callable[..., Any]] = {
+    "add": _add_sub("add"),
+    "sub": _add_sub("sub"),
+    "rsub": _add_sub("rsub"),
+    "div": _div,
+    "clamp": _clamp,
+    "clamp_min": _clamp,
+    "clamp_max": _clamp,
+    "where": _where,
+    "_to_copy": _cast,
+    "to": _cast,
+    "convert_element_type": _cast,
+    "alias": _identity,
+    "clone": _identity,
+    "detach": _identity,
+    "lift_fresh_copy": _identity,
+    "contiguous": _identity,
+    "scalar_tensor": _full,
+    "full": _full,
+    "full_like": _full,
+    "zeros_like": _full,
+    "ones_like": _full,
+    "new_zeros": _full,
+    "new_ones": _full,
+    "new_full": _full,
+    "zeros": _full,
+    "ones": _full,
+    "view": _view,
+    "_unsafe_view": _view,
+    "reshape": _view,
+    "unsqueeze": _view,
+    "squeeze": _view,
+    "flatten": _view,
+    "expand": _expand,
+    "permute": _permute,
+    "transpose": _permute,
+    "t": _permute,
+    "sum": _reduce("sum", 1, 2),
+    "mean": _reduce("mean", 1, 2),
+    "amax": _reduce("amax", 1, 2),
+    "amin": _reduce("amin", 1, 2),
+    "prod": _reduce("prod", 1, 2),
+    "argmax": _reduce("argmax", 1, 2),
+    "argmin": _reduce("argmin", 1, 2),
+    "any": _reduce("any", 1, 2),
+    "all": _reduce("all", 1, 2),
+    "max": _max_min_dim("max"),
+    "min": _max_min_dim("min"),
+    "cumsum": _scan("cumsum"),
+    "cumprod": _scan("cumprod"),
+    "flip": _flip,
+    "gather": _gather,
+    "max_pool1d_with_indices": _max_pool(1),
+    "max_pool2d_with_indices": _max_pool(2),
+    "max_pool3d_with_indices": _max_pool(3),
+    "avg_pool1d": _avg_pool(1),
+    "avg_pool2d": _avg_pool(2),
+    "avg_pool3d": _avg_pool(3),
+    "square": _pointwise("square"),
+    "xlogy": _pointwise("xlogy"),
+    "masked_fill": _masked_fill,
+}
+
+
+def trace_model(task: Task, shape_set: int = 0) -> Graph:
+    """The IR of ``task`` at one shape set (traced on the meta device: no memory, no compute)."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    runtime = TaskRuntime(task, "meta")
+    args = runtime.make_args(0, shape_set)
+    model = runtime.build_model(0, shape_set)
+    state = dict(model.state_dict())
+    keys = list(state)
+    tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def forward(*flat: torch.Tensor) -> Any:
+        call_args = list(args)
+        for slot, tensor in zip(tensor_slots, flat[: len(tensor_slots)], strict=True):
+            call_args[slot] = tensor
+        params = dict(zip(keys, flat[len(tensor_slots) :], strict=True))
+        return torch.func.functional_call(model, params, tuple(call_args))
+
+    flat = [args[i] for i in tensor_slots] + list(state.values())
+    try:
+        gm = make_fx(torch.func.functionalize(forward), decomposition_table=decomposition_table())(*flat)
+    except UnsupportedOpError:
+        raise
+    except Exception as exc:
+        raise UnsupportedOpError(
+            f"{task.path.name}: tracing Model.forward on the meta device failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    gm.graph.eliminate_dead_code()
+    return _to_ir(gm, args, tensor_slots, keys, task)
+
+
+def _to_ir(gm: torch.fx.GraphModule, args: list[Any], tensor_slots: list[int], keys: list[str], task: Task) -> Graph:
+    builder = _Builder()
+    conv = _Converter(builder)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    abi_inputs: list[int] = []
+    names: list[str] = []
+    slot_of = {slot: k for k, slot in enumerate(tensor_slots)}
+    for position, arg in enumerate(args):
+        if position in slot_of:
+            node = placeholders[slot_of[position]]
+            abi_inputs.append(builder.value(_ttype(node.meta["val"])))
+            conv.env[node] = abi_inputs[-1]
+        else:  # a host scalar: the trace baked its value; it stays an ABI slot the kernel ignores
+            dtype = "bool" if isinstance(arg, bool) else "int64" if isinstance(arg, int) else "float64"
+            abi_inputs.append(builder.value(TensorType((), dtype), scalar=True))
+        names.append(f"arg{position}")
+    for key, node in zip(keys, placeholders[len(tensor_slots) :], strict=True):
+        abi_inputs.append(builder.value(_ttype(node.meta["val"])))
+        conv.env[node] = abi_inputs[-1]
+        names.append(key)
+    outputs: list[int] = []
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            try:
+                conv.env[node] = conv.convert(node)
+            except UnsupportedOpError as exc:
+                raise UnsupportedOpError(f"{task.path.name}: {exc}") from None
+        elif node.op == "output":
+            result = node.args[0]
+            items = list(result) if isinstance(result, (tuple, list)) else [result]
+            for item in items:
+                if not isinstance(item, torch.fx.Node):
+                    raise UnsupportedOpError(f"{task.path.name}: forward returns a non-tensor")
+                outputs.append(conv.operand(item))
+    return Graph(tuple(builder.values), tuple(abi_inputs), tuple(builder.nodes), tuple(outputs), tuple(names))
+
+
+def capture_all(task: Task) -> list[Graph]:
+    """The graph at every shape set; raises if their structures differ."""
+    graphs = [trace_model(task, s) for s in range(task.num_shape_sets)]
+    first = graphs[0].signature()
+    for index, graph in enumerate(graphs[1:], start=1):
+        if graph.signature() != first:
+            raise UnsupportedOpError(
+                f"{task.path.name}: shape set {index} traces to a different op graph than shape set 0 "
+                "(size-dependent control flow): one kernel cannot serve both"
+            )
+    return graphs

@@ -1,0 +1,99 @@
+"""Run-time sizes as C expressions over the ABI tensors, valid at every shape set.
+
+A kernel must not bake the traced sizes in: it reads them from the ``optiml_tensor`` shapes at
+each call. For every size the generated code needs (one dim of a graph value), the resolver
+finds an ABI input or output dim — or a product of a run of adjacent dims of one tensor (a
+flattening view) — that equals it in *every* shape set's trace, and returns it as C code. A size
+that is the same constant in every shape set and matches no tensor dim stays a constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optiml.graph.ir import Graph
+from optiml.templates.base import TemplateError
+
+
+@dataclass(frozen=True)
+class _Slot:
+    expr: str  # C expression of one ABI dim
+    values: tuple[int, ...]  # its size at each shape set
+
+
+class SizeResolver:
+    """Maps (value id, dim) of the graph to a C ``int64_t`` expression."""
+
+    def __init__(self, graphs: list[Graph]) -> None:
+        self.graphs = graphs
+        g0 = graphs[0]
+        self._tensors: list[tuple[str, list[tuple[int, ...]]]] = []
+        for k, vid in enumerate(g0.inputs):
+            if not g0.value(vid).scalar:
+                self._tensors.append((f"inputs[{k}]", [g.type(g.inputs[k]).shape for g in graphs]))
+        for k in range(len(g0.outputs)):
+            self._tensors.append((f"outputs[{k}]", [g.type(g.outputs[k]).shape for g in graphs]))
+        self._cache: dict[tuple[int, ...], str] = {}
+
+    def values_of(self, vid: int, dim: int) -> tuple[int, ...]:
+        return tuple(g.type(vid).shape[dim] for g in self.graphs)
+
+    def dim(self, vid: int, dim: int) -> str:
+        g0 = self.graphs[0]
+        for k, slot in enumerate(g0.inputs):  # an ABI tensor's own dim, whatever its value
+            if slot == vid and not g0.value(vid).scalar:
+                return f"inputs[{k}].shape[{dim}]"
+        if vid in g0.outputs:
+            return f"outputs[{g0.outputs.index(vid)}].shape[{dim}]"
+        return self.size(self.values_of(vid, dim), dim, g0.type(vid).ndim)
+
+    def size(self, values: tuple[int, ...], hint_dim: int = -1, hint_ndim: int = -1) -> str:
+        """A C expression equal to ``values[s]`` at shape set ``s``.
+
+        Where several dims match (one shape set, equal sizes), the same dim index of a tensor of
+        the same rank is preferred: element-wise chains keep their producer's layout.
+        """
+        key = (*values, hint_dim, hint_ndim)
+        if key not in self._cache:
+            self._cache[key] = self._find(values, hint_dim, hint_ndim)
+        return self._cache[key]
+
+    def _find(self, values: tuple[int, ...], hint_dim: int, hint_ndim: int) -> str:
+        if all(v == 1 for v in values):
+            return "((int64_t)1)"
+        matches = []
+        for name, shapes in self._tensors:  # a single dim
+            ndim = len(shapes[0])
+            for d in range(ndim):
+                if all(len(s) == ndim and s[d] == v for s, v in zip(shapes, values, strict=True)):
+                    matches.append((0 if (d, ndim) == (hint_dim, hint_ndim) else 1, f"{name}.shape[{d}]"))
+        if matches:
+            return min(matches, key=lambda m: m[0])[1]
+        for name, shapes in self._tensors:  # a run of adjacent dims (a flattening view)
+            ndim = len(shapes[0])
+            for start in range(ndim):
+                for stop in range(start + 2, ndim + 1):
+                    if all(_prod(s[start:stop]) == v for s, v in zip(shapes, values, strict=True)):
+                        return "(" + " * ".join(f"{name}.shape[{d}]" for d in range(start, stop)) + ")"
+        if len(set(values)) == 1:
+            return f"((int64_t){values[0]})"
+        for name, shapes in self._tensors:  # a run of dims over a constant (GroupNorm's C*H*W / G)
+            ndim = len(shapes[0])
+            for start in range(ndim):
+                for stop in range(start + 1, ndim + 1):
+                    products = [_prod(s[start:stop]) for s in shapes]
+                    if all(v and p % v == 0 for p, v in zip(products, values, strict=True)):
+                        ratios = {p // v for p, v in zip(products, values, strict=True)}
+                        if len(ratios) == 1:
+                            run = " * ".join(f"{name}.shape[{d}]" for d in range(start, stop))
+                            return f"(({run}) / {ratios.pop()})"
+        raise TemplateError(
+            f"a size ({', '.join(map(str, values))} across the shape sets) matches no input or output dim"
+        )
+
+
+def _prod(dims: tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n

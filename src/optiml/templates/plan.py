@@ -1,0 +1,355 @@
+"""The fusion planner: cut the op graph into as few kernels as the op classes allow.
+
+Rules (documented so that a reader can predict a plan):
+
+* Element-wise ops, views and gathers fuse into the kernel of the reduction whose domain they
+  live in: a *row group* has a domain shape ``S`` and reduced dims ``D``; a value belongs to it
+  when it has shape ``S`` (varies along the reduced dims) or the reduced shape (one value per
+  row: statistics, per-row inputs such as targets). Reductions with the same ``(S, D)`` share a
+  kernel (softmax's max and sum, layer norm's two means); a reduction over another domain starts
+  a new kernel (cross-entropy's mean over the per-row losses).
+* A row group without reductions is a *pointwise* kernel over ``S``.
+* Scans, pooling and permutes are dedicated kernels (``flip → cumsum → flip`` is a reverse
+  scan); an element-wise prologue that only reads inputs of the same shape fuses into their
+  loads.
+* A value computed only from graph inputs by element-wise ops is *recomputable*: a kernel that
+  needs it recomputes it instead of reading it from memory. Any other value one kernel produces
+  and a later one reads is *materialized* in the workspace; a reshaping view of a materialized or
+  input tensor costs nothing (tensors are contiguous).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from optiml.graph.ir import Graph, Node
+from optiml.graph.ops import op_class
+from optiml.templates.base import TemplateError
+from optiml.templates.group import Group
+
+
+@dataclass(frozen=True)
+class Plan:
+    graphs: tuple[Graph, ...]  # every shape set's graph (after CSE); graphs[0] drives decisions
+    groups: tuple[Group, ...]
+    materialized: tuple[int, ...]  # value ids written to the workspace by one kernel, read by a later one
+    aliases: dict[int, int] = field(default_factory=dict)  # view value → the stored value it reshapes
+
+    @property
+    def graph(self) -> Graph:
+        return self.graphs[0]
+
+    def storage(self, vid: int) -> int:
+        """The value whose memory holds ``vid`` (a view of a stored tensor shares it)."""
+        while vid in self.aliases:
+            vid = self.aliases[vid]
+        return vid
+
+    def describe(self) -> str:
+        return " → ".join(g.describe() for g in self.groups)
+
+
+# -- graph clean-up ------------------------------------------------------------------------------
+def cse(graph: Graph) -> Graph:
+    """Common-subexpression elimination and dead-code removal (deterministic: same structure in, same out)."""
+    remap: dict[int, int] = {}
+    seen: dict[Any, int] = {}
+    kept: list[Node] = []
+    for vid, value in enumerate(graph.values):
+        if value.is_const:
+            const_key = ("const", value.const, type(value.const).__name__, value.type)
+            remap[vid] = seen.setdefault(const_key, vid)
+    for node in graph.nodes:
+        inputs = tuple(remap.get(i, i) for i in node.inputs)
+        key = (node.op, inputs, node.attrs)
+        if key in seen and len(node.outputs) == 1:
+            remap[node.outputs[0]] = seen[key]
+            continue
+        if len(node.outputs) == 1:
+            seen[key] = node.outputs[0]
+        kept.append(Node(node.index, node.op, inputs, node.outputs, node.attrs, node.target))
+    outputs = tuple(remap.get(o, o) for o in graph.outputs)
+    live = set(outputs)
+    alive: list[Node] = []
+    for node in reversed(kept):
+        if any(o in live for o in node.outputs):
+            alive.append(node)
+            live.update(node.inputs)
+    alive.reverse()
+    index_of = {node.index: k for k, node in enumerate(alive)}
+    values = list(graph.values)
+    for k, node in enumerate(alive):
+        for o in node.outputs:
+            values[o] = type(values[o])(o, values[o].type, k, values[o].const, values[o].scalar)
+    nodes = tuple(Node(index_of[n.index], n.op, n.inputs, n.outputs, n.attrs, n.target) for n in alive)
+    return Graph(tuple(values), graph.inputs, nodes, outputs, graph.input_names)
+
+
+# -- the planner ---------------------------------------------------------------------------------
+@dataclass
+class _Building:
+    template: str
+    shape: tuple[int, ...] = ()
+    dims: tuple[int, ...] | None = None  # reduced dims of a row group; None while pointwise
+    nodes: list[int] = field(default_factory=list)
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_row(self) -> bool:
+        return self.template in ("pointwise", "reduce")
+
+    def outer_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        assert self.dims is not None
+        keep = tuple(1 if d in self.dims else s for d, s in enumerate(self.shape))
+        drop = tuple(s for d, s in enumerate(self.shape) if d not in self.dims)
+        return keep, drop
+
+
+class _Planner:
+    def __init__(self, graph: Graph) -> None:
+        self.g = graph
+        self.groups: list[_Building] = []
+        self.group_of: dict[int, int] = {}  # value id → group index that computes it
+        self.aliases: dict[int, int] = {}
+        self.recomputable: set[int] = set()
+        self.folded: set[int] = set()  # node indices absorbed into another node's group
+
+    def plan(self) -> list[_Building]:
+        for node in self.g.nodes:
+            if node.index in self.folded:
+                continue
+            try:
+                cls = op_class(node.op)
+            except KeyError as exc:
+                raise TemplateError(f"no template for {node.target or node.op}") from exc
+            if cls in ("scan", "pool", "permute", "flip"):
+                self._dedicated(node, cls)
+            elif cls == "reduce":
+                self._reduce(node)
+            elif cls == "view" and self._is_storage_view(node):
+                self.aliases[node.outputs[0]] = node.inputs[0]
+                if node.inputs[0] in self.recomputable:
+                    self.recomputable.add(node.outputs[0])
+            else:
+                self._elementwise(node)
+        return self.groups
+
+    # dedicated kernels
+    def _dedicated(self, node: Node, cls: str) -> None:
+        if cls == "flip":
+            self._reverse_scan(node)
+            return
+        spec: dict[str, Any] = dict(node.attrs)
+        if cls == "scan":
+            spec = {
+                "dim": node.attr("dim"),
+                "kind": "sum" if node.op == "cumsum" else "prod",
+                "reverse": False,
+                "exclusive": False,
+            }
+        elif cls == "pool":
+            spec["op"] = node.op
+            spec["indices"] = len(node.outputs) > 1 and bool(
+                self.g.users(node.outputs[1]) or node.outputs[1] in self.g.outputs
+            )
+        self._new(cls, node, spec)
+
+    def _reverse_scan(self, node: Node) -> None:
+        """``flip(d) → cumsum/cumprod(d) → flip(d)`` is a reverse scan; a lone flip has no template."""
+        users = self.g.users(node.outputs[0])
+        dims = node.attr("dims")
+        if len(users) == 1 and users[0].op in ("cumsum", "cumprod") and (users[0].attr("dim"),) == tuple(dims):
+            scan = users[0]
+            after = self.g.users(scan.outputs[0])
+            if len(after) == 1 and after[0].op == "flip" and tuple(after[0].attr("dims")) == tuple(dims):
+                spec = {
+                    "dim": scan.attr("dim"),
+                    "kind": "sum" if scan.op == "cumsum" else "prod",
+                    "reverse": True,
+                    "exclusive": False,
+                }
+                self.folded.update({scan.index, after[0].index})
+                building = _Building("scan", spec=spec, nodes=[node.index, scan.index, after[0].index])
+                self.groups.append(building)
+                self.group_of[after[0].outputs[0]] = len(self.groups) - 1
+                return
+        raise TemplateError(f"no template for {node.target or 'aten.flip'} outside a reverse scan")
+
+    def _new(self, template: str, node: Node, spec: dict[str, Any]) -> None:
+        self.groups.append(_Building(template, spec=spec, nodes=[node.index]))
+        for o in node.outputs:
+            self.group_of[o] = len(self.groups) - 1
+
+    # row groups
+    def _reduce(self, node: Node) -> None:
+        src = node.inputs[0]
+        shape, dims = self.g.type(src).shape, tuple(node.attr("dims"))
+        target = self._row_group_for(node, lambda b: b.shape == shape and b.dims in (None, dims))
+        if target is None:
+            self.groups.append(_Building("reduce", shape=shape, dims=dims))
+            target = len(self.groups) - 1
+        building = self.groups[target]
+        building.template, building.dims = "reduce", dims
+        self._join(target, node)
+
+    def _elementwise(self, node: Node) -> None:
+        out_shape = self.g.type(node.outputs[0]).shape
+        if node.op == "gather":
+            src = self.g.type(node.inputs[0]).shape
+            dims = (node.attr("dim"),)
+            target = self._row_group_for(node, lambda b: b.shape == src and b.dims in (None, dims))
+            if target is None:
+                self.groups.append(_Building("reduce", shape=src, dims=dims))
+                target = len(self.groups) - 1
+            self.groups[target].template, self.groups[target].dims = "reduce", dims
+            self._join(target, node)
+            return
+        if all(self._is_leafish(i) for i in node.inputs) and node.op != "view":
+            self.recomputable.update(node.outputs)
+        target = self._row_group_for(node, lambda b: self._fits(b, out_shape), any_group=True)
+        if target is None:
+            self.groups.append(_Building("pointwise", shape=out_shape))
+            target = len(self.groups) - 1
+        self._join(target, node)
+
+    def _fits(self, b: _Building, shape: tuple[int, ...]) -> bool:
+        if shape == b.shape:
+            return True
+        if b.dims is None:
+            return False
+        keep, drop = b.outer_shapes()
+        return shape in (keep, drop) or (_broadcasts_to(shape, keep) and len(shape) == len(keep))
+
+    def _row_group_for(self, node: Node, fits: Any, any_group: bool = True) -> int | None:
+        """The row group a node joins: the group computing its latest input if it fits, else a later row
+        group that fits (it runs after every input is ready), else None for a new group."""
+        producers = {self.group_of[i] for i in node.inputs if i in self.group_of and i not in self.recomputable}
+        if producers:
+            lo = max(producers)
+            order = range(lo, len(self.groups))
+        elif any_group:
+            order = range(len(self.groups) - 1, -1, -1)
+        else:
+            return None
+        for index in order:
+            building = self.groups[index]
+            if building.is_row and fits(building):
+                return index
+        return None
+
+    def _join(self, target: int, node: Node) -> None:
+        self.groups[target].nodes.append(node.index)
+        for o in node.outputs:
+            self.group_of[o] = target
+
+    def _is_leafish(self, vid: int) -> bool:
+        value = self.g.value(vid)
+        return value.producer is None or vid in self.recomputable
+
+    def _is_storage_view(self, node: Node) -> bool:
+        """A view whose input is stored memory (an input, or a value a kernel materializes): no work."""
+        src = node.inputs[0]
+        base = src
+        while base in self.aliases:
+            base = self.aliases[base]
+        value = self.g.value(base)
+        if value.producer is None and not value.is_const:
+            return True
+        group = self.group_of.get(base)
+        if group is None:
+            return False
+        building = self.groups[group]
+        if not building.is_row:
+            return True  # dedicated kernels write their outputs to memory
+        # inserting or removing size-1 dims is an alias inside the row group, not a storage view
+        return _squeezed(self.g.type(src).shape) != _squeezed(self.g.type(node.outputs[0]).shape)
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for s in shape if s != 1)
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target), strict=False))
+
+
+def _leaves(g: Graph, vid: int, recomputable: set[int], inside: set[int]) -> list[int]:
+    """The stored tensors a recomputable value is computed from (views kept: they carry the shape)."""
+    value = g.value(vid)
+    if value.is_const or vid in inside:
+        return []
+    if value.producer is None or vid not in recomputable:
+        return [vid]
+    found: list[int] = []
+    for i in g.nodes[value.producer].inputs:
+        for leaf in _leaves(g, i, recomputable, inside):
+            if leaf not in found:
+                found.append(leaf)
+    return found
+
+
+def make_plan(graphs: list[Graph]) -> Plan:
+    """Plan kernels for a task from its graphs at every shape set (see the module docstring)."""
+    cleaned = [cse(g) for g in graphs]
+    planner = _Planner(cleaned[0])
+    buildings = planner.plan()
+    g = cleaned[0]
+    produced_in: dict[int, int] = {}
+    for gi, b in enumerate(buildings):
+        for n in b.nodes:
+            for o in g.nodes[n].outputs:
+                produced_in[o] = gi
+
+    def storage(vid: int) -> int:
+        while vid in planner.aliases:
+            vid = planner.aliases[vid]
+        return vid
+
+    groups: list[Group] = []
+    materialized: set[int] = set()
+    inputs_of: list[list[int]] = [[] for _ in buildings]
+    outputs_of: list[list[int]] = [[] for _ in buildings]
+    for gi, b in enumerate(buildings):
+        inside = {o for n in b.nodes for o in g.nodes[n].outputs}
+        for n in b.nodes:
+            for vid in g.nodes[n].inputs:
+                if vid in inside or g.value(vid).is_const:
+                    continue
+                home = produced_in.get(storage(vid))
+                if home is not None and home != gi and storage(vid) in planner.recomputable and b.is_row:
+                    for leaf in _leaves(g, vid, planner.recomputable, inside):  # recomputed here from its leaves
+                        if leaf not in inputs_of[gi]:
+                            inputs_of[gi].append(leaf)
+                    continue
+                if home is not None and home != gi:
+                    materialized.add(storage(vid))
+                if vid not in inputs_of[gi]:
+                    inputs_of[gi].append(vid)
+    for vid in [*materialized, *(storage(o) for o in g.outputs)]:
+        home = produced_in.get(vid)
+        if home is not None and vid not in outputs_of[home]:
+            outputs_of[home].append(vid)
+    for gi, b in enumerate(buildings):
+        spec = dict(b.spec)
+        if b.is_row:
+            spec.update(
+                {
+                    "shape": b.shape,
+                    "dims": b.dims or (),
+                    "recomputable": tuple(sorted(planner.recomputable)),
+                    "aliases": tuple(sorted(planner.aliases.items())),
+                }
+            )
+        template = b.template
+        groups.append(Group(gi, template, tuple(b.nodes), tuple(inputs_of[gi]), tuple(outputs_of[gi]), g, spec))
+    unplaced = [
+        storage(o) for o in g.outputs if storage(o) not in produced_in and g.value(storage(o)).producer is not None
+    ]
+    if unplaced:
+        raise TemplateError(f"the planner placed no kernel for output value(s) {unplaced}")
+    if not groups:
+        raise TemplateError("the reference computes nothing a kernel could do (it returns an input or a constant)")
+    return Plan(tuple(cleaned), tuple(groups), tuple(sorted(materialized - set(g.outputs))), dict(planner.aliases))

@@ -1,0 +1,117 @@
+"""Graph capture: every suite task traces to one graph per shape set, or a one-line refusal."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from optiml.graph.capture import UnsupportedOpError, capture_all
+from optiml.graph.ir import Graph
+from optiml.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+UNSUPPORTED = {"conv2d": "aten.convolution", "matmul": "aten.mm"}
+SUITE = sorted([*ROOT.glob("tasks/*.py"), *ROOT.glob("tasks/memory/*.py")])
+SUPPORTED = [p for p in SUITE if p.stem not in UNSUPPORTED]
+
+TINY_TASK = '''
+import torch
+import torch.nn as nn
+
+M = 4
+N = 8
+OPTIML = {{"dtype": "float32", "shape_sets": [{{"M": 200, "N": 8}}]}}
+
+
+class Model(nn.Module):
+    def forward(self, x):
+{body}
+
+
+def get_inputs():
+    return [torch.randn(M, N)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@cache
+def graphs_of(path: Path) -> list[Graph]:
+    return capture_all(load_task(path))
+
+
+def tiny_task(folder: Path, name: str, body: str) -> Path:
+    path = folder / f"{name}.py"
+    path.write_text(TINY_TASK.format(body=body), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("path", SUPPORTED, ids=lambda p: p.stem)
+def test_every_supported_task_captures_one_graph_per_shape_set(path: Path) -> None:
+    task = load_task(path)
+    graphs = graphs_of(path)
+    assert len(graphs) == task.num_shape_sets
+    assert all(g.nodes for g in graphs), "every suite task computes something"
+    assert len({g.signature() for g in graphs}) == 1
+    first = graphs[0]
+    assert first.outputs and first.inputs
+    assert len(first.input_names) == len(first.inputs)
+    for node in first.nodes:  # nodes are topologically ordered and index their values
+        assert all(first.value(o).producer == node.index for o in node.outputs)
+        assert all(first.value(i).producer is None or first.value(i).producer < node.index for i in node.inputs)
+
+
+@pytest.mark.parametrize("stem", sorted(UNSUPPORTED))
+def test_an_op_without_a_template_is_refused_in_one_line(stem: str) -> None:
+    with pytest.raises(UnsupportedOpError) as info:
+        capture_all(load_task(ROOT / "tasks" / f"{stem}.py"))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{stem}.py: ")
+    assert UNSUPPORTED[stem] in message
+    assert "configure an LLM" in message
+
+
+def test_size_dependent_control_flow_is_refused(tmp_path: Path) -> None:
+    body = "        if x.shape[0] > 100:\n            return torch.exp(x)\n        return torch.relu(x)"
+    task = load_task(tiny_task(tmp_path, "branchy", body))
+    with pytest.raises(UnsupportedOpError) as info:
+        capture_all(task)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "shape set 1" in message
+    assert "different op graph" in message
+
+
+def test_in_place_ops_are_functionalised(tmp_path: Path) -> None:
+    body = "        y = x.clone()\n        y.mul_(2.0)\n        y.add_(1.0)\n        return torch.relu_(y)"
+    graphs = capture_all(load_task(tiny_task(tmp_path, "inplace", body)))
+    ops = [node.op for node in graphs[0].nodes]
+    assert ops == ["mul", "add", "relu"]
+    assert not any(node.op.endswith("_") for g in graphs for node in g.nodes)
+    g = graphs[0]
+    # a chain: each op reads the previous op's result (the mutation is seen by later uses)
+    for before, after in zip(g.nodes, g.nodes[1:], strict=False):
+        assert before.outputs[0] in after.inputs
+    assert g.outputs == g.nodes[-1].outputs
+
+
+def test_a_size_derived_constant_differs_between_shape_sets() -> None:
+    path = ROOT / "tasks" / "memory" / "kl_div_loss.py"
+    task = load_task(path)
+    graphs = graphs_of(path)
+    divs = [[n for n in g.nodes if n.op == "div"] for g in graphs]
+    assert all(len(d) == 1 for d in divs)
+    divisors = []
+    for g, (div,) in zip(graphs, divs, strict=True):
+        consts = [g.value(i).const for i in div.inputs if g.value(i).is_const]
+        assert len(consts) == 1
+        divisors.append(consts[0])
+    rows = [task.namespace_globals(s)["M"] for s in range(task.num_shape_sets)]
+    assert divisors == rows  # batchmean divides by the batch size of each shape set
+    assert len(set(divisors)) > 1
+    assert len({g.signature() for g in graphs}) == 1  # constants' values are not structure

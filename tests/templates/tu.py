@@ -1,0 +1,48 @@
+"""Test helpers for templates: a full translation unit from rendered kernels, a simple RenderContext."""
+
+from __future__ import annotations
+
+from optiml.templates.base import KernelCode, Operand, RenderContext
+
+
+def translation_unit(codes: list[KernelCode], n_inputs: int, n_outputs: int) -> str:
+    """A complete candidate file: the ABI header, each code's device part, then ``optiml_forward``
+    running each code's host part in order (and ``optiml_workspace_bytes`` when scratch is used)."""
+    includes: list[str] = []
+    for code in codes:
+        includes.extend(inc for inc in code.includes if inc not in includes)
+    parts = ['#include "optiml.h"']
+    parts += [f"#include {inc}" if inc.startswith(("<", '"')) else f'#include "{inc}"' for inc in includes]
+    parts += [code.device for code in codes]
+    host = "\n".join("  {\n" + code.host + "\n  }" for code in codes)  # each in its own scope
+    parts.append(
+        "OPTIML_EXPORT int optiml_forward(const optiml_tensor* inputs, int n_inputs, optiml_tensor* outputs,\n"
+        "                                 int n_outputs, void* workspace, size_t workspace_bytes,\n"
+        "                                 cudaStream_t stream) {\n"
+        f"  // expects {n_inputs} input(s), {n_outputs} output(s)\n"
+        "  (void)workspace_bytes;\n"
+        f"{host}\n"
+        "  return optiml_check_launch();\n"
+        "}"
+    )
+    scratch = [code.workspace_bytes for code in codes if code.workspace_bytes.strip() != "0"]
+    if scratch:
+        total = " + ".join(f"(size_t)({expr})" for expr in scratch)
+        parts.append(
+            "OPTIML_EXPORT size_t optiml_workspace_bytes(const optiml_tensor* inputs, int n_inputs) {\n"
+            "  (void)n_inputs;\n"
+            f"  return {total};\n"
+            "}"
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def unary_context(prefix: str, ctype: str = "float", compute: str = "float") -> RenderContext:
+    """A RenderContext for a kernel reading input 0 and writing output 0 of the same shape."""
+    return RenderContext(
+        prefix=prefix,
+        inputs=[Operand(f"((const {ctype}*)inputs[0].data)", ctype)],
+        outputs=[Operand(f"(({ctype}*)outputs[0].data)", ctype)],
+        dims=lambda vid, d: f"inputs[0].shape[{d}]",
+        compute_type=compute,
+    )
