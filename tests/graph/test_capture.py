@@ -16,7 +16,7 @@ UNSUPPORTED = {"conv2d": "aten.convolution", "matmul": "aten.mm"}
 SUITE = sorted([*ROOT.glob("tasks/*.py"), *ROOT.glob("tasks/memory/*.py")])
 SUPPORTED = [p for p in SUITE if p.stem not in UNSUPPORTED]
 
-TINY_TASK = '''
+TINY_TASK = """
 import torch
 import torch.nn as nn
 
@@ -36,7 +36,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 @cache

@@ -59,5 +59,6 @@ def test_make_proposer() -> None:
     assert make_proposer("offline", seed=4).name == "offline"  # structural edits, else the heuristic ones
     with pytest.raises(ConfigError, match="the llm proposer needs a configured LLM"):
         make_proposer("llm")
-    with pytest.raises(ConfigError, match="unknown proposer 'magic'; choose one of: heuristic, structural, offline, llm"):
+    kinds = "heuristic, structural, offline, llm"
+    with pytest.raises(ConfigError, match=f"unknown proposer 'magic'; choose one of: {kinds}"):
         make_proposer("magic")

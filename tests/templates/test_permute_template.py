@@ -2,7 +2,8 @@
 
 Numerics run without a GPU: the rendered translation unit is compiled with g++ as host code
 against a small CUDA emulator (the real ``optiml.h`` over a mock ``cuda_runtime.h``: blocks run in
-sequence, each block's threads are OS threads sharing a barrier for ``__syncthreads``) and called
+sequence, each block's threads are OS threads sharing a barrier for ``__syncthreads``, or run one
+after another when the file has no barrier) and called
 through ctypes on numpy arrays. :func:`emulate` is shared with the pool template's tests.
 """
 
@@ -181,10 +182,14 @@ struct emu_launch {
       bar.need = (int)block;
       emu_bar = &bar;
       memset(emu_dyn_smem, 0xff, smem);  // poison: NaN for floats
+#ifdef EMU_SEQUENTIAL  // no barriers in this file: run the threads one after another
+      for (unsigned t = 0; t < block; ++t) { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; kernel(args...); }
+#else
       std::vector<std::thread> threads;
       for (unsigned t = 0; t < block; ++t)
         threads.emplace_back([=] { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; kernel(args...); });
       for (auto& th : threads) th.join();
+#endif
     }
   }
 };
@@ -229,7 +234,8 @@ def to_host_code(source: str) -> str:
     """A rendered translation unit as host C++ for the emulator."""
     dynamic = r"extern __shared__ __align__\(16\) unsigned char (\w+)\[\];"
     source = re.sub(dynamic, r"unsigned char* \1 = emu_dyn_smem;", source)
-    return re.sub(r"(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\(", r"emu_launch(\2)(\1, ", source)
+    source = re.sub(r"(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\(", r"emu_launch(\2)(\1, ", source)
+    return source if "__syncthreads" in source else "#define EMU_SEQUENTIAL 1\n" + source
 
 
 def emulate(tmp_path: Path, source: str, inputs: list[np.ndarray], outputs: list[tuple[tuple[int, ...], Any]]) -> Any:

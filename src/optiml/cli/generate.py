@@ -90,6 +90,44 @@ def _llm_root(task: Any, session: Any, store: Path, out: Console) -> tuple[Any, 
     return (kernel, result.time_ms) if result.ok and result.time_ms is not None else None
 
 
+def _llm_configured(model: str | None, base_url: str | None) -> bool:
+    from optiml.session import SessionOptions, llm_config
+
+    return llm_config(SessionOptions(llm_overrides=llm_overrides(model, base_url))).is_configured
+
+
+def _generate_offline(reference: Path, kernel_out: Path | None) -> None:
+    """OptiML-G without an LLM: the fastest verified template kernel for a KernelBench file."""
+    from optiml.generate import validate_task_file
+    from optiml.generate.offline import generate_offline_root
+    from optiml.kernel.source import KernelSource
+    from optiml.session import SessionOptions, make_evaluator
+
+    task = validate_task_file(reference).task
+    target = kernel_out or task.path.with_name(task.name + ".gen.cu")
+    if not target.parent.is_dir():
+        raise OptimlError(f"{target}: the folder {target.parent} does not exist")
+    naive = KernelSource.from_file(task.naive_kernel_path) if task.naive_kernel_path else None
+    with make_evaluator(task, SessionOptions()) as evaluator:
+        with console.status("preparing the task: inputs, reference outputs, reference timing"):
+            evaluator.prepare()
+        with console.status("generating kernels from the op graph's templates (no LLM configured)"):
+            outcome = generate_offline_root(task, evaluator, naive=naive)
+    console.print(f"[bold]template kernels[/bold]: {outcome.summary()}", highlight=False)
+    best = outcome.best
+    if best is None:
+        raise OptimlError(
+            f"{task.path.name}: no verified kernel: {outcome.error or 'no template candidate verified'}; configure "
+            "an LLM for Mixture-of-Thoughts generation, or start from `optiml init-kernel`"
+        )
+    target.write_text(best.kernel.to_file_text(), encoding="utf-8")
+    console.print(
+        f"root kernel ({best.label}, {best.result.time_ms:.4f} ms) written to [bold]{target}[/bold]; next: "
+        f"`optiml optimize {task.path} --kernel {target}`",
+        highlight=False,
+    )
+
+
 def _llm_client_for(model: str | None, base_url: str | None, store: Path, budget_usd: float | None = None) -> Any:
     """A configured LLM client for generation commands, or a one-line how-to-configure error."""
     from optiml.generate import require_llm
@@ -117,7 +155,9 @@ def generate_cmd(
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
-    """From a request: write and validate a task (shown to you), then generate a verified root kernel."""
+    """From a request: write and validate a task (shown to you), then generate a verified root kernel.
+
+    With --reference and no LLM configured, the root comes from the op graph's templates."""
     from rich.syntax import Syntax
 
     from optiml.generate import (
@@ -131,6 +171,9 @@ def generate_cmd(
     from optiml.generate.report import render_generation
     from optiml.session import SessionOptions, make_evaluator
 
+    if reference is not None and not _llm_configured(llm_model, llm_base_url):
+        _generate_offline(reference, kernel_out)  # a reference needs no LLM: the templates serve it
+        return
     client = _llm_client_for(llm_model, llm_base_url, store, budget_usd)
     generation_store = GenerationStore(store)
     config = load_generation_config()

@@ -76,6 +76,14 @@ class Templates:
         raise TemplateError(f"no template family {group.template!r}")
 
 
+def _arithmetic(dtype: str) -> str:
+    """What a dedicated template computes in: its main input's arithmetic type (an integer cumsum or
+    permute stays integral; half types compute in float)."""
+    if dtype.startswith("float") or dtype == "bfloat16":
+        return compute_type(dtype)
+    return "int64_t"
+
+
 def _workspace_regions(plan: Plan, sizes: SizeResolver) -> list[tuple[int, str]]:
     regions = []
     g = plan.graph
@@ -122,7 +130,7 @@ def render(plan: Plan, configs: Sequence[GroupConfig], facts: DeviceFacts | None
             inputs=[pointer(v, True) for v in group.inputs],
             outputs=[pointer(v, False) for v in group.outputs],
             dims=sizes.dim,
-            compute_type=compute_type(g.type(group.outputs[0]).dtype if group.outputs else "float32"),
+            compute_type=_arithmetic(g.type(group.inputs[0]).dtype if group.inputs else "float32"),
             workspace=f"(ws_base + ws_off_g{group.index})",
             facts=facts,
         )

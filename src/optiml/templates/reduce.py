@@ -98,8 +98,10 @@ class RowTemplate:
             if rows > 1:
                 knobs["warp_row"] = {"threads": (128, 256), "vec": (1, 2, 4, 8), "items": (0, 1, 2, 4, 8, 16)}
                 knobs["block_row"] = {
-                    "threads": (128, 256, 512, 1024), "vec": (1, 2, 4, 8), "items": (0, 1, 2, 4, 8, 16),
-                }  # fmt: skip
+                    "threads": (128, 256, 512, 1024),
+                    "vec": (1, 2, 4, 8),
+                    "items": (0, 1, 2, 4, 8, 16),
+                }
             knobs["split_row"] = {"threads": (128, 256, 512, 1024), "vec": (1, 2, 4, 8), "blocks_per_sm": (1, 2, 4, 8)}
         else:
             knobs["col"] = {"threads": (64, 128, 256, 512)}

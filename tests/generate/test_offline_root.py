@@ -1,0 +1,138 @@
+"""The offline root: template seeds and the shipped kernel compete; the fastest verified one wins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
+from optiml.generate.offline import generate_offline_root
+from optiml.kernel.source import KernelSource
+from optiml.task import Task, load_task
+from optiml.templates.assemble import read_marker
+from optiml.templates.kernels import template_kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ok(time_ms: float) -> EvalResult:
+    timing = TimingStats(median_ms=time_ms, q1_ms=time_ms, q3_ms=time_ms, min_ms=time_ms, max_ms=time_ms, trials=5)
+    return EvalResult(status=EvalStatus.OK, timing=timing)
+
+
+class FakeEvaluator:
+    """Results by candidate position (``outcome(k, kernel)``); records what it was asked to evaluate."""
+
+    def __init__(self, outcome: Callable[[int, KernelSource], EvalResult]) -> None:
+        self.outcome = outcome
+        self.batches: list[list[KernelSource]] = []
+        self.singles: list[KernelSource] = []
+
+    @property
+    def reference(self) -> dict[str, TimingStats]:
+        return {}
+
+    def evaluate(self, kernel: KernelSource) -> EvalResult:
+        self.singles.append(kernel)
+        return self.outcome(len(self.singles) - 1, kernel)
+
+    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
+        self.batches.append(list(kernels))
+        return [self.outcome(k, kernel) for k, kernel in enumerate(kernels)]
+
+    def retime(self, kernels: Sequence[KernelSource], rounds: int) -> list[TimingStats]:
+        raise AssertionError("not used")
+
+
+class SerialEvaluator:
+    """An evaluator without ``evaluate_many``: candidates are evaluated one at a time."""
+
+    def __init__(self) -> None:
+        self.seen: list[KernelSource] = []
+
+    def evaluate(self, kernel: KernelSource) -> EvalResult:
+        self.seen.append(kernel)
+        return ok(1.0 + len(self.seen))
+
+
+def softmax() -> tuple[Task, KernelSource]:
+    task = load_task(ROOT / "tasks" / "softmax.py")
+    assert task.naive_kernel_path is not None
+    return task, KernelSource.from_file(task.naive_kernel_path)
+
+
+def test_the_fastest_verified_candidate_is_the_root() -> None:
+    task, naive = softmax()
+    times = [2.0, 1.0, 3.0, 4.0, 5.0, 6.0]
+    evaluator = FakeEvaluator(lambda k, kernel: ok(times[k]))
+    root = generate_offline_root(task, evaluator, seeds=4, naive=naive)
+    kernels = template_kernels(task)
+    seeds = kernels.seeds(4)
+    assert root.plan == kernels.describe() == "reduce[amax sub exp sum div]"
+    assert root.error == ""
+    assert len(evaluator.batches) == 1, "every candidate in one parallel batch"
+    assert len(root.candidates) == len(seeds) + 1
+    assert [c.kernel.digest for c in root.candidates] == [k.digest for k in evaluator.batches[0]]
+    templates, shipped = root.candidates[:-1], root.candidates[-1]
+    assert shipped.label == "shipped kernel" and shipped.kernel == naive
+    for candidate, configs in zip(templates, seeds, strict=True):
+        assert candidate.label == "template " + " + ".join(c.label() for c in configs)
+        assert read_marker(candidate.kernel.code) == configs
+    assert root.best is root.candidates[1]
+    summary = root.summary()
+    assert summary.splitlines()[0] == f"plan: {root.plan}"
+    assert "shipped kernel: " in summary and "1.0000 ms" in summary
+
+
+def test_a_failed_candidate_never_wins_and_the_shipped_kernel_can() -> None:
+    task, naive = softmax()
+
+    def outcome(k: int, kernel: KernelSource) -> EvalResult:
+        if kernel == naive:
+            return ok(0.5)
+        if k == 0:  # "fastest", but wrong
+            return EvalResult(status=EvalStatus.WRONG_ANSWER, message="mismatch at [0, 0]")
+        return ok(1.0 + k)
+
+    root = generate_offline_root(task, FakeEvaluator(outcome), seeds=2, naive=naive)
+    assert len(root.candidates) == 3
+    assert root.best is not None and root.best.label == "shipped kernel"
+    assert "wrong_answer (mismatch at [0, 0])" in root.summary()
+    without = generate_offline_root(task, FakeEvaluator(outcome), seeds=2)
+    assert without.best is not None and without.best.label.startswith("template ")
+    assert without.best is without.candidates[1]
+
+
+def test_no_verified_candidate_means_no_root() -> None:
+    task, naive = softmax()
+    evaluator = FakeEvaluator(lambda k, kernel: EvalResult(status=EvalStatus.COMPILE_ERROR, message="nvcc"))
+    root = generate_offline_root(task, evaluator, seeds=2, naive=naive)
+    assert root.candidates and root.best is None
+
+
+def test_an_unsupported_op_is_an_error_and_the_shipped_kernel_is_still_evaluated() -> None:
+    task = load_task(ROOT / "tasks" / "conv2d.py")
+    evaluator = FakeEvaluator(lambda k, kernel: ok(1.0))
+    root = generate_offline_root(task, evaluator)
+    assert root.candidates == [] and root.best is None and root.plan == ""
+    assert "aten.convolution" in root.error and "configure an LLM" in root.error
+    assert "\n" not in root.error
+    assert evaluator.batches == [] and evaluator.singles == []
+    assert root.summary() == f"no template kernel: {root.error}"
+
+    assert task.naive_kernel_path is not None
+    naive = KernelSource.from_file(task.naive_kernel_path)
+    root = generate_offline_root(task, evaluator, naive=naive)
+    assert root.error and root.plan == ""
+    assert [c.label for c in root.candidates] == ["shipped kernel"]
+    assert evaluator.batches == [[naive]]
+    assert root.best is root.candidates[0]
+
+
+def test_an_evaluator_without_evaluate_many_is_called_per_candidate() -> None:
+    task, naive = softmax()
+    evaluator = SerialEvaluator()
+    root = generate_offline_root(task, evaluator, seeds=2, naive=naive)  # type: ignore[arg-type]
+    assert [c.kernel for c in root.candidates] == evaluator.seen
+    assert len(evaluator.seen) == 3
+    assert root.best is root.candidates[0]

@@ -1,0 +1,155 @@
+"""The fusion planner on every suite task: the kernels it cuts, by template family, and a few exact plans."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from optiml.graph.capture import capture_all
+from optiml.graph.ir import Graph
+from optiml.task import load_task
+from optiml.templates.plan import Plan, make_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = {p.stem: p for p in sorted([*ROOT.glob("tasks/*.py"), *ROOT.glob("tasks/memory/*.py")])}
+NO_TEMPLATE = {"conv2d", "matmul"}
+
+#: each task's kernels by template family, in launch order
+FAMILIES = {
+    "amin_keepdim": "reduce",
+    "argmax_last_dim": "reduce",
+    "argmin_dim1": "reduce",
+    "avgpool1d": "pool",
+    "avgpool2d": "pool",
+    "avgpool3d": "pool",
+    "batchnorm2d_train": "reduce",
+    "broadcast_fma": "pointwise",
+    "cosine_similarity_loss": "reduce reduce",
+    "cross_entropy": "reduce reduce",
+    "cross_entropy_vocab": "reduce reduce",
+    "cumprod_last_dim": "scan",
+    "cumsum_dim1": "scan",
+    "exclusive_cumsum": "scan pointwise",
+    "frobenius_normalize": "reduce",
+    "gelu_erf": "pointwise",
+    "gelu_tanh": "pointwise",
+    "groupnorm": "reduce pointwise",
+    "hinge_loss": "reduce",
+    "huber_loss": "reduce",
+    "instancenorm2d": "reduce",
+    "kl_div_loss": "reduce",
+    "l1_normalize_rows": "reduce",
+    "l2_normalize_rows": "reduce",
+    "layernorm": "reduce",
+    "layernorm_affine": "reduce",
+    "leaky_relu": "pointwise",
+    "log_softmax": "reduce",
+    "logsumexp": "reduce",
+    "masked_cumsum": "pointwise scan",
+    "masked_where": "pointwise",
+    "max_dim0": "reduce",
+    "maxpool1d": "pool",
+    "maxpool2d": "pool",
+    "maxpool3d": "pool",
+    "mean_dim1": "reduce",
+    "mse_loss": "reduce",
+    "permute_nchw_nhwc": "permute",
+    "prefix_scan": "scan",
+    "prod_last_dim": "reduce",
+    "relu6": "pointwise",
+    "reverse_cumsum": "scan",
+    "rmsnorm": "reduce",
+    "row_sum": "reduce",
+    "silu": "pointwise",
+    "silu_mul_bf16": "pointwise",
+    "silu_scale_bias": "pointwise",
+    "softmax": "reduce",
+    "softmax_dim1": "reduce",
+    "sum_all": "reduce",
+    "sum_last_dim": "reduce",
+    "swish_fp16": "pointwise",
+    "transpose": "permute",
+    "transpose_batched": "permute",
+    "triplet_margin_loss": "reduce reduce",
+}
+
+EXACT = {
+    "softmax": "reduce[amax sub exp sum div]",
+    "silu": "pointwise[sigmoid mul]",
+    "reverse_cumsum": "scan[flip cumsum flip]",
+    "transpose": "permute[permute]",
+    "masked_cumsum": "pointwise[mul] → scan[cumsum]",
+    "log_softmax": "reduce[amax sub exp sum log sub]",
+}
+
+
+@cache
+def graphs_of(stem: str) -> tuple[Graph, ...]:
+    return tuple(capture_all(load_task(SUITE[stem])))
+
+
+def plan_of(stem: str) -> Plan:
+    return make_plan(list(graphs_of(stem)))
+
+
+def test_the_table_covers_the_suite() -> None:
+    assert set(FAMILIES) | NO_TEMPLATE == set(SUITE)
+
+
+@pytest.mark.parametrize("stem", sorted(FAMILIES))
+def test_every_task_plans_into_the_expected_kernels(stem: str) -> None:
+    plan = plan_of(stem)
+    assert plan.groups, "every plan has at least one kernel"
+    assert " ".join(g.template for g in plan.groups) == FAMILIES[stem], plan.describe()
+    assert plan.describe() == " → ".join(g.describe() for g in plan.groups)
+    assert [g.index for g in plan.groups] == list(range(len(plan.groups)))
+    assert len(plan.graphs) == load_task(SUITE[stem]).num_shape_sets
+    placed = [n for g in plan.groups for n in g.nodes]
+    assert len(placed) == len(set(placed)), "a node belongs to one kernel"
+    for group in plan.groups:
+        assert group.nodes and group.outputs
+    again = plan_of(stem)  # planning is deterministic
+    assert again.describe() == plan.describe()
+    assert [(g.nodes, g.inputs, g.outputs, dict(g.spec)) for g in again.groups] == [
+        (g.nodes, g.inputs, g.outputs, dict(g.spec)) for g in plan.groups
+    ]
+    assert again.materialized == plan.materialized
+
+
+@pytest.mark.parametrize("stem", sorted(EXACT))
+def test_exact_plans(stem: str) -> None:
+    assert plan_of(stem).describe() == EXACT[stem]
+
+
+def test_cross_entropy_is_two_kernels_with_the_per_row_losses_materialized() -> None:
+    plan = plan_of("cross_entropy")
+    first, second = plan.groups
+    assert first.describe().startswith("reduce[amax sub exp sum log")
+    assert "gather" in first.describe()
+    assert second.describe() == "reduce[sum cast sum div]"
+    assert plan.materialized, "the second kernel reads what the first wrote to the workspace"
+    assert set(plan.materialized) <= set(first.outputs)
+    assert set(plan.materialized) & set(second.inputs)
+
+
+def test_groupnorm_is_statistics_then_a_pointwise_affine() -> None:
+    plan = plan_of("groupnorm")
+    assert plan.describe() == "reduce[mean sub mul mean add rsqrt mul] → pointwise[mul add]"
+    stats, affine = plan.groups
+    assert stats.spec["dims"], "the statistics kernel reduces"
+    assert affine.spec["dims"] == ()
+
+
+def test_reverse_cumsum_folds_the_flips_into_one_reverse_scan() -> None:
+    (scan,) = plan_of("reverse_cumsum").groups
+    assert scan.spec["reverse"] is True
+    assert scan.spec["kind"] == "sum"
+    assert plan_of("prefix_scan").groups[0].spec["reverse"] is False
+
+
+def test_transpose_is_a_permute_with_its_perm() -> None:
+    (permute,) = plan_of("transpose").groups
+    assert permute.template == "permute"
+    assert tuple(permute.spec["perm"]) == (1, 0)
