@@ -47,6 +47,18 @@ def default_cache_dir() -> Path:
     return Path(base) / "optiml" / "kernels"
 
 
+def gencode(arch: str) -> str:
+    """Machine code for ``arch`` only (``sm_90a`` → ``-gencode=arch=compute_90a,code=sm_90a``).
+
+    ``-arch=sm_90a`` also embeds PTX, which nothing here runs (candidates are built for the GPU
+    they are timed on); leaving it out cut a template kernel's build from 2.2 s to 1.3 s (nvcc 13.0,
+    2-core machine, 2026-12-01). An ``-arch``-style value that is not ``sm_NN[a]`` is passed through.
+    """
+    if not arch.startswith("sm_"):
+        return f"-arch={arch}"
+    return f"-gencode=arch=compute_{arch[3:]},code={arch}"
+
+
 def find_nvcc() -> str:
     path = shutil.which("nvcc")
     if path is None:
@@ -130,7 +142,7 @@ class Compiler:
             self.nvcc,
             "--shared",
             *BASE_FLAGS,
-            f"-arch={self.arch}",
+            gencode(self.arch),
             f"-I{include_dir()}",
             *kernel.flags,
             "-o",
