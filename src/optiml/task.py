@@ -75,11 +75,17 @@ class TaskMeta:
 class Task:
     """A loaded, statically checked task. Running it needs torch (see :mod:`optiml.task_runtime`)."""
 
-    path: Path
+    path: Path  # resolved: what workers and the run store use
     name: str
     source: str
     meta: TaskMeta
     globals_: tuple[str, ...] = field(default=())
+    given: str = ""  # the path as the user gave it: what messages show
+
+    @property
+    def shown(self) -> str:
+        """The task's path for messages: as the user gave it (else the resolved one)."""
+        return self.given or str(self.path)
 
     @property
     def num_shape_sets(self) -> int:
@@ -165,13 +171,28 @@ def load_task(path: str | Path) -> Task:
             raise TaskError(f"{file}: no `{func}()` function defined at module level")
 
     meta = _parse_meta(file, tree)
+    _check_shape_set_keys(file, meta, defined["assign"])
     return Task(
         path=file.resolve(),
         name=file.stem,
         source=source,
         meta=meta,
         globals_=tuple(sorted(defined["assign"])),
+        given=str(file),
     )
+
+
+def _check_shape_set_keys(file: Path, meta: TaskMeta, globals_: set[str]) -> None:
+    """A shape set overrides module globals; a key that is none of them would be ignored silently."""
+    for index, shape_set in enumerate(meta.shape_sets):
+        unknown = sorted(k for k in shape_set if k not in globals_)
+        if unknown:
+            names = ", ".join(sorted(globals_ - {"OPTIML"})) or "none"
+            raise TaskError(
+                f"{file}: OPTIML['shape_sets'][{index}] sets {', '.join(map(repr, unknown))}, which "
+                f"{'is not a module-level global' if len(unknown) == 1 else 'are not module-level globals'}"
+                f" (the globals: {names})"
+            )
 
 
 def _top_level_names(tree: ast.Module) -> dict[str, set[str]]:
@@ -182,7 +203,9 @@ def _top_level_names(tree: ast.Module) -> dict[str, set[str]]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names["def"].add(node.name)
         elif isinstance(node, ast.Assign):
-            names["assign"].update(t.id for t in node.targets if isinstance(t, ast.Name))
+            for target in node.targets:  # `M = 4` and `M, N = 4, 8`
+                elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                names["assign"].update(t.id for t in elements if isinstance(t, ast.Name))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names["assign"].add(node.target.id)
     return names

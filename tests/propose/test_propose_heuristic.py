@@ -134,3 +134,14 @@ def test_proposals_pass_the_integrity_screen_like_their_parent(path: Path) -> No
     for proposal in HeuristicProposer().propose(ctx, 100):
         assert proposal.kernel is not None
         assert screen_kernel(proposal.kernel, fp32_strict=strict).findings == parent, proposal.edit.summary()
+
+
+def test_signals_come_from_the_diagnosis_as_data() -> None:
+    """Named bottlenecks and the bound decide the signals; the rendered text is only a fallback."""
+    from optiml.propose.base import DiagnosisFacts
+    from optiml.propose.heuristic import bottleneck_signals
+
+    facts = DiagnosisFacts(bound="memory", bottlenecks=(("low_occupancy", 0.4), ("uncoalesced_loads", 0.3)))
+    assert bottleneck_signals("compute-bound: fma pipe saturated", None, facts) == {"memory", "occupancy"}
+    assert bottleneck_signals("compute-bound: fma pipe saturated", None, None) == {"compute"}
+    assert bottleneck_signals("", None, DiagnosisFacts()) == frozenset()

@@ -11,7 +11,7 @@ import pytest
 
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, Proposal, ProposalContext
+from optiml.propose.base import DiagnosisFacts, Edit, Proposal, ProposalContext
 from optiml.propose.structural import OfflineProposer, StructuralProposer, describe_payload, replay
 from optiml.task import Task, load_task
 from optiml.templates.assemble import MARKER, read_marker
@@ -34,9 +34,10 @@ def context(
     kernel: KernelSource | None = None,
     result: EvalResult | None = None,
     tried_digests: frozenset[str] = frozenset(),
+    diagnosis: DiagnosisFacts | None = None,
 ) -> ProposalContext:
     task, _, default = softmax()
-    return ProposalContext(task, kernel or default, result=result, tried_digests=tried_digests)
+    return ProposalContext(task, kernel or default, result=result, tried_digests=tried_digests, diagnosis=diagnosis)
 
 
 def timed(time_ms: float, floor_ms: float) -> EvalResult:
@@ -137,7 +138,22 @@ def test_ranking_follows_the_distance_to_the_floor(floor_ms: float, first_kind: 
     proposals = StructuralProposer(seed=1).propose(context(result=timed(1.0, floor_ms)), n=n_first)
     is_variant = first_kind == "variant"
     assert all((p.edit.category == "algorithm") == is_variant for p in proposals)
-    assert all("of the DRAM floor" in p.edit.rationale for p in proposals)
+    assert all("of the roofline" in p.edit.rationale for p in proposals)
+
+
+def test_profiler_facts_rank_the_moves_they_address() -> None:
+    """Diagnosis as data: the roofline fraction overrides floor/time, a named bottleneck lifts its moves."""
+    _, kernels, _ = softmax()
+    moves = kernels.neighbours(kernels.default())
+    near = DiagnosisFacts(bound="memory", bottlenecks=(), roofline_fraction=0.95)
+    ranked = StructuralProposer(seed=1).rank(moves, context(result=timed(1.0, 0.1), diagnosis=near))
+    assert ranked[0].kind == "knob"  # 0.95 of the roofline per the profiler, though floor/time says 10 %
+    occupancy = DiagnosisFacts(bound="latency", bottlenecks=(("low_occupancy", 0.6),), roofline_fraction=0.9)
+    ranked = StructuralProposer(seed=1).rank(moves, context(result=timed(1.0, 0.9), diagnosis=occupancy))
+    first = ranked[0].note.split(": ", 1)[1].split(" ", 1)[0]
+    assert first in ("threads", "blocks_per_sm", "items")
+    proposals = StructuralProposer(seed=1).propose(context(result=timed(1.0, 0.9), diagnosis=occupancy), n=2)
+    assert all("profiler: low_occupancy" in p.edit.rationale for p in proposals)
 
 
 def test_without_a_timed_result_structure_comes_first() -> None:

@@ -3,19 +3,67 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 
 from optiml import __version__
 from optiml.errors import OptimlError
 
-app = typer.Typer(
+class _FlagOption(typer.core.TyperOption):
+    """A boolean flag in the help: no value type after it (typer's rich help prints ``--json <bool>``)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+class _Argument(typer.core.TyperArgument):
+    """An argument in the usage line as click writes it: ``TASK``, or ``[RUN]`` when optional (typer
+    writes ``{task}``)."""
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.metavar or (self.name or "ARG").upper()
+        return [name if self.required else f"[{name}]"]
+
+
+def _plain_help(params: list[Any]) -> list[Any]:
+    for param in params:
+        if type(param) is typer.core.TyperOption and getattr(param, "is_flag", False):
+            param.__class__ = _FlagOption
+        elif type(param) is typer.core.TyperArgument:
+            param.__class__ = _Argument
+            if param.metavar is None and param.name:
+                param.metavar = param.name.upper()  # the same name in the usage line and the table
+    return params
+
+
+class Command(typer.core.TyperCommand):
+    """Every ``optiml`` command: flags shown as flags and arguments by their metavar in ``--help``."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_help(super().get_params(ctx))
+
+
+class Group(typer.core.TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_help(super().get_params(ctx))
+
+
+class _App(typer.Typer):
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
+
+
+app = _App(
     name="optiml",
+    cls=Group,
     help="Turn what you want computed into a verified, fast CUDA kernel.",
     no_args_is_help=True,
     add_completion=False,
@@ -26,8 +74,10 @@ err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-TaskArg = Annotated[Path, typer.Argument(help="Task file in KernelBench format (Model, get_inputs, get_init_inputs).")]
-KernelArg = Annotated[Path, typer.Argument(help="Candidate kernel (.cu) in the OptiML ABI.")]
+TaskArg = Annotated[
+    Path, typer.Argument(metavar="TASK", help="Task file in KernelBench format (Model, get_inputs, get_init_inputs).")
+]
+KernelArg = Annotated[Path, typer.Argument(metavar="KERNEL", help="Candidate kernel (.cu) in the OptiML ABI.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 DEFAULT_STORE = Path(".optiml") / "runs.db"
 
@@ -47,6 +97,32 @@ def reports_errors(func: F) -> F:
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def check_output(path: Path, *, force: bool | None = None) -> Path:
+    """Fail now, in one line, for an output file that cannot be written later: its folder is missing or
+    not a folder, a folder is in its place, it exists and ``force`` is False (None: overwriting is fine),
+    or it is not writable. Paths are shown as the user gave them."""
+    if path.is_dir():
+        raise OptimlError(f"{path}: is a folder; give a file name to write")
+    parent = path.parent
+    if not parent.exists():
+        raise OptimlError(f"{path}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise OptimlError(f"{path}: {parent} is not a folder")
+    if path.exists() and force is False:
+        raise OptimlError(f"{path} exists; pass --force to overwrite")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise OptimlError(f"{path}: not writable (permission denied)")
+    return path
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``; an OS error is one line, not a traceback."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OptimlError(f"{path}: cannot write: {exc.strerror or exc}") from exc
 
 
 def version_callback(value: bool) -> None:

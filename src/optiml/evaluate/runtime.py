@@ -7,11 +7,13 @@ the candidate fresh clones. Standard library, NumPy and torch only (GPU worker s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from optiml.errors import TaskError
 from optiml.task import Task
@@ -26,6 +28,48 @@ _DTYPES = {
 
 def torch_dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
+
+
+def _is_cuda(device: Any) -> bool:
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    return isinstance(device, str) and device.split(":", 1)[0] == "cuda"
+
+
+class _CudaToDevice(TorchFunctionMode):
+    """Sends a task's own ``.cuda()``, ``.to("cuda")`` and ``device="cuda"`` to the runtime's device.
+
+    KernelBench files often build their inputs with ``.cuda()``; on a CPU or meta runtime (task
+    checks, skeletons, shape inference) that would fail with "Torch not compiled with CUDA enabled".
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__()
+        self.device = device
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is torch.Tensor.cuda:
+            return args[0].to(self.device)
+        if _is_cuda(kwargs.get("device")):
+            kwargs["device"] = self.device
+        if func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
+            args = (args[0], self.device, *args[2:])
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _task_code_on(device: torch.device, default_device: bool = True) -> Iterator[None]:
+    """Run a task's own code (get_inputs, Model(), forward) for ``device``: tensors it makes without
+    a device land there (``default_device``), and off a GPU its CUDA calls are redirected."""
+    with contextlib.ExitStack() as stack:
+        if default_device:
+            stack.enter_context(torch.device(device))
+        if device.type != "cuda":
+            stack.enter_context(_CudaToDevice(device))
+        yield
 
 
 @dataclass
@@ -76,12 +120,12 @@ class TaskRuntime:
         module = self.task.namespace(shape_set)
         torch.manual_seed(seed)
         try:
-            with torch.device(self.device):
+            with _task_code_on(self.device):
                 raw = module.get_inputs()
         except Exception as exc:
-            raise TaskError(f"{self.task.path}: get_inputs() failed: {type(exc).__name__}: {exc}") from exc
+            raise TaskError(f"{self.task.shown}: get_inputs() failed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(raw, (list, tuple)):
-            raise TaskError(f"{self.task.path}: get_inputs() must return a list, got {type(raw).__name__}")
+            raise TaskError(f"{self.task.shown}: get_inputs() must return a list, got {type(raw).__name__}")
         generator = None
         if distribution != "native":
             generator = torch.Generator(device=self.device).manual_seed(seed + 7919)
@@ -90,15 +134,18 @@ class TaskRuntime:
     def build_model(self, seed: int, shape_set: int = 0) -> torch.nn.Module:
         module = self.task.namespace(shape_set)
         try:
-            init_inputs = module.get_init_inputs()
-            torch.manual_seed(seed)
-            model = module.Model(*init_inputs)
+            # Parameters are initialised on the CPU as the task's author ran it (the same values on any
+            # device), except for a meta runtime, which builds them on the meta device: no memory.
+            with _task_code_on(self.device, default_device=self.device.type == "meta"):
+                init_inputs = module.get_init_inputs()
+                torch.manual_seed(seed)
+                model = module.Model(*init_inputs)
         except TaskError:
             raise
         except Exception as exc:
-            raise TaskError(f"{self.task.path}: building Model failed: {type(exc).__name__}: {exc}") from exc
+            raise TaskError(f"{self.task.shown}: building Model failed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(model, torch.nn.Module):
-            raise TaskError(f"{self.task.path}: Model is not a torch.nn.Module")
+            raise TaskError(f"{self.task.shown}: Model is not a torch.nn.Module")
         model = model.to(self.device)
         for tensor in [*model.parameters(), *model.buffers()]:
             if tensor.is_floating_point():
@@ -106,11 +153,13 @@ class TaskRuntime:
         return model.eval()
 
     def run_reference(self, model: torch.nn.Module, args: Sequence[Any]) -> list[torch.Tensor]:
-        with torch.no_grad():
+        with torch.no_grad(), contextlib.ExitStack() as stack:
+            if self.device.type != "cuda":
+                stack.enter_context(_CudaToDevice(self.device))
             try:
                 out = model(*args)
             except Exception as exc:
-                raise TaskError(f"{self.task.path}: Model.forward failed: {type(exc).__name__}: {exc}") from exc
+                raise TaskError(f"{self.task.shown}: Model.forward failed: {type(exc).__name__}: {exc}") from exc
         return outputs_as_list(out, self.task)
 
     def _build_case(self, seed: int, shape_set: int, distribution: str) -> Case:
@@ -134,17 +183,17 @@ class TaskRuntime:
         if isinstance(value, (bool, int, float)):
             return value
         raise TaskError(
-            f"{self.task.path}: get_inputs() returned a {type(value).__name__}; only tensors and int/float/bool"
+            f"{self.task.shown}: get_inputs() returned a {type(value).__name__}; only tensors and int/float/bool"
         )
 
 
 def outputs_as_list(out: Any, task: Task) -> list[torch.Tensor]:
     items = list(out) if isinstance(out, (list, tuple)) else [out]
     if not items:
-        raise TaskError(f"{task.path}: Model.forward returned no outputs")
+        raise TaskError(f"{task.shown}: Model.forward returned no outputs")
     for i, item in enumerate(items):
         if not isinstance(item, torch.Tensor):
-            raise TaskError(f"{task.path}: Model.forward output {i} is a {type(item).__name__}, not a tensor")
+            raise TaskError(f"{task.shown}: Model.forward output {i} is a {type(item).__name__}, not a tensor")
     return [t.contiguous() for t in items]
 
 
@@ -163,19 +212,19 @@ def check_task(task: Task, device: str = "cpu", shape_set: int | None = None) ->
     other = runtime.make_args(12, shape_set)
     for a, b in zip(first, again, strict=True):
         if isinstance(a, torch.Tensor) and not torch.equal(a, b):
-            raise TaskError(f"{task.path}: get_inputs() is not reproducible from a seed (use torch's RNG only)")
+            raise TaskError(f"{task.shown}: get_inputs() is not reproducible from a seed (use torch's RNG only)")
     floating = [
         (a, c) for a, c in zip(first, other, strict=True) if isinstance(a, torch.Tensor) and a.is_floating_point()
     ]
     if floating and all(torch.equal(a, c) for a, c in floating):
-        raise TaskError(f"{task.path}: get_inputs() ignores the seed: two seeds gave identical inputs")
+        raise TaskError(f"{task.shown}: get_inputs() ignores the seed: two seeds gave identical inputs")
     model = runtime.build_model(11, shape_set)
     out1 = runtime.run_reference(model, first)
     out2 = runtime.run_reference(model, again)
     notes = [f"shape set {shape_set}: {len(first)} inputs, {len(out1)} outputs"]
     for i, (a, b) in enumerate(zip(out1, out2, strict=True)):
         if a.shape != b.shape or (a.is_floating_point() and not torch.allclose(a, b, equal_nan=True)):
-            raise TaskError(f"{task.path}: Model.forward is not deterministic (output {i} differs between runs)")
+            raise TaskError(f"{task.shown}: Model.forward is not deterministic (output {i} differs between runs)")
         notes.append(f"output {i}: shape {tuple(a.shape)} {str(a.dtype).removeprefix('torch.')}")
     return notes
 

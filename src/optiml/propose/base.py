@@ -87,6 +87,18 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class DiagnosisFacts:
+    """The profiler's diagnosis as data, for proposers that rank by it (the text is for LLMs)."""
+
+    bound: str = "unknown"  # "memory" | "compute" | "latency" | "launch_overhead" | "unknown"
+    bottlenecks: tuple[tuple[str, float], ...] = ()  # (stable name, severity 0..1), most severe first
+    roofline_fraction: float | None = None
+
+    def names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.bottlenecks)
+
+
+@dataclass(frozen=True)
 class ProposalContext:
     """Everything a proposer may look at for one request."""
 
@@ -94,6 +106,7 @@ class ProposalContext:
     kernel: KernelSource
     result: EvalResult | None = None  # the current kernel's evaluation
     diagnosis_text: str = ""  # rendered profiler diagnosis (optiml.profile), may be empty
+    diagnosis: DiagnosisFacts | None = None  # the same diagnosis as data, when the node was profiled
     history: tuple[HistoryEntry, ...] = field(default=())
     tried_digests: frozenset[str] = field(default=frozenset())  # kernels already evaluated anywhere
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from optiml.evaluate.results import EvalResult, EvalStatus
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, HistoryEntry, Proposal, ProposalContext
+from optiml.propose.base import DiagnosisFacts, Edit, HistoryEntry, Proposal, ProposalContext
 from optiml.propose.edits import diff_blocks, render_blocks
 from optiml.propose.flags import flag_changes
 from optiml.propose.knobs import candidate_values, check_limits, find_knobs, set_knob
@@ -138,7 +138,7 @@ class HeuristicProposer:
     def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
         if n <= 0:
             return []
-        detected = bottleneck_signals(context.diagnosis_text, context.result)
+        detected = bottleneck_signals(context.diagnosis_text, context.result, context.diagnosis)
         rng = random.Random(f"{self.seed}:{context.kernel.digest}")
         scored = []
         for move in self.moves(context):
@@ -223,10 +223,39 @@ def _knob_category(role: str) -> str:
     }[role]
 
 
-def bottleneck_signals(diagnosis_text: str, result: EvalResult | None) -> frozenset[str]:
-    """Bottleneck kinds (memory, occupancy, compute, latency) named by a diagnosis or implied by a result."""
-    text = diagnosis_text.lower()
-    found = {signal for signal, words in _SIGNAL_WORDS.items() if any(word in text for word in words)}
+#: The profiler's stable bottleneck names (optiml.profile.findings) → the signals moves address.
+_BOTTLENECK_SIGNALS = {
+    "dram_bandwidth": "memory",
+    "uncoalesced_loads": "memory",
+    "uncoalesced_stores": "memory",
+    "local_memory": "memory",
+    "bank_conflicts": "memory",
+    "low_occupancy": "occupancy",
+    "register_limited_occupancy": "occupancy",
+    "small_grid": "latency",
+    "launch_overhead": "latency",
+    "far_from_roofline": "latency",
+    "compute_throughput": "compute",
+    "no_tensor_cores": "compute",
+    "no_operand_reuse": "compute",
+}
+
+
+def bottleneck_signals(
+    diagnosis_text: str, result: EvalResult | None, facts: DiagnosisFacts | None = None
+) -> frozenset[str]:
+    """Bottleneck kinds (memory, occupancy, compute, latency) named by a diagnosis or implied by a result.
+
+    The diagnosis as data (``facts``: its bound and named bottlenecks) is used when the node was
+    profiled in this run; the rendered text only when that is all there is (e.g. a resumed run).
+    """
+    if facts is not None and (facts.bottlenecks or facts.bound != "unknown"):
+        found = {_BOTTLENECK_SIGNALS[name] for name in facts.names() if name in _BOTTLENECK_SIGNALS}
+        if facts.bound in SIGNALS:
+            found.add(facts.bound)
+    else:
+        text = diagnosis_text.lower()
+        found = {signal for signal, words in _SIGNAL_WORDS.items() if any(word in text for word in words)}
     if result is not None and result.compile is not None and any(r.spills for r in result.compile.resources):
         found.add("occupancy")
     return frozenset(found)

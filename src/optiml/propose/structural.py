@@ -5,11 +5,13 @@ any node of the search can be read back into (template, variant, knobs) per kern
 a :class:`~optiml.templates.kernels.Move` whose payload is the complete new configuration list
 (JSON): :func:`replay` turns a payload back into the same source, deterministically.
 
-Ranking uses the evaluation as data, not prose: a kernel far from its physical floor (measured
-time over the bytes-at-bandwidth floor below 50 %) needs a structural change first — variant
-switches rank above knob moves; one near the floor is refined by knob moves first (TVM Ansor's
-habit of rarer structural moves). Ties break by a seeded, digest-keyed shuffle, so the same seed
-and kernel give the same proposals.
+Ranking uses the evidence as data, never re-parsed prose: a kernel far from its roofline (the
+profiler's roofline fraction, else the bytes-at-bandwidth floor over the measured time, below
+50 %) needs a structural change first — variant switches rank above knob moves; one near it is
+refined by knob moves first (TVM Ansor's habit of rarer structural moves). A bottleneck the
+profiler names (``ProposalContext.diagnosis``: low occupancy, a small grid, uncoalesced access,
+…) lifts the moves that address it (:data:`_ADDRESSES`). Ties break by a seeded, digest-keyed
+shuffle, so the same seed and kernel give the same proposals.
 """
 
 from __future__ import annotations
@@ -39,6 +41,34 @@ _CATEGORY = {
     "block_rows": "tiling",
     "outputs_per_thread": "unrolling",
 }
+
+
+#: Profiler bottleneck names (optiml.profile.findings) → the template knobs (or a variant switch) that address them.
+_ADDRESSES = {
+    "low_occupancy": ("threads", "blocks_per_sm", "items"),
+    "register_limited_occupancy": ("items", "threads"),
+    "small_grid": ("variant", "blocks_per_sm", "lanes", "threads"),
+    "launch_overhead": ("variant",),
+    "uncoalesced_loads": ("variant", "vec"),
+    "uncoalesced_stores": ("variant", "vec"),
+    "dram_bandwidth": ("vec", "items"),
+    "far_from_roofline": ("variant",),
+    "local_memory": ("items",),
+}
+
+
+def _knob_of(move: Move) -> str:
+    return "variant" if move.kind == "variant" else move.note.split(": ", 1)[1].split(" ", 1)[0]
+
+
+def _floor_fraction(context: ProposalContext) -> float | None:
+    """How close the kernel is to its floor: the profiler's roofline fraction, else floor / measured time."""
+    if context.diagnosis is not None and context.diagnosis.roofline_fraction is not None:
+        return context.diagnosis.roofline_fraction
+    result = context.result
+    if result is not None and result.ok and result.floor_ms and result.time_ms:
+        return result.floor_ms / result.time_ms
+    return None
 
 
 def replay(task: Task, payload: str, kernels: TemplateKernels | None = None) -> KernelSource:
@@ -87,28 +117,28 @@ class StructuralProposer:
 
     def rank(self, moves: list[Move], context: ProposalContext) -> list[Move]:
         far = True
-        result = context.result
-        if result is not None and result.ok and result.floor_ms and result.time_ms:
-            far = result.floor_ms / result.time_ms < 0.5
+        fraction = _floor_fraction(context)
+        if fraction is not None:
+            far = fraction < 0.5
+        named = context.diagnosis.names() if context.diagnosis is not None else frozenset()
+        wanted = {knob for name in named for knob in _ADDRESSES.get(name, ())}
         rng = random.Random(f"{self.seed}:{context.kernel.digest}")
         keyed = []
         for move in moves:
             structural_first = move.kind == "variant"
-            priority = 0 if structural_first == far else 1
+            priority = 0.0 if structural_first == far else 1.0
+            if _knob_of(move) in wanted or (move.kind == "variant" and "variant" in wanted):
+                priority -= 0.75  # the profiler named a bottleneck this move addresses
             keyed.append((priority, rng.random(), move))
         keyed.sort(key=lambda item: (item[0], item[1]))
         return [move for _, _, move in keyed]
 
     def _edit(self, move: Move, configs: list[GroupConfig], context: ProposalContext) -> Edit:
-        if move.kind == "variant":
-            category = "algorithm"
-        else:
-            knob = move.note.split(": ", 1)[1].split(" ", 1)[0]
-            category = _CATEGORY.get(knob, "other")
-        evidence = ""
-        result = context.result
-        if result is not None and result.ok and result.floor_ms and result.time_ms:
-            evidence = f" (now at {result.floor_ms / result.time_ms:.0%} of the DRAM floor)"
+        category = "algorithm" if move.kind == "variant" else _CATEGORY.get(_knob_of(move), "other")
+        fraction = _floor_fraction(context)
+        evidence = f" (now at {fraction:.0%} of the roofline)" if fraction is not None else ""
+        if context.diagnosis is not None and context.diagnosis.bottlenecks:
+            evidence += f"; profiler: {context.diagnosis.bottlenecks[0][0]}"
         return Edit(
             kind="template",
             payload=configs_to_json(configs),

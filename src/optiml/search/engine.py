@@ -33,7 +33,7 @@ from typing import Any
 from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.llm.errors import LLMBudgetExceeded
-from optiml.propose.base import HistoryEntry, Proposal, ProposalContext, Proposer
+from optiml.propose.base import DiagnosisFacts, HistoryEntry, Proposal, ProposalContext, Proposer
 from optiml.search.budget import BudgetTracker
 from optiml.search.config import SearchConfig
 from optiml.search.events import EventKind, EventSink, Progress, SearchEvent
@@ -181,6 +181,7 @@ class Engine:
             kernel=node.kernel,
             result=node.result,
             diagnosis_text=node.diagnosis.text if node.diagnosis is not None else "",
+            diagnosis=_facts(node.diagnosis),
             history=self.tree.history(node, self.config.history_limit),
             tried_digests=self.tree.tried_digests(),
         )
@@ -408,6 +409,12 @@ class Engine:
     def emit(self, kind: EventKind, message: str) -> None:
         if self.on_event is not None:
             self.on_event(SearchEvent(kind=kind, message=message, progress=self.progress()))
+
+
+def _facts(diagnosis: DiagnosisSnapshot | None) -> DiagnosisFacts | None:
+    if diagnosis is None:
+        return None
+    return DiagnosisFacts(diagnosis.bound, diagnosis.bottlenecks, diagnosis.roofline_fraction)
 
 
 def _diagnose_batch(profiler: Profiler, nodes: tuple[Node, ...]) -> list[DiagnosisSnapshot | None]:

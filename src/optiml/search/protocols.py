@@ -65,14 +65,19 @@ class DiagnosisSnapshot:
     proxy_score: float
     roofline_fraction: float | None
     text: str
+    bound: str = "unknown"
+    bottlenecks: tuple[tuple[str, float], ...] = ()  # (name, severity), most severe first
 
     def render(self) -> str:
         return self.text
 
     @classmethod
     def of(cls, diagnosis: Diagnosis) -> DiagnosisSnapshot:
+        found = getattr(diagnosis, "bottlenecks", ()) or ()
         return cls(
             proxy_score=min(max(float(diagnosis.proxy_score), 0.0), 1.0),
             roofline_fraction=diagnosis.roofline_fraction,
             text=diagnosis.render(),
+            bound=str(getattr(diagnosis, "bound", "unknown")),
+            bottlenecks=tuple((str(b.name), float(b.severity)) for b in found if hasattr(b, "name")),
         )
