@@ -184,6 +184,15 @@ class NodeRecord:
 
 
 @dataclass(frozen=True)
+class VerifiedEvaluation:
+    """A stored evaluation that verified a kernel: the run it belongs to, its result, and when."""
+
+    run: RunRecord
+    result: EvalResult
+    created_at: float
+
+
+@dataclass(frozen=True)
 class ProfileRecord:
     digest: str
     proxy_score: float
@@ -467,6 +476,22 @@ class RunStore(SqliteDatabase):
             (run_id,),
         )
         return {r["digest"]: float(r["time_ms"]) for r in rows}
+
+    def verified_evaluation(self, digest: str, task_digest: str) -> VerifiedEvaluation | None:
+        """The newest evaluation, in any run of the task with ``task_digest``, that verified the kernel
+        ``digest``; None when no run verified it (for that exact task source)."""
+        rows = self._read(
+            "SELECT e.run_id, e.result_json, e.created_at FROM evaluations e JOIN runs r ON r.id = e.run_id"
+            " WHERE e.digest = ? AND e.status = 'ok' AND r.task_digest = ? ORDER BY e.created_at DESC LIMIT 1",
+            (digest, task_digest),
+        )
+        if not rows:
+            return None
+        try:
+            result = EvalResult.from_dict(json.loads(rows[0]["result_json"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"{self.path}: run {rows[0]['run_id']} has an unreadable evaluation: {exc}") from exc
+        return VerifiedEvaluation(self.get_run(rows[0]["run_id"]), result, float(rows[0]["created_at"]))
 
     def evaluation_count(self, run_id: str) -> int:
         return int(self._read("SELECT COUNT(*) AS n FROM evaluations WHERE run_id = ?", (run_id,))[0]["n"])

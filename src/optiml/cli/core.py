@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -10,28 +12,59 @@ from typing import Annotated
 import typer
 
 from optiml.cli.app import (
+    DEFAULT_STORE,
     JsonOpt,
     KernelArg,
+    StoreOpt,
     TaskArg,
     app,
+    check_output,
     console,
+    err_console,
     reports_errors,
+    write_output,
 )
-from optiml.errors import OptimlError
+from optiml.errors import NoGPUError, OptimlError
+
+_SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?(?:e\d+)?)\s*(?P<unit>[kmgt]?)b?", re.IGNORECASE)
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+def parse_size(text: str, option: str = "--max-bytes") -> int:
+    """``2G``, ``500M``, ``1.5GB`` or a plain number of bytes (decimal units)."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise OptimlError(f"{option} {text!r}: expected a size like 2G, 500M or 1000000 (bytes)")
+    return int(float(match["number"]) * _UNITS[match["unit"].lower()])
 
 
 @app.command("check-task")
 @reports_errors
-def check_task_cmd(task: TaskArg) -> None:
-    """Load a task and run its static and dynamic checks on the CPU (smallest shape set)."""
-    from optiml.evaluate.runtime import check_task
-    from optiml.task import load_task
+def check_task_cmd(
+    task: TaskArg,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds the dynamic check may run (in its own process).")
+    ] = 300.0,
+    max_bytes: Annotated[
+        str,
+        typer.Option(
+            "--max-bytes",
+            help="Largest full-size check (inputs, parameters and outputs, e.g. 2G); a bigger task is checked "
+            "on the meta device only.",
+        ),
+    ] = "2G",
+) -> None:
+    """Load a task and run its static and dynamic checks on the CPU (smallest shape set), in a separate
+    process with a timeout; a task too big for --max-bytes is dry-run on the meta device instead."""
+    from optiml.generate.task_check import validate_task_file
 
-    loaded = load_task(task)
-    notes = check_task(loaded, device="cpu")
-    console.print(f"[green]ok[/green] {loaded.path.name}: {loaded.meta.description or loaded.name}")
-    for note in notes:
-        console.print(f"  {note}")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise OptimlError(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    check = validate_task_file(task, timeout_s=timeout, max_bytes=parse_size(max_bytes))
+    loaded = check.task
+    console.print(f"[green]ok[/green] {loaded.shown}: {loaded.meta.description or loaded.name}", highlight=False)
+    for note in check.notes:
+        console.print(f"  {note}", highlight=False)
     console.print(
         f"  shape sets: {loaded.num_shape_sets}; dtype {loaded.meta.dtype}; "
         f"atol {loaded.meta.atol:g}, rtol {loaded.meta.rtol:g}"
@@ -49,14 +82,14 @@ def init_kernel_cmd(
     from optiml.kernel.skeleton import render_skeleton
     from optiml.task import load_task
 
+    if output is not None:
+        check_output(output, force=force)
     text = render_skeleton(load_task(task))
     if output is None:
         sys.stdout.write(text)
         return
-    if output.exists() and not force:
-        raise OptimlError(f"{output} exists; pass --force to overwrite")
-    output.write_text(text, encoding="utf-8")
-    console.print(f"wrote {output}")
+    write_output(output, text)
+    console.print(f"wrote {output}", highlight=False)
 
 
 @app.command("eval")
@@ -69,26 +102,42 @@ def eval_cmd(
     seeds: Annotated[int, typer.Option(help="Verification trials on the default shape set.")] = 3,
     arch: Annotated[str | None, typer.Option(help="nvcc -arch (default: detect the GPU).")] = None,
     no_screen: Annotated[bool, typer.Option("--no-screen", help="Skip static screening (unsafe).")] = False,
+    compile_only: Annotated[
+        bool,
+        typer.Option(
+            "--compile-only", help="Screen and compile only, with ptxas resources per kernel (no GPU needed)."
+        ),
+    ] = False,
 ) -> None:
-    """Compile, verify and time KERNEL against TASK's reference."""
+    """Compile, verify and time KERNEL against TASK's reference (--compile-only: screen and compile)."""
     from optiml.evaluate.config import EvalConfig
-    from optiml.evaluate.evaluator import Evaluator
+    from optiml.evaluate.evaluator import Evaluator, compile_check
     from optiml.kernel.compiler import Compiler, CompilerConfig
     from optiml.kernel.source import KernelSource
     from optiml.report.evaluation import eval_to_json, render_eval
     from optiml.task import load_task
 
+    if compile_only and torch_compile:
+        raise OptimlError("--compile-only builds the kernel only; --compile (timing torch.compile) needs a full run")
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     modes = ("eager", "compile") if torch_compile else ("eager",)
     config = EvalConfig(seeds=seeds, reference_modes=modes, screen=not no_screen)
     compiler = Compiler(CompilerConfig(arch=arch, libraries=loaded.meta.libraries))
-    with Evaluator(loaded, config, compiler=compiler) as evaluator:
-        result = evaluator.evaluate(source)
-    if as_json:
-        sys.stdout.write(json.dumps(eval_to_json(loaded, kernel, result), indent=2) + "\n")
+    if compile_only:
+        result = compile_check(loaded, source, compiler, screen=not no_screen)
     else:
-        render_eval(console, loaded, kernel, result)
+        try:
+            with Evaluator(loaded, config, compiler=compiler) as evaluator:
+                result = evaluator.evaluate(source)
+        except NoGPUError as exc:
+            raise NoGPUError(f"{exc}; `optiml eval --compile-only` checks compilation and ptxas resources") from exc
+    if as_json:
+        data = eval_to_json(loaded, kernel, result)
+        data["compile_only"] = compile_only
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        render_eval(console, loaded, kernel, result, compile_only=compile_only)
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -132,18 +181,45 @@ def export_cmd(
     kernel: KernelArg,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Default: <task>_model_new.py.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    unverified: Annotated[
+        bool,
+        typer.Option(
+            "--unverified", help="Export a kernel the store has no verified evaluation of (labelled UNVERIFIED)."
+        ),
+    ] = False,
+    store: StoreOpt = DEFAULT_STORE,
 ) -> None:
-    """Write KERNEL as a self-contained KernelBench ModelNew file (nvcc + ctypes, no torch extension build)."""
-    from optiml.export.kernelbench import render_model_new
+    """Write KERNEL as a self-contained KernelBench ModelNew file (nvcc + ctypes, no torch extension build).
+
+    The file states what was verified (run, date, task digest, shape sets, tolerances) from the run
+    store's verified evaluation of KERNEL for TASK; without one, export refuses unless --unverified."""
+    from optiml.export.kernelbench import find_verification, render_model_new
     from optiml.kernel.source import KernelSource
     from optiml.task import load_task
 
     loaded = load_task(task)
-    target = out or Path(f"{loaded.name}_model_new.py")
-    if target.exists() and not force:
-        raise OptimlError(f"{target} exists; pass --force to overwrite")
-    target.write_text(render_model_new(loaded, KernelSource.from_file(kernel)), encoding="utf-8")
-    console.print(f"wrote {target}: `from {target.stem} import ModelNew` (same arguments as the task's Model)")
+    source = KernelSource.from_file(kernel)
+    target = check_output(out or Path(f"{loaded.name}_model_new.py"), force=force)
+    verification = find_verification(store, loaded, source)
+    if verification is None and not unverified:
+        raise OptimlError(
+            f"{kernel}: the run store {store} holds no verified evaluation of this kernel (digest {source.digest}) "
+            f"for {loaded.shown}; verify it (`optiml optimize {loaded.shown} --kernel {kernel}`, with --store if "
+            "you use another store) or pass --unverified to export it labelled UNVERIFIED"
+        )
+    write_output(target, render_model_new(loaded, source, verification, store=str(store)))
+    if verification is None:
+        err_console.print(
+            f"[bold yellow]warning: UNVERIFIED export[/bold yellow]: {store} has no verified evaluation of {kernel} "
+            f"for {loaded.shown}; {target} says so in its docstring and warns when imported",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        console.print(f"verified: {verification.summary()}", highlight=False)
+    console.print(
+        f"wrote {target}: `from {target.stem} import ModelNew` (same arguments as the task's Model)", highlight=False
+    )
 
 
 @app.command("doctor")

@@ -34,6 +34,27 @@ class TaskFacts:
     prepare_seconds: float
 
 
+def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, screen: bool = True) -> EvalResult:
+    """Screen and compile ``kernel``, nothing more (no GPU, no worker): ``ok`` means it compiled, with
+    its ptxas resources in ``compile``; it is neither verified nor timed (``verify`` and ``timing`` stay
+    None). ``optiml eval --compile-only`` and the evidence ``optiml propose`` gives an LLM."""
+    start = time.perf_counter()
+    warnings: list[str] = []
+    if screen:
+        report = screen_kernel(kernel, fp32_strict=is_fp32_strict(task.meta))
+        if report.rejected:
+            return EvalResult(status=EvalStatus.REJECTED, message=report.message(), kernel_digest=kernel.digest)
+        warnings = report.warnings()
+    compiled = compiler.compile(kernel)
+    result = EvalResult(status=EvalStatus.OK, kernel_digest=kernel.digest, compile=compiled, warnings=warnings)
+    if not compiled.ok:
+        result.status = EvalStatus.COMPILE_ERROR
+        result.message = compiled.error_summary(limit=1) or "compilation failed"
+    result.phase_seconds["compile"] = round(compiled.seconds, 4)
+    result.phase_seconds["total"] = round(time.perf_counter() - start, 4)
+    return result
+
+
 class Evaluator:
     """Evaluates candidates of one task. Thread-safe; use as a context manager."""
 
@@ -135,8 +156,8 @@ class Evaluator:
             )
         except WorkerReplyError as exc:
             message = str(exc)
-            if exc.reply.get("kind") == "task":
-                raise TaskError(message) from exc
+            if exc.reply.get("kind") == "task":  # the worker loaded the resolved path: show the user's
+                raise TaskError(message.replace(str(self.task.path), self.task.shown)) from exc
             if "no CUDA device" in message:
                 raise NoGPUError("no CUDA GPU is visible: evaluation needs one (run `optiml doctor`)") from exc
             raise WorkerError(f"preparing the task failed: {message}") from exc

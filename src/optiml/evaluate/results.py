@@ -166,6 +166,8 @@ class EvalResult:
             if eager is not None:
                 parts.append(f"{eager.value:.2f}x vs PyTorch eager")
             return "; ".join(parts)
+        if self.ok and self.verify is None and self.compile is not None:  # a compile check (no GPU run)
+            return f"compiles for {self.compile.arch}; not yet verified or timed (no run on a GPU)"
         return f"{self.status.value}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:

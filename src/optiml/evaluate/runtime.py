@@ -197,16 +197,33 @@ def outputs_as_list(out: Any, task: Task) -> list[torch.Tensor]:
     return [t.contiguous() for t in items]
 
 
-def check_task(task: Task, device: str = "cpu", shape_set: int | None = None) -> list[str]:
+def check_task(
+    task: Task, device: str = "cpu", shape_set: int | None = None, max_bytes: int | None = None
+) -> list[str]:
     """Run the dynamic checks a task must pass; returns notes, raises TaskError on a defect.
 
     Checks that inputs are reproducible from a seed (same seed → identical inputs, another
     seed → different floating inputs), that forward returns tensors, and that it is
     deterministic on identical inputs. Runs at the smallest shape set unless one is given.
+
+    With ``max_bytes``, a dry run on the meta device (no memory, no compute) first measures the
+    shape set's inputs, parameters and outputs; above ``max_bytes`` the full-size run is skipped
+    and only what the meta run shows is checked (forward runs and returns tensors: their shapes
+    and dtypes), which the first note says.
     """
     runtime = TaskRuntime(task, device)
     if shape_set is None:
-        shape_set = _smallest_shape_set(runtime)
+        shape_set = smallest_shape_set(runtime)
+    if max_bytes is not None:
+        dry = _meta_dry_run(task, shape_set)
+        if dry is not None and dry[0] > max_bytes:
+            size, outputs = dry
+            return [
+                f"shape set {shape_set}: checked on the meta device only (shapes and dtypes; not reproducibility "
+                f"or determinism): its inputs, parameters and outputs take {_gb(size)}, over the "
+                f"{_gb(max_bytes)} limit (--max-bytes); the full check holds about three times that",
+                *(_output_note(i, t) for i, t in enumerate(outputs)),
+            ]
     first = runtime.make_args(11, shape_set)
     again = runtime.make_args(11, shape_set)
     other = runtime.make_args(12, shape_set)
@@ -225,11 +242,47 @@ def check_task(task: Task, device: str = "cpu", shape_set: int | None = None) ->
     for i, (a, b) in enumerate(zip(out1, out2, strict=True)):
         if a.shape != b.shape or (a.is_floating_point() and not torch.allclose(a, b, equal_nan=True)):
             raise TaskError(f"{task.shown}: Model.forward is not deterministic (output {i} differs between runs)")
-        notes.append(f"output {i}: shape {tuple(a.shape)} {str(a.dtype).removeprefix('torch.')}")
+        notes.append(_output_note(i, a))
     return notes
 
 
-def _smallest_shape_set(runtime: TaskRuntime) -> int:
+def _output_note(index: int, tensor: torch.Tensor) -> str:
+    return f"output {index}: shape {tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
+
+
+def _gb(size: int) -> str:
+    return f"{size / 1e9:.2f} GB" if size >= 10**7 else f"{size / 1e6:.2f} MB"
+
+
+def _meta_dry_run(task: Task, shape_set: int) -> tuple[int, list[torch.Tensor]] | None:
+    """Bytes of a shape set's inputs, parameters and outputs, and its outputs, from a run on the meta
+    device; None when the task cannot run there (an op without a meta kernel, data-dependent code)."""
+    runtime = TaskRuntime(task, "meta")
+    try:
+        args = runtime.make_args(11, shape_set)
+        model = runtime.build_model(11, shape_set)
+        outputs = runtime.run_reference(model, args)
+    except TaskError as exc:
+        if runs_on_the_cpu_instead(exc):
+            return None
+        raise
+    tensors = [a for a in args if isinstance(a, torch.Tensor)] + list(model.state_dict().values()) + outputs
+    return sum(t.numel() * t.element_size() for t in tensors), outputs
+
+
+def runs_on_the_cpu_instead(exc: BaseException) -> bool:
+    """Whether a failure on the meta device is the meta device's (an op without a meta kernel, a
+    data-dependent ``.item()``, …), so the same code may well run on the CPU; False for the task's own
+    faults (an import error, a syntax error, a wrong argument), which the CPU would only repeat."""
+    cause = exc.__cause__ if isinstance(exc, TaskError) else exc  # a TaskError's own text names the file
+    while cause is not None:
+        if isinstance(cause, NotImplementedError) or "meta" in str(cause).lower():
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def smallest_shape_set(runtime: TaskRuntime) -> int:
     sizes = []
     for index in range(runtime.task.num_shape_sets):
         values = runtime.task.namespace_globals(index)
@@ -239,3 +292,6 @@ def _smallest_shape_set(runtime: TaskRuntime) -> int:
                 product *= value
         sizes.append((product, index))
     return min(sizes)[1]
+
+
+_smallest_shape_set = smallest_shape_set  # the older name

@@ -8,8 +8,9 @@ wrote is untrusted code, so it gets no API keys, no network where the host allow
 limits and a wall-clock timeout. Every failure is a one-line :class:`~optiml.errors.TaskError`
 naming the file, which is also what a repair prompt sends back to the model.
 
-Run as ``python -m optiml.generate.task_check FILE``, the module is that separate process: it
-prints one JSON line, ``{"ok": true, "notes": [...]}`` or ``{"ok": false, "error": "..."}``.
+Run as ``python -m optiml.generate.task_check FILE [MAX_BYTES]``, the module is that separate
+process: it prints one JSON line, ``{"ok": true, "notes": [...]}`` or ``{"ok": false, "error": "..."}``.
+``optiml check-task`` uses the same process (for its timeout), with ``MAX_BYTES`` for huge tasks.
 """
 
 from __future__ import annotations
@@ -35,15 +36,17 @@ class TaskCheck:
     notes: tuple[str, ...]
 
 
-def validate_task_file(path: str | Path, timeout_s: float = 300.0) -> TaskCheck:
-    """Static and dynamic checks of a task file; :class:`TaskError` with a one-line cause otherwise."""
+def validate_task_file(path: str | Path, timeout_s: float = 300.0, max_bytes: int | None = None) -> TaskCheck:
+    """Static and dynamic checks of a task file; :class:`TaskError` with a one-line cause otherwise.
+    ``max_bytes``: above it, the dynamic check runs on the meta device only (see ``check_task``)."""
     task = load_task(path)
     with tempfile.TemporaryDirectory(prefix="optiml-task-check-") as tmp:
         workdir = Path(tmp)
         copy = workdir / task.path.name  # the sandbox may see nothing outside its own directory
         copy.write_text(task.source, encoding="utf-8")
+        limit = [str(max_bytes)] if max_bytes is not None else []
         launch = build_worker_launch(
-            [sys.executable, "-m", "optiml.generate.task_check", copy.name],
+            [sys.executable, "-m", "optiml.generate.task_check", copy.name, *limit],
             workdir=workdir,
             limits=ResourceLimits(cpu_seconds=int(timeout_s) * 4 + 30),  # torch uses several threads
             extra_env={"PYTHONPATH": str(Path(optiml.__file__).resolve().parent.parent), "CUDA_VISIBLE_DEVICES": ""},
@@ -54,17 +57,20 @@ def validate_task_file(path: str | Path, timeout_s: float = 300.0) -> TaskCheck:
         except subprocess.TimeoutExpired:
             kill_group(proc)
             raise TaskError(
-                f"{task.path}: checking the task on the CPU took longer than {timeout_s:.0f} s "
+                f"{task.shown}: checking the task on the CPU took longer than {timeout_s:.0f} s "
                 "(does its smallest shape set need too much work, or does it never finish?)"
             ) from None
+        except BaseException:  # Ctrl-C: the check leads its own process group, so it must be stopped here
+            kill_group(proc)
+            raise
         reply = _last_json_line(out.decode(errors="replace"))
         if reply is None:
             tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-4:])
             cause = launch.describe_exit(proc.returncode)
-            raise TaskError(f"{task.path}: checking the task failed: the check {cause}" + (f": {tail}" if tail else ""))
+            raise TaskError(f"{task.shown}: checking the task failed: the check {cause}" + (f": {tail}" if tail else ""))
     if not reply.get("ok"):
         message = str(reply.get("error", "the check failed without a message"))
-        raise TaskError(_relocate(message, copy, task.path))
+        raise TaskError(_relocate(message, copy, Path(task.shown)))
     notes = reply.get("notes")
     return TaskCheck(task=task, notes=tuple(str(n) for n in notes) if isinstance(notes, list) else ())
 
@@ -88,12 +94,12 @@ def _last_json_line(text: str) -> dict[str, object] | None:
     return None
 
 
-def _check(path: str) -> dict[str, object]:
+def _check(path: str, max_bytes: int | None = None) -> dict[str, object]:
     from optiml.evaluate.runtime import check_task
 
     try:
         task = load_task(path)
-        notes = check_task(task, device="cpu")
+        notes = check_task(task, device="cpu", max_bytes=max_bytes)
     except TaskError as exc:
         return {"ok": False, "error": " ".join(str(exc).split())}
     except Exception as exc:  # the task's own code misbehaved in a way check_task did not anticipate
@@ -102,7 +108,7 @@ def _check(path: str) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.stderr.write("usage: python -m optiml.generate.task_check TASK_FILE\n")
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and not sys.argv[2].isdigit()):
+        sys.stderr.write("usage: python -m optiml.generate.task_check TASK_FILE [MAX_BYTES]\n")
         raise SystemExit(2)
-    sys.stdout.write(json.dumps(_check(sys.argv[1])) + "\n")
+    sys.stdout.write(json.dumps(_check(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else None)) + "\n")

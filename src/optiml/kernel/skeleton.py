@@ -1,8 +1,9 @@
 """``optiml init-kernel``: a commented, compiling ABI skeleton for a task.
 
 Argument order, shapes and dtypes come from running the task on PyTorch's ``meta`` device
-(no memory, no compute); tasks whose ops have no meta kernel fall back to the CPU at their
-smallest shape set.
+(no memory, no compute); tasks whose ops have no meta kernel (or that need data, like
+``.item()``) fall back to the CPU at their smallest shape set. A failure of the task's own code
+(an import error, a wrong argument) is reported as it is, without a CPU retry.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import torch
 
 from optiml.errors import TaskError
-from optiml.evaluate.runtime import TaskRuntime, outputs_as_list
+from optiml.evaluate.runtime import TaskRuntime, runs_on_the_cpu_instead, smallest_shape_set
 from optiml.task import Task
 
 _C_TYPES = {
@@ -53,22 +54,21 @@ class ArgSpec:
 
 
 def describe(task: Task) -> tuple[list[ArgSpec], list[ArgSpec]]:
-    """ABI inputs (forward args, then state_dict entries) and outputs of a task at shape set 0."""
+    """ABI inputs (forward args, then state_dict entries) and outputs of a task at shape set 0 (on
+    the meta device), or at its smallest shape set on the CPU where the meta device cannot run it."""
     try:
         return _describe_on(task, "meta", 0)
-    except (TaskError, NotImplementedError, RuntimeError):
-        runtime = TaskRuntime(task, "cpu")
-        from optiml.evaluate.runtime import _smallest_shape_set
-
-        return _describe_on(task, "cpu", _smallest_shape_set(runtime))
+    except (TaskError, NotImplementedError, RuntimeError) as exc:
+        if not runs_on_the_cpu_instead(exc):
+            raise
+    return _describe_on(task, "cpu", smallest_shape_set(TaskRuntime(task, "cpu")))
 
 
 def _describe_on(task: Task, device: str, shape_set: int) -> tuple[list[ArgSpec], list[ArgSpec]]:
     runtime = TaskRuntime(task, device)
     args = runtime.make_args(0, shape_set)
     model = runtime.build_model(0, shape_set)
-    with torch.no_grad():
-        outputs = outputs_as_list(model(*args), task)
+    outputs = runtime.run_reference(model, args)
     names = _forward_arg_names(model, len(args))
     inputs = [_spec(name, value, "input") for name, value in zip(names, args, strict=True)]
     inputs += [_spec(key, tensor, "param") for key, tensor in model.state_dict().items()]

@@ -18,15 +18,27 @@ gets the k-th recorded answer, so asking twice at temperature 0.7 still yields t
 re-run (or replay) of the same run sees exactly the answers of the recorded one. At temperature 0
 the sample index is always 0: a repeated deterministic request is served from the cache.
 
-Accounting: a network answer costs tokens × the configured prices; a cache hit costs 0; a replayed
-answer costs what it cost when recorded, so a replayed run spends its budget exactly as the
-recorded run did. The budget check happens before every network call (and every replayed answer):
-once spent >= budget_usd, `LLMBudgetExceeded`; a call in flight may overshoot by its own cost.
+Accounting: a network answer costs tokens × the model's price (`LLMConfig.price`: configured, or
+the shipped price table); a cache hit costs 0; a replayed answer costs what it cost when recorded,
+so a replayed run spends its budget exactly as the recorded run did. Budgets are checked before
+every network call (and every replayed answer) and raise `LLMBudgetExceeded`: ``budget_usd``
+(once spent >= budget; a call in flight may overshoot by its own cost), ``budget_tokens`` (the
+same, in input + output tokens) and ``budget_calls`` (API calls; reserved before a call is sent,
+so never overshot). A dollar budget for a model without a known price is refused at construction
+(`LLMConfigError`) unless ``allow_unpriced``.
 
 Failures: retryable errors (429, 408/409, 5xx, timeouts, connection errors, a body that is not
 JSON) are retried ``config.max_retries`` times with exponential backoff and jitter, honouring
 Retry-After (capped); then `LLMUnavailable` (or `LLMResponseError` if every attempt got a garbled
-body). Other errors are raised at once. Log lines never contain the API key.
+body). A refused connection or an unknown host fails at once, and no request outlives
+``config.deadline_s`` (every attempt and back-off included). Other errors are raised at once.
+Log lines never contain the API key.
+
+Interrupts: each HTTP attempt runs in a daemon thread while the calling thread waits in short
+steps, so Ctrl-C in the main thread is never held up by a silent server, and `cancel` (also done
+by `close`) makes every waiting thread raise `LLMCancelled` within a fraction of a second: the
+thread pools of `complete_many` and of the proposers can then be shut down at once. An abandoned
+attempt's thread ends by itself when its socket times out (``timeout_s``).
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ from typing import Literal, overload
 from optiml.llm.config import LLMConfig, redact_url
 from optiml.llm.errors import (
     LLMBudgetExceeded,
+    LLMCancelled,
     LLMConfigError,
     LLMError,
     LLMReplayMiss,
@@ -69,7 +82,9 @@ _KIND_WORDS = {
     "timeout": "timed out",
     "connection": "connection failed",
     "bad_body": "garbled body",
+    "deadline": "no answer by the deadline",
 }
+_POLL_S = 0.05  # how often a waiting thread looks at the cancel flag and the deadline
 
 
 class LLMClient:
@@ -96,18 +111,20 @@ class LLMClient:
             raise LLMConfigError(
                 f"LLM mode {config.mode!r} needs a store: pass store= or use make_client(store_path=...)"
             )
+        if config.budget_usd is not None and not config.prices_known and config.mode != "replay":
+            if not config.allow_unpriced:
+                raise LLMConfigError(config.unpriced_budget_message())
+            log.warning(
+                "LLM budget_usd=%s cannot bind: no price is known for model %r (allow_unpriced is set)",
+                config.budget_usd,
+                config.model,
+            )
         if config.mode == "replay":
             if not config.model:
                 raise LLMConfigError("LLM replay needs the recorded run's model: set OPTIML_LLM_MODEL or [llm] model")
             provider = None  # replay never touches the network
         elif provider is None:
             provider = make_provider(config)
-        if config.budget_usd is not None and not config.prices_known and config.mode != "replay":
-            log.warning(
-                "LLM budget_usd=%s is set but prices are unknown (price_in_per_mtok/price_out_per_mtok = 0): "
-                "the budget cannot be enforced",
-                config.budget_usd,
-            )
         self.config = config
         self.store = store
         self.run_id = run_id
@@ -116,6 +133,7 @@ class LLMClient:
         self._rng = rng or random.Random()
         self._backoff = backoff or Backoff()
         self._slots = threading.BoundedSemaphore(config.concurrency)
+        self._cancelled = threading.Event()
         self._lock = threading.Lock()
         self._samples_asked: Counter[str] = Counter()
         self._close_store = close_store
@@ -128,6 +146,9 @@ class LLMClient:
         self._output_tokens = 0
         self._cost = 0.0
         self._cost_by_purpose: defaultdict[str, float] = defaultdict(float)
+        self._spent_calls = 0  # API calls and replayed answers: what budget_calls counts
+        self._spent_tokens = 0  # their input + output tokens: what budget_tokens counts
+        self._reserved_calls = 0  # API calls sent and not yet answered
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -149,6 +170,8 @@ class LLMClient:
             n=n,
             purpose=purpose,
         )
+        self._check_cancelled()
+        deadline = time.monotonic() + self.config.deadline_s
         key = request.cache_key(self.config.provider, self.config.effective_base_url)
         sample_index = self._next_sample_index(key, request.temperature)
 
@@ -158,7 +181,7 @@ class LLMClient:
                 response, source = self._replay(request, key, sample_index), "replay"
             else:
                 hit = self._from_cache(key, sample_index)
-                response, source = (hit, "cache") if hit is not None else (self._fetch(request), "network")
+                response, source = (hit, "cache") if hit is not None else (self._fetch(request, deadline), "network")
         except BaseException:
             self._release_sample_index(key, sample_index)
             raise
@@ -209,11 +232,13 @@ class LLMClient:
 
         With ``return_exceptions=False`` the first `LLMError` cancels requests not yet started and is
         raised once the running ones finish; with True, each failed slot holds its `LLMError`.
+        An interrupt (Ctrl-C) while waiting cancels the client (see `cancel`) and is re-raised at once.
         """
         if not conversations:
             return []
         workers = min(self.config.concurrency, len(conversations))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optiml-llm") as pool:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optiml-llm")
+        try:
             futures: list[Future[LLMResponse]] = [
                 pool.submit(self.complete, conv, n=n, purpose=purpose, temperature=temperature, max_tokens=max_tokens)
                 for conv in conversations
@@ -223,6 +248,13 @@ class LLMClient:
                 for f in futures:
                     f.cancel()
                 return [f.result() for f in futures]
+            wait(futures)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: stop everything now
+                self.cancel()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         results: list[LLMResponse | LLMError] = []
         for f in futures:
             exc = f.exception()
@@ -249,6 +281,19 @@ class LLMClient:
                 by_purpose=dict(self._cost_by_purpose),
             )
 
+    def cancel(self) -> None:
+        """Make every request waiting on this client raise `LLMCancelled`, now and from now on.
+
+        Requests waiting for an answer, a concurrency slot or a retry notice within ~50 ms; an HTTP
+        attempt already sent is abandoned (its daemon thread ends when the socket times out).
+        Used on Ctrl-C and by `close`; a cancelled client stays cancelled.
+        """
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
     @property
     def budget_left_usd(self) -> float | None:
         """USD left before the budget stops calls (None: no budget)."""
@@ -258,7 +303,9 @@ class LLMClient:
             return max(self.config.budget_usd - self._cost, 0.0)
 
     def close(self) -> None:
-        """Close the provider's HTTP client (and the store, if `make_client` opened it)."""
+        """Cancel what still waits, close the provider's HTTP client (and the store, if `make_client`
+        opened it)."""
+        self.cancel()
         if self._provider is not None:
             self._provider.close()
         if self._close_store and self.store is not None:
@@ -328,12 +375,12 @@ class LLMClient:
 
     # -- network ---------------------------------------------------------------------------------
 
-    def _fetch(self, request: LLMRequest) -> LLMResponse:
+    def _fetch(self, request: LLMRequest, deadline: float) -> LLMResponse:
         """All `n` samples, topping up when the provider returns fewer than asked."""
         parts: list[LLMResponse] = []
         missing = request.n
         while missing > 0:
-            part = self._attempt(request.with_n(missing))
+            part = self._attempt(request.with_n(missing), deadline)
             if not part.texts:
                 raise LLMResponseError(f"{self._where()}: answer has no samples")
             if len(part.texts) > missing:
@@ -342,29 +389,99 @@ class LLMClient:
             missing -= len(part.texts)
         return LLMResponse.merge(parts)
 
-    def _attempt(self, request: LLMRequest) -> LLMResponse:
-        """One provider call, retried on transient errors."""
+    def _attempt(self, request: LLMRequest, deadline: float) -> LLMResponse:
+        """One provider call, retried on transient errors, within the request's deadline."""
         assert self._provider is not None
         failures: list[LLMTransientError] = []
         attempts = self.config.max_retries + 1
         for attempt in range(1, attempts + 1):
+            self._check_cancelled()
             self._check_budget()
+            self._reserve_call()
             try:
-                with self._slots:
-                    response = self._provider.complete(request)
+                response = self._call_provider(request, deadline)
             except LLMTransientError as exc:
+                self._release_call()
+                if exc.kind == "refused":  # nobody listens there, or the host does not exist
+                    raise LLMUnavailable(
+                        f"LLM unavailable: {self.config.redact(str(exc))}: is the server running and is the "
+                        "base URL right (--llm-base-url, OPTIML_LLM_BASE_URL)?",
+                        attempts=attempt,
+                        kinds=(exc.kind,),
+                    ) from None
                 failures.append(exc)
-                if attempt == attempts:
+                if attempt == attempts or exc.kind == "deadline":
                     break
                 delay = self._backoff.delay(attempt, exc.retry_after_s, self._rng)
+                if time.monotonic() + delay >= deadline:
+                    failures.append(self._deadline_error())
+                    break
                 with self._lock:
                     self._retries += 1
                 log.warning("%s; retry %d of %d in %.1f s", self.config.redact(str(exc)), attempt, attempts - 1, delay)
-                self._sleep(delay)
+                self._pause(delay)
                 continue
+            except BaseException:
+                self._release_call()
+                raise
             self._account_api_call(response)
             return response
         raise self._give_up(failures)
+
+    def _call_provider(self, request: LLMRequest, deadline: float) -> LLMResponse:
+        """`provider.complete` in a daemon thread; the caller waits in short steps for the answer,
+        the cancel flag and the deadline (an abandoned attempt's thread is left to its socket timeout)."""
+        provider = self._provider
+        assert provider is not None
+        self._wait_for(lambda: self._slots.acquire(timeout=_POLL_S), deadline)
+        try:
+            done = threading.Event()
+            box: dict[str, object] = {}
+
+            def run() -> None:
+                try:
+                    box["response"] = provider.complete(request)
+                except BaseException as exc:  # handed to the waiting thread
+                    box["error"] = exc
+                finally:
+                    done.set()
+
+            threading.Thread(target=run, name="optiml-llm-http", daemon=True).start()
+            self._wait_for(lambda: done.wait(_POLL_S), deadline)
+        finally:
+            self._slots.release()
+        if "error" in box:
+            raise box["error"]  # type: ignore[misc]
+        response = box["response"]
+        assert isinstance(response, LLMResponse)
+        return response
+
+    def _wait_for(self, ready: Callable[[], bool], deadline: float) -> None:
+        """Call ``ready`` (which blocks up to ``_POLL_S``) until it is true; cancel and deadline win."""
+        while not ready():
+            self._check_cancelled()
+            if time.monotonic() >= deadline:
+                raise self._deadline_error()
+
+    def _deadline_error(self) -> LLMTransientError:
+        return LLMTransientError(
+            f"{self._where()}: no answer within the {self.config.deadline_s:g} s deadline "
+            "(deadline_s, OPTIML_LLM_DEADLINE_S)",
+            kind="deadline",
+        )
+
+    def _pause(self, seconds: float) -> None:
+        """Wait before a retry; a cancel cuts the wait short."""
+        if self._sleep is time.sleep:
+            if self._cancelled.wait(seconds):
+                self._check_cancelled()
+            return
+        self._sleep(seconds)
+        self._check_cancelled()
+
+    def _check_cancelled(self) -> None:
+        if self._cancelled.is_set():
+            raise LLMCancelled(f"LLM request to {self._where()} cancelled")
 
     def _give_up(self, failures: list[LLMTransientError]) -> LLMError:
         counts = Counter(_describe(f) for f in failures)
@@ -386,22 +503,57 @@ class LLMClient:
     # -- accounting ------------------------------------------------------------------------------
 
     def _check_budget(self) -> None:
-        budget = self.config.budget_usd
-        if budget is None:
-            return
+        """`LLMBudgetExceeded` when the dollar or token budget is spent (calls: `_reserve_call`)."""
+        config = self.config
         with self._lock:
-            spent, calls = self._cost, self._api_calls
-        if spent >= budget:
+            spent, calls, tokens = self._cost, self._spent_calls, self._spent_tokens
+        if config.budget_usd is not None and spent >= config.budget_usd:
             raise LLMBudgetExceeded(
-                f"LLM budget spent: ${spent:.4f} of ${budget:.4f} after {calls} API calls; "
-                "raise budget_usd (OPTIML_LLM_BUDGET_USD) to continue",
+                f"LLM budget spent: ${spent:.4f} of ${config.budget_usd:.4f} after {calls} API calls; "
+                "raise budget_usd (--budget-usd, OPTIML_LLM_BUDGET_USD) to continue",
                 spent_usd=spent,
-                budget_usd=budget,
+                budget_usd=config.budget_usd,
+                limit="usd",
+                reason=f"LLM cost budget spent (${config.budget_usd:g})",
             )
+        if config.budget_tokens is not None and tokens >= config.budget_tokens:
+            raise LLMBudgetExceeded(
+                f"LLM token budget spent: {tokens} of {config.budget_tokens} tokens after {calls} API calls; "
+                "raise budget_tokens (--max-llm-tokens, OPTIML_LLM_BUDGET_TOKENS) to continue",
+                spent_usd=spent,
+                budget_usd=config.budget_usd,
+                limit="tokens",
+                reason=f"LLM token budget spent ({config.budget_tokens} tokens)",
+            )
+
+    def _reserve_call(self) -> None:
+        """Count an API call before it is sent, so concurrent requests never overshoot budget_calls."""
+        limit = self.config.budget_calls
+        with self._lock:
+            if limit is not None and self._spent_calls + self._reserved_calls >= limit:
+                spent = self._cost
+            else:
+                self._reserved_calls += 1
+                return
+        raise LLMBudgetExceeded(
+            f"LLM call budget spent: {limit} API calls; raise budget_calls (--max-llm-calls, "
+            "OPTIML_LLM_BUDGET_CALLS) to continue",
+            spent_usd=spent,
+            budget_usd=self.config.budget_usd,
+            limit="calls",
+            reason=f"LLM call budget spent ({limit} calls)",
+        )
+
+    def _release_call(self) -> None:
+        with self._lock:
+            self._reserved_calls -= 1
 
     def _account_api_call(self, response: LLMResponse) -> None:
         with self._lock:
+            self._reserved_calls -= 1
             self._api_calls += 1
+            self._spent_calls += 1
+            self._spent_tokens += response.input_tokens + response.output_tokens
             self._cost += response.cost_usd  # counted at once, so the budget sees in-progress top-ups
 
     def _account_answer(self, request: LLMRequest, response: LLMResponse, source: _Source) -> None:
@@ -414,6 +566,8 @@ class LLMClient:
                 return
             if source == "replay":
                 self._cost += response.cost_usd
+                self._spent_calls += 1
+                self._spent_tokens += response.input_tokens + response.output_tokens
             self._input_tokens += response.input_tokens
             self._output_tokens += response.output_tokens
             self._cost_by_purpose[request.purpose] += response.cost_usd

@@ -13,6 +13,12 @@ API key resolution, first hit wins:
    key is never sent to some other server.
 
 Servers on loopback (localhost, 127.*, ::1: a local vLLM, SGLang or Ollama) need no key.
+
+Prices (USD per million tokens), first hit wins: ``price_in_per_mtok`` / ``price_out_per_mtok``
+set anywhere above; the model's entry in the user's price tables (the ``[llm.prices]`` table of
+optiml.toml, then the file named by ``OPTIML_LLM_PRICES_FILE``); the table shipped in the package
+(``optiml/llm/prices.toml``, see `optiml.llm.prices`). A model found in none is *unpriced*: its
+calls cost $0 in the accounts, and a ``budget_usd`` for it is refused unless ``allow_unpriced``.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +34,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from optiml.config_file import DEFAULT_CONFIG, read_toml_section
 from optiml.llm.errors import LLMConfigError
+from optiml.llm.prices import PRICES_FILE_ENV, ModelPrice, PriceTable, load_price_table, shipped_prices
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on 3.10 only
-    pass
-
-__all__ = ["MODES", "PROVIDERS", "LLMConfig", "load_llm_config", "redact_url"]
+__all__ = ["MODES", "PROVIDERS", "LLMConfig", "configured_price_table", "load_llm_config", "redact_url"]
 
 PROVIDERS = ("openai", "anthropic")
 MODES = ("live", "record", "replay")
@@ -63,12 +64,18 @@ class LLMConfig:
     api_key_env: str | None = None
     temperature: float = 0.7
     max_tokens: int = 4096
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # one HTTP attempt: the longest wait for an answer's bytes
+    connect_timeout_s: float = 10.0  # one attempt's TCP/TLS connect
+    deadline_s: float = 180.0  # one request, every attempt and back-off included; then LLMUnavailable
     max_retries: int = 4
     concurrency: int = 4
-    price_in_per_mtok: float = 0.0
-    price_out_per_mtok: float = 0.0
-    budget_usd: float | None = None
+    price_in_per_mtok: float | None = None  # None: from the price tables (see the module docstring)
+    price_out_per_mtok: float | None = None
+    price_source: str = ""  # where explicit prices came from (shown in reports)
+    budget_usd: float | None = None  # USD; refused for an unpriced model unless allow_unpriced
+    budget_calls: int | None = None  # API calls (answers from the network; cache hits are free)
+    budget_tokens: int | None = None  # input + output tokens of those calls
+    allow_unpriced: bool = False
     cache: bool = True
     mode: str = "live"
 
@@ -82,14 +89,21 @@ class LLMConfig:
                 raise LLMConfigError(f"LLM {name} must be >= 1, got {getattr(self, name)}")
         if self.max_retries < 0:
             raise LLMConfigError(f"LLM max_retries must be >= 0, got {self.max_retries}")
-        for name in ("temperature", "timeout_s", "price_in_per_mtok", "price_out_per_mtok"):
+        for name in ("temperature", "timeout_s", "connect_timeout_s", "deadline_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise LLMConfigError(f"LLM {name} must be a finite number >= 0, got {value}")
-        if self.timeout_s == 0:
-            raise LLMConfigError("LLM timeout_s must be > 0")
-        if self.budget_usd is not None and (not math.isfinite(self.budget_usd) or self.budget_usd < 0):
-            raise LLMConfigError(f"LLM budget_usd must be >= 0, got {self.budget_usd}")
+        for name in ("timeout_s", "connect_timeout_s", "deadline_s"):
+            if getattr(self, name) == 0:
+                raise LLMConfigError(f"LLM {name} must be > 0")
+        for name in ("price_in_per_mtok", "price_out_per_mtok", "budget_usd"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value < 0):
+                raise LLMConfigError(f"LLM {name} must be a finite number >= 0, got {value}")
+        for name in ("budget_calls", "budget_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise LLMConfigError(f"LLM {name} must be >= 1, got {value}")
 
     def __repr__(self) -> str:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self) if f.repr]
@@ -125,13 +139,31 @@ class LLMConfig:
                 "(or api_key_env = NAME_OF_VARIABLE in the [llm] table of optiml.toml)."
             )
 
-    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
-        """Price of a call in USD (0 when the prices are unknown)."""
-        return (input_tokens * self.price_in_per_mtok + output_tokens * self.price_out_per_mtok) / 1e6
+    @property
+    def price(self) -> ModelPrice | None:
+        """The model's price: explicit prices, else the shipped table's entry; None when unpriced."""
+        if self.price_in_per_mtok is not None or self.price_out_per_mtok is not None:
+            source = self.price_source or "configured"
+            return ModelPrice(self.price_in_per_mtok or 0.0, self.price_out_per_mtok or 0.0, source)
+        return shipped_prices().lookup(self.model)
 
     @property
     def prices_known(self) -> bool:
-        return self.price_in_per_mtok > 0 or self.price_out_per_mtok > 0
+        return self.price is not None
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        """Price of a call in USD (0 when the model is unpriced)."""
+        price = self.price
+        return price.cost_usd(input_tokens, output_tokens) if price is not None else 0.0
+
+    def unpriced_budget_message(self) -> str:
+        """Why a dollar budget cannot bind for this model, and the ways out (one line)."""
+        return (
+            f"the LLM budget of ${self.budget_usd:g} (--budget-usd / budget_usd) cannot be enforced: no price is "
+            f"known for {self.provider} model {self.model!r}. Give its price (a [llm.prices] entry in optiml.toml, "
+            "or OPTIML_LLM_PRICE_IN_PER_MTOK and OPTIML_LLM_PRICE_OUT_PER_MTOK), bound the run with --max-llm-calls "
+            "/ --max-llm-tokens instead, or pass --allow-unpriced to run without a dollar limit"
+        )
 
     def redact(self, text: str) -> str:
         """`text` with the API key (if any) replaced by ``***``."""
@@ -155,9 +187,13 @@ def redact_url(url: str) -> str:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(LLMConfig)}
-_FLOATS = {"temperature", "timeout_s", "price_in_per_mtok", "price_out_per_mtok"}
+_FLOATS = {"temperature", "timeout_s", "connect_timeout_s", "deadline_s"}
+_OPTIONAL_FLOATS = {"price_in_per_mtok", "price_out_per_mtok", "budget_usd"}
 _INTS = {"max_tokens", "max_retries", "concurrency"}
+_OPTIONAL_INTS = {"budget_calls", "budget_tokens"}
+_BOOLS = {"cache", "allow_unpriced"}
 _OPTIONAL_STRS = {"model", "base_url", "api_key", "api_key_env"}
+_PRICES_KEY = "prices"  # the [llm.prices] sub-table: per-model prices, not a field
 
 
 def load_llm_config(
@@ -171,6 +207,10 @@ def load_llm_config(
     Overrides whose value is None are ignored (unset CLI options). Raises `LLMConfigError` for an
     unknown key, a value of the wrong type, or an unreadable TOML file; does *not* require the
     config to be complete (see `LLMConfig.require_configured`).
+
+    When no price is set explicitly, the model's entry in the user's price tables (``[llm.prices]``,
+    ``OPTIML_LLM_PRICES_FILE``) becomes its price; the shipped table is consulted lazily by
+    `LLMConfig.price`.
     """
     environ: Mapping[str, str] = os.environ if env is None else env
     layers: list[tuple[str, dict[str, Any]]] = []  # lowest precedence first
@@ -181,6 +221,11 @@ def load_llm_config(
         required=toml_path is not None,
         error=LLMConfigError,
     )
+    user_prices = table.pop(_PRICES_KEY, None)
+    if user_prices is not None and not isinstance(user_prices, dict):
+        raise LLMConfigError(
+            f"{toml_path or 'optiml.toml'}: [llm.prices] must be a table of model = {{ input, output }}"
+        )
     layers.append((f"{toml_path or 'optiml.toml'} [llm]", table))
     env_layer = {name: environ[ENV_PREFIX + name.upper()] for name in _FIELDS if environ.get(ENV_PREFIX + name.upper())}
     layers.append(("environment", env_layer))
@@ -198,7 +243,36 @@ def load_llm_config(
 
     if sources.get("api_key") != "overrides" and not environ.get(ENV_PREFIX + "API_KEY"):
         merged["api_key"] = _fallback_key(merged, environ)
+    explicit_price = merged.get("price_in_per_mtok") is not None or merged.get("price_out_per_mtok") is not None
+    if not explicit_price and (user_prices or environ.get(PRICES_FILE_ENV)):
+        price = user_price_table(user_prices, environ).lookup(merged.get("model"))
+        if price is not None and price != shipped_prices().lookup(merged.get("model")):  # a user entry
+            merged.update(
+                price_in_per_mtok=price.input_per_mtok,
+                price_out_per_mtok=price.output_per_mtok,
+                price_source=price.source,
+            )
     return LLMConfig(**merged)
+
+
+def user_price_table(
+    user_prices: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> PriceTable:
+    """The price table with the user's prices on top (see `optiml.llm.prices.load_price_table`)."""
+    return load_price_table(user_prices, os.environ if environ is None else environ)
+
+
+def configured_price_table(toml_path: Path | None = None, env: Mapping[str, str] | None = None) -> PriceTable:
+    """Shipped prices plus ``OPTIML_LLM_PRICES_FILE`` and the ``[llm.prices]`` table of optiml.toml
+    (for reports on stored runs, whose calls carry model names but not the config)."""
+    table = read_toml_section(
+        toml_path if toml_path is not None else DEFAULT_CONFIG,
+        "llm",
+        required=toml_path is not None,
+        error=LLMConfigError,
+    )
+    prices = table.get(_PRICES_KEY)
+    return user_price_table(prices if isinstance(prices, dict) else None, env)
 
 
 def _fallback_key(merged: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
@@ -226,23 +300,25 @@ def _is_vendor_endpoint(provider: str, base_url: str | None) -> bool:
 def _coerce(key: str, raw: object, source: str) -> Any:
     """Turn a raw value (TOML value, env string, CLI value) into the field's type."""
     where = f"{source}: LLM setting {key}"
-    if key in _FLOATS or key == "budget_usd":
-        if key == "budget_usd" and (raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none"))):
-            return None
+    if (key in _OPTIONAL_FLOATS or key in _OPTIONAL_INTS) and (
+        raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none"))
+    ):
+        return None
+    if key in _FLOATS or key in _OPTIONAL_FLOATS:
         if isinstance(raw, bool):
             raise LLMConfigError(f"{where} must be a number, got {raw!r}")
         try:
             return float(raw)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             raise LLMConfigError(f"{where} must be a number, got {raw!r}") from None
-    if key in _INTS:
+    if key in _INTS or key in _OPTIONAL_INTS:
         if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
             raise LLMConfigError(f"{where} must be an integer, got {raw!r}")
         try:
             return int(raw)  # type: ignore[call-overload]
         except (TypeError, ValueError):
             raise LLMConfigError(f"{where} must be an integer, got {raw!r}") from None
-    if key == "cache":
+    if key in _BOOLS:
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()

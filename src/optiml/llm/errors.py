@@ -4,7 +4,8 @@
 
     LLMError (an OptimlError)     anything the LLM layer raises on purpose
     ├── LLMConfigError            no model / no API key / bad setting; the message says how to fix it
-    ├── LLMBudgetExceeded         the run's LLM budget (budget_usd) is spent
+    ├── LLMBudgetExceeded         an LLM budget (budget_usd, budget_calls, budget_tokens) is spent
+    ├── LLMCancelled              the client was cancelled (Ctrl-C, shutdown) while a request waited
     ├── LLMReplayMiss             replay mode and no recorded answer for this request
     ├── LLMUnavailable            retries exhausted (rate limits, server errors, timeouts, connection)
     ├── LLMTransientError         one attempt failed in a way worth retrying (the client retries it)
@@ -23,6 +24,7 @@ from optiml.errors import OptimlError
 
 __all__ = [
     "LLMBudgetExceeded",
+    "LLMCancelled",
     "LLMConfigError",
     "LLMError",
     "LLMReplayMiss",
@@ -43,12 +45,30 @@ class LLMConfigError(LLMError):
 
 
 class LLMBudgetExceeded(LLMError):
-    """The LLM cost budget is spent; no further (paid) calls are made."""
+    """An LLM budget is spent; no further (paid) calls are made.
 
-    def __init__(self, message: str, *, spent_usd: float, budget_usd: float) -> None:
+    `limit` says which: ``"usd"``, ``"calls"`` or ``"tokens"``; `reason` is a short phrase for a
+    run's stop reason (``"LLM call budget spent (40 calls)"``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        spent_usd: float,
+        budget_usd: float | None,
+        limit: str = "usd",
+        reason: str = "",
+    ) -> None:
         super().__init__(message)
         self.spent_usd = spent_usd
         self.budget_usd = budget_usd
+        self.limit = limit
+        self.reason = reason or message
+
+
+class LLMCancelled(LLMError):
+    """The client was cancelled (`LLMClient.cancel`, e.g. on Ctrl-C) while this request waited."""
 
 
 class LLMReplayMiss(LLMError):

@@ -5,7 +5,9 @@ either returns an `LLMResponse` or raises:
 
 - `LLMTransientError` — worth retrying: HTTP 429 (with its Retry-After), 408, 409, 5xx, timeouts,
   connection failures, and a 200 whose body is not JSON (a cut-off or garbled body is almost always
-  a transport hiccup, so it is retried too);
+  a transport hiccup, so it is retried too). A connection that is refused or a host name that does
+  not resolve is kind ``"refused"``: the server is down or the URL is wrong, and `LLMClient` gives up
+  at once instead of retrying;
 - `LLMRequestError` — the server refused the request (other 4xx: bad key, unknown model, …);
 - `LLMResponseError` — the body is JSON but not a usable answer (no choices, wrong shape).
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import socket
 import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -73,7 +76,7 @@ class OpenAIProvider:
         self._client: openai.OpenAI = openai.OpenAI(
             base_url=config.effective_base_url,
             api_key=config.api_key or KEYLESS_PLACEHOLDER,
-            timeout=config.timeout_s,
+            timeout=_timeout(openai, config),
             max_retries=0,
         )
         host = urlsplit(config.effective_base_url).hostname or ""
@@ -139,7 +142,7 @@ class AnthropicProvider:
         self._client: anthropic.Anthropic = anthropic.Anthropic(
             base_url=config.effective_base_url,
             api_key=config.api_key or KEYLESS_PLACEHOLDER,
-            timeout=config.timeout_s,
+            timeout=_timeout(anthropic, config),
             max_retries=0,
         )
         params = inspect.signature(self._client.messages.create).parameters
@@ -202,6 +205,25 @@ def _split_system(messages: tuple[ChatMessage, ...]) -> tuple[str, list[dict[str
     return system, turns
 
 
+def _timeout(sdk: Any, config: LLMConfig) -> Any:
+    """The SDK's timeout: ``timeout_s`` to read, write and wait for a pooled connection, a shorter connect."""
+    return sdk.Timeout(config.timeout_s, connect=min(config.connect_timeout_s, config.timeout_s))
+
+
+def _refused(exc: BaseException) -> str | None:
+    """What turned the connection attempt down ("connection refused", "host not found"), else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return "host not found"
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _where(config: LLMConfig) -> str:
     return f"{config.provider} at {redact_url(config.effective_base_url)}"
 
@@ -212,6 +234,9 @@ def _translate(exc: Exception, sdk: Any, config: LLMConfig) -> LLMError:
     if isinstance(exc, sdk.APITimeoutError):
         return LLMTransientError(f"{where}: timed out after {config.timeout_s:g} s", kind="timeout")
     if isinstance(exc, sdk.APIConnectionError):
+        refused = _refused(exc)
+        if refused is not None:
+            return LLMTransientError(f"{where}: {refused}", kind="refused")
         cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "no answer"
         return LLMTransientError(f"{where}: connection failed ({cause})", kind="connection")
     if isinstance(exc, sdk.APIStatusError):

@@ -28,10 +28,20 @@ def _run(argv: list[str]) -> str:
     return text[-1] if text else f"exit {out.returncode}"
 
 
+def tool_check(tool: str, purpose: str, nvcc: str | None) -> Check:
+    """Where ``tool`` is, found the way the profiler finds it (PATH, beside nvcc, $CUDA_HOME, the
+    ``nvidia-cuda-*`` wheels the ``[dev]`` extra installs)."""
+    from optiml.cuda_tools import find_cuda_tool
+
+    path = find_cuda_tool(tool, nvcc)
+    return Check(tool, path is not None, path or f"not found: {purpose} falls back to static evidence")
+
+
 def collect() -> list[Check]:
     from optiml.kernel.compiler import DEFAULT_ARCH, detect_arch, find_nvcc, nvcc_version
 
     checks = []
+    nvcc: str | None = None
     try:
         nvcc = find_nvcc()
         checks.append(Check("nvcc", True, f"{nvcc} ({nvcc_version(nvcc)})"))
@@ -49,9 +59,7 @@ def collect() -> list[Check]:
             else f"none ({gpu}); kernels compile for {DEFAULT_ARCH}, evaluation needs a GPU",
         )
     )
-    for tool, purpose in (("ncu", "profiling"), ("cuobjdump", "SASS analysis")):
-        path = shutil.which(tool)
-        checks.append(Check(tool, path is not None, path or f"not found: {purpose} falls back to static evidence"))
+    checks += [tool_check("ncu", "profiling", nvcc), tool_check("cuobjdump", "SASS analysis", nvcc)]
     try:
         from optiml.integrity.sandbox import probe_isolation
 

@@ -16,7 +16,7 @@ def _fmt_time(stats: TimingStats) -> str:
     return f"{stats.median_ms:.4f} ms ± {stats.spread_ms:.4f} (n={stats.trials})"
 
 
-def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult) -> None:
+def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, compile_only: bool = False) -> None:
     table = Table(title=f"{kernel.name} on {task.name}", show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -37,6 +37,8 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult) 
             f"{verdict} ({trials} trials; max abs err {result.verify.max_abs_err:.3g}, "
             f"max rel err {result.verify.max_rel_err:.3g})",
         )
+    if compile_only and result.ok:
+        table.add_row("correct", "[yellow]not checked[/yellow] (--compile-only: no run; `optiml eval` verifies on a GPU)")
     compile_failed = compiled is not None and not compiled.ok
     if result.status not in (EvalStatus.OK, EvalStatus.REJECTED) and not compile_failed:
         table.add_row("status", f"[red]{result.status.value}[/red]: {result.message}")

@@ -1,0 +1,206 @@
+"""Running a suite: every task through `optimize`'s offline path, one worker per GPU, resumable.
+
+Each visible GPU (``gpus``) gets one isolated worker and a thread that takes the next task from a
+shared queue, so a suite's tasks are sharded over the GPUs and every task's baselines and kernels
+are timed on the same GPU. The compile cache is shared. After every task the whole state —
+``bench.json`` (rows and metrics) and ``bench.md`` — is rewritten, so a killed bench loses at most
+the task in flight; running the same command again skips the tasks already recorded. A task that
+fails (an op with no template, a broken reference, out of memory, a hang) becomes a row with its
+reason and never stops the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from optiml.bench.metrics import BenchRow, markdown, suite_metrics
+from optiml.errors import OptimlError
+
+STATE = "bench.json"
+REPORT = "bench.md"
+
+#: Runs one task on one GPU's worker and returns its row (the default drives `optimize`'s offline path).
+TaskJob = Callable[[Path, Any, int | None], BenchRow]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    evaluations: int = 30  # per task, root candidates included
+    minutes_per_task: float = 10.0
+    seeds: int = 4  # template configurations tried for the root
+    torch_compile: bool = True
+    gpus: tuple[int | None, ...] = (None,)  # None: the default GPU; else CUDA device indices
+    strategy: str = "mcts"
+
+
+def load_rows(out_dir: Path) -> list[BenchRow]:
+    state = out_dir / STATE
+    if not state.is_file():
+        return []
+    try:
+        data = json.loads(state.read_text(encoding="utf-8"))
+        return [BenchRow.from_dict(r) for r in data.get("rows", [])]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise OptimlError(f"{state}: not a bench state file ({exc}); move it away to start afresh") from exc
+
+
+def write_state(out_dir: Path, rows: list[BenchRow], config: BenchConfig, extra: dict[str, Any]) -> dict[str, Any]:
+    metrics = suite_metrics(rows)
+    document = {
+        "config": {
+            "evaluations": config.evaluations,
+            "minutes_per_task": config.minutes_per_task,
+            "seeds": config.seeds,
+            "torch_compile": config.torch_compile,
+            "gpus": list(config.gpus),
+            "strategy": config.strategy,
+        },
+        **extra,
+        "metrics": metrics,
+        "rows": [r.to_dict() for r in rows],
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / (STATE + ".tmp")
+    tmp.write_text(json.dumps(document, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(out_dir / STATE)
+    (out_dir / REPORT).write_text(markdown(rows, metrics), encoding="utf-8")
+    return metrics
+
+
+def run_bench(
+    paths: Sequence[Path],
+    config: BenchConfig,
+    out_dir: Path,
+    *,
+    job: TaskJob | None = None,
+    make_worker: Callable[[int | None], Any] | None = None,
+    on_row: Callable[[BenchRow], None] | None = None,
+    stop: threading.Event | None = None,
+) -> list[BenchRow]:
+    """Run every task of ``paths`` not yet in ``out_dir``'s state; returns all rows in suite order."""
+    done = {Path(r.file).resolve(): r for r in load_rows(out_dir)}
+    todo: queue.Queue[Path] = queue.Queue()
+    for path in paths:
+        if path.resolve() not in done:
+            todo.put(path)
+    job = job or optimize_job(config, out_dir)
+    make_worker = make_worker or _worker_for
+    stop = stop or threading.Event()
+    lock = threading.Lock()
+    rows = dict(done)
+    started = time.time()
+
+    def record(path: Path, row: BenchRow) -> None:
+        row.file = str(path)
+        with lock:
+            rows[path.resolve()] = row
+            ordered = [rows[p.resolve()] for p in paths if p.resolve() in rows]
+            write_state(out_dir, ordered, config, {"started": started})
+        if on_row is not None:
+            on_row(row)
+
+    def serve(gpu: int | None) -> None:
+        worker = make_worker(gpu)
+        try:
+            while not stop.is_set():
+                try:
+                    path = todo.get_nowait()
+                except queue.Empty:
+                    return
+                begin = time.perf_counter()
+                try:
+                    row = job(path, worker, gpu)
+                except Exception as exc:  # a pathological task is a row, never the end of the suite
+                    row = BenchRow(task=path.stem, file=str(path), status="failed", reason=_one_line(exc))
+                row.gpu = gpu
+                row.wall_s = row.wall_s or round(time.perf_counter() - begin, 1)
+                record(path, row)
+        finally:
+            stopper = getattr(worker, "stop", None)
+            if stopper is not None:
+                stopper()
+
+    threads = [threading.Thread(target=serve, args=(gpu,), name=f"optiml-bench-gpu{gpu}") for gpu in config.gpus]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=0.2)
+    except KeyboardInterrupt:
+        stop.set()
+        raise
+    return [rows[p.resolve()] for p in paths if p.resolve() in rows]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _worker_for(gpu: int | None) -> Any:
+    from optiml.evaluate.client import WorkerClient
+
+    return WorkerClient(gpu=gpu)
+
+
+def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
+    """The default job: templates (and the shipped kernel) for the root, then the offline search."""
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+
+    compiler = Compiler(CompilerConfig())  # shared by every GPU's thread: one compile cache
+
+    def job(path: Path, worker: Any, gpu: int | None) -> BenchRow:
+        from optiml.evaluate.config import EvalConfig
+        from optiml.evaluate.evaluator import Evaluator
+        from optiml.generate.offline import generate_offline_root
+        from optiml.kernel.source import KernelSource
+        from optiml.propose.factory import make_proposer
+        from optiml.search import Budgets, SearchConfig, run_search
+        from optiml.store import RunStore
+        from optiml.task import load_task
+
+        start = time.perf_counter()
+        task = load_task(path)
+        modes = ("eager", "compile") if config.torch_compile else ("eager",)
+        evaluator = Evaluator(task, EvalConfig(reference_modes=modes), compiler=compiler, worker=worker)
+        facts = evaluator.prepare()
+        row = BenchRow(task=task.name, file=str(path), status="no kernel")
+        row.baselines_ms = {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
+        row.floor_ms = (facts.input_bytes + facts.output_bytes) / facts.bandwidth * 1e3 if facts.bandwidth else None
+        naive = KernelSource.from_file(task.naive_kernel_path) if task.naive_kernel_path else None
+        offline = generate_offline_root(task, evaluator, seeds=config.seeds, naive=naive)
+        row.plan = offline.plan
+        best = offline.best
+        if best is None:
+            row.reason = offline.error or "no root candidate verified"
+            row.evaluations = len(offline.candidates)
+            return row
+        search = SearchConfig(
+            strategy=config.strategy,
+            budgets=Budgets(
+                max_evaluations=max(1, config.evaluations - len(offline.candidates)),
+                max_seconds=config.minutes_per_task * 60,
+            ),
+        )
+        with RunStore(out_dir / "runs.db") as store:
+            outcome = run_search(task, best.kernel, evaluator, [make_proposer("offline")], None, store, search)
+        row.status = "verified"
+        row.root = best.label
+        row.best_ms = outcome.best_timing.median_ms
+        row.evaluations = outcome.evaluations + len(offline.candidates)
+        row.confirmed = outcome.confirmed
+        row.run_id = outcome.run_id
+        row.cost_usd = outcome.cost_usd
+        row.wall_s = round(time.perf_counter() - start, 1)
+        return row
+
+    return job

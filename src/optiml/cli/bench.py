@@ -1,0 +1,101 @@
+"""``optiml bench SUITE``: every task of a suite through `optimize`, with KernelBench's metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optiml.cli.app import app, console, err_console, reports_errors
+from optiml.errors import OptimlError
+
+
+@app.command("bench")
+@reports_errors
+def bench_cmd(
+    suite: Annotated[
+        str, typer.Argument(help="A folder of task files (a KernelBench level folder), a glob, or a list file.")
+    ],
+    tasks: Annotated[
+        str | None, typer.Option("--tasks", help="Only these tasks: comma-separated names or globs.")
+    ] = None,
+    evaluations: Annotated[int, typer.Option("--evals", help="Evaluations per task (root candidates included).")] = 30,
+    minutes: Annotated[float, typer.Option(help="Wall-time budget per task, in minutes.")] = 10.0,
+    gpus: Annotated[str, typer.Option(help="GPUs to shard tasks over: 'all', or indices like 0,1.")] = "0",
+    no_compile: Annotated[bool, typer.Option("--no-compile", help="Skip the torch.compile baseline.")] = False,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for bench.json, bench.md, runs.db.")] = None,
+) -> None:
+    """Run a suite: per task the root from templates, the offline search, baselines on the same GPU.
+
+    Resumable: the same command continues where a killed run stopped. A failing task is recorded
+    with its reason; the suite goes on.
+    """
+    from rich.markdown import Markdown
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from optiml.bench import BenchConfig, discover_suite, run_bench
+    from optiml.bench.metrics import markdown, suite_metrics
+    from optiml.bench.runner import REPORT, STATE
+
+    if evaluations < 1 or minutes <= 0:
+        raise OptimlError("--evals must be at least 1 and --minutes positive")
+    paths = discover_suite(suite, tasks)
+    target = out or Path(f"bench-{Path(suite).stem or 'suite'}")
+    if target.exists() and not target.is_dir():
+        raise OptimlError(f"{target}: exists and is not a folder")
+    config = BenchConfig(
+        evaluations=evaluations, minutes_per_task=minutes, torch_compile=not no_compile, gpus=_gpu_list(gpus)
+    )
+    console.print(f"bench [bold]{suite}[/bold]: {len(paths)} tasks on GPU(s) {gpus}; state in {target}/")
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("tasks", total=len(paths))
+
+        def on_row(row: object) -> None:
+            progress.advance(bar)
+            progress.console.print(_line(row), highlight=False)
+
+        from optiml.bench.runner import load_rows
+
+        progress.update(bar, completed=sum(1 for r in load_rows(target) if Path(r.file).resolve() in
+                                           {p.resolve() for p in paths}))  # fmt: skip
+        try:
+            rows = run_bench(paths, config, target, on_row=on_row)
+        except KeyboardInterrupt:
+            err_console.print(
+                f"[yellow]interrupted[/yellow]: run the same command again to continue ({target}/{STATE})"
+            )
+            raise typer.Exit(130) from None
+    console.print(Markdown(markdown(rows, suite_metrics(rows))))
+    console.print(f"written: {target}/{STATE}, {target}/{REPORT}, runs in {target}/runs.db")
+
+
+def _line(row: object) -> str:
+    from optiml.bench.metrics import BenchRow
+
+    assert isinstance(row, BenchRow)
+    if not row.verified:
+        return f"  {row.task}: {row.status} — {row.reason}"
+    eager = row.speedup("eager")
+    return f"  {row.task}: {row.best_ms:.4f} ms" + (f", {eager:.2f}× eager" if eager else "")
+
+
+def _gpu_list(spec: str) -> tuple[int | None, ...]:
+    if spec == "all":
+        import torch
+
+        count = torch.cuda.device_count()
+        if count == 0:
+            from optiml.errors import NoGPUError
+
+            raise NoGPUError("no CUDA GPU is visible: bench needs one (run `optiml doctor`)")
+        return tuple(range(count))
+    try:
+        indices = tuple(int(part) for part in spec.split(",") if part.strip())
+    except ValueError:
+        raise OptimlError(f"--gpus {spec!r}: give 'all' or comma-separated indices such as 0,1") from None
+    if not indices or any(i < 0 for i in indices):
+        raise OptimlError(f"--gpus {spec!r}: give 'all' or comma-separated indices such as 0,1")
+    return indices

@@ -1,0 +1,155 @@
+"""optiml bench without a GPU: suite discovery, metrics, sharding over workers, failures, resume."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from optiml.bench import BenchConfig, BenchRow, discover_suite, run_bench, suite_metrics
+from optiml.bench.metrics import markdown
+from optiml.errors import OptimlError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_tasks(folder: Path, names: list[str]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in names:
+        path = folder / f"{name}.py"
+        path.write_text("# a task file (the fake job never reads it)\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_discovery_by_folder_glob_list_and_filter(tmp_path: Path) -> None:
+    paths = write_tasks(tmp_path / "level1", ["1_relu", "2_softmax", "3_layernorm"])
+    (tmp_path / "level1" / "_private.py").write_text("", encoding="utf-8")
+    assert discover_suite(str(tmp_path / "level1")) == paths
+    assert discover_suite(str(tmp_path / "level1" / "*soft*.py")) == [paths[1]]
+    listing = tmp_path / "suite.txt"
+    listing.write_text("# my suite\nlevel1/3_layernorm.py\n\nlevel1/1_relu.py  # first\n", encoding="utf-8")
+    assert discover_suite(str(listing)) == [paths[2].resolve(), paths[0].resolve()]
+    assert discover_suite(str(tmp_path / "level1"), "*norm*,relu") == [paths[0], paths[2]]
+    with pytest.raises(OptimlError, match="no task matches"):
+        discover_suite(str(tmp_path / "level1"), "conv")
+    with pytest.raises(OptimlError, match="no task files"):
+        discover_suite(str(tmp_path / "nothing-here"))
+    listing.write_text("level1/missing.py\n", encoding="utf-8")
+    with pytest.raises(OptimlError, match=r"suite.txt:1: no such task file"):
+        discover_suite(str(listing))
+
+
+def test_the_starter_suite_is_discovered() -> None:
+    names = {p.stem for p in discover_suite(str(ROOT / "tasks"))}
+    assert {"softmax", "matmul", "conv2d"} <= names
+
+
+def row(task: str, best: float | None, eager: float, compile_ms: float, floor: float = 0.05) -> BenchRow:
+    status = "verified" if best is not None else "failed"
+    return BenchRow(task, f"/{task}.py", status, best_ms=best, baselines_ms={"eager": eager, "compile": compile_ms},
+                    floor_ms=floor, reason="" if best else "no template for aten.foo")  # fmt: skip
+
+
+def test_metrics_follow_kernelbench() -> None:
+    rows = [row("a", 0.1, 0.2, 0.1), row("b", 0.1, 0.12, 0.2), row("c", 0.1, 0.08, 0.08), row("d", None, 1, 1)]
+    metrics = suite_metrics(rows)
+    assert metrics["correctness"] == pytest.approx(0.75)  # failures count in the denominator
+    assert metrics["fast_0_vs_eager"] == pytest.approx(0.75)
+    assert metrics["fast_1_vs_eager"] == pytest.approx(0.5)  # 2.0x and 1.2x
+    assert metrics["fast_1.5_vs_eager"] == pytest.approx(0.25)
+    assert metrics["fast_2_vs_eager"] == pytest.approx(0.0)  # strictly faster than 2x
+    assert metrics["geomean_vs_eager"] == pytest.approx((2.0 * 1.2 * 0.8) ** (1 / 3))
+    assert metrics["geomean_vs_compile"] == pytest.approx((1.0 * 2.0 * 0.8) ** (1 / 3))
+    assert metrics["median_roofline_fraction"] == pytest.approx(0.5)
+    assert metrics["not_verified"] == ["d"]
+    table = markdown(rows, metrics)
+    assert "| a | verified | 0.1000 | 0.2000 | 0.1000 | 2.00× | 1.00× | 50% |" in table
+    assert "failed: no template for aten.foo" in table
+
+
+class FakeWorker:
+    def __init__(self, gpu: int | None, log: list[str]) -> None:
+        self.gpu = gpu
+        self.log = log
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.log.append(f"stop {self.gpu}")
+
+
+def test_tasks_are_sharded_over_gpus_and_a_failure_stays_a_row(tmp_path: Path) -> None:
+    paths = write_tasks(tmp_path / "suite", [f"t{i}" for i in range(6)])
+    log: list[str] = []
+    workers: list[FakeWorker] = []
+    barrier = threading.Barrier(2, timeout=10)
+
+    def make_worker(gpu: int | None) -> FakeWorker:
+        worker = FakeWorker(gpu, log)
+        workers.append(worker)
+        return worker
+
+    def job(path: Path, worker: FakeWorker, gpu: int | None) -> BenchRow:
+        assert worker.gpu == gpu  # a GPU's tasks run on that GPU's own worker
+        if path.stem == "t0":
+            barrier.wait()  # both GPUs are busy at once
+        if path.stem == "t1":
+            barrier.wait()
+        if path.stem == "t3":
+            raise RuntimeError("the worker died (simulated)\ntraceback lines")
+        return row(path.stem, 0.1, 0.2, 0.15)
+
+    rows = run_bench(paths, BenchConfig(gpus=(0, 1)), tmp_path / "out", job=job, make_worker=make_worker)
+    assert [r.task for r in rows] == [p.stem for p in paths]  # suite order, whatever finished first
+    assert {r.gpu for r in rows} == {0, 1}
+    failed = [r for r in rows if r.status == "failed"]
+    assert [r.task for r in failed] == ["t3"]
+    assert failed[0].reason == "RuntimeError: the worker died (simulated)"
+    assert all(w.stopped for w in workers) and len(workers) == 2
+    state = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert len(state["rows"]) == 6 and state["metrics"]["verified"] == 5
+    assert "| t3 | failed:" in (tmp_path / "out" / "bench.md").read_text()
+
+
+def test_a_stopped_bench_resumes_where_it_stopped(tmp_path: Path) -> None:
+    paths = write_tasks(tmp_path / "suite", ["a", "b", "c", "d"])
+    stop = threading.Event()
+    ran: list[str] = []
+
+    def job(path: Path, worker: object, gpu: int | None) -> BenchRow:
+        ran.append(path.stem)
+        if path.stem == "b":
+            stop.set()  # as if Ctrl-C arrived while b ran: b is recorded, c and d are not started
+        return row(path.stem, 0.1, 0.2, 0.15)
+
+    first = run_bench(paths, BenchConfig(), tmp_path / "out", job=job, make_worker=lambda g: object(), stop=stop)
+    assert [r.task for r in first] == ["a", "b"]
+    ran.clear()
+    second = run_bench(paths, BenchConfig(), tmp_path / "out", job=job, make_worker=lambda g: object())
+    assert ran == ["c", "d"]  # nothing recorded is run again
+    assert [r.task for r in second] == ["a", "b", "c", "d"]
+
+
+def test_a_corrupt_state_file_is_one_clear_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(OptimlError, match="not a bench state file"):
+        run_bench([], BenchConfig(), out, job=lambda *a: None, make_worker=lambda g: object())  # type: ignore[arg-type,return-value]
+
+
+def test_cli_rejects_bad_arguments_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from optiml.cli import app
+
+    runner = CliRunner()
+    missing = runner.invoke(app, ["bench", str(tmp_path / "none")])
+    assert missing.exit_code == 2 and "no task files" in missing.output
+    write_tasks(tmp_path / "s", ["x"])
+    bad = runner.invoke(app, ["bench", str(tmp_path / "s"), "--gpus", "zero"])
+    assert bad.exit_code == 2 and "--gpus" in bad.output
