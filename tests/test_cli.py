@@ -196,7 +196,9 @@ def test_export_writes_a_kernelbench_model_new_that_builds_its_kernel(tmp_path: 
 
     out = tmp_path / "layernorm_model_new.py"
     task = ROOT / "tasks" / "layernorm.py"
-    result = runner.invoke(app, ["export", str(task), str(ROOT / "tasks" / "layernorm.naive.cu"), "-o", str(out)])
+    naive = str(ROOT / "tasks" / "layernorm.naive.cu")
+    store = ["--store", str(tmp_path / "runs.db")]
+    result = runner.invoke(app, ["export", str(task), naive, "-o", str(out), *store, "--unverified"])
     assert result.exit_code == 0, result.output
     spec = importlib.util.spec_from_file_location("layernorm_model_new", out)
     assert spec is not None and spec.loader is not None
@@ -212,7 +214,7 @@ def test_export_writes_a_kernelbench_model_new_that_builds_its_kernel(tmp_path: 
     assert like.shape == (3, 8192) and like.dtype == torch.float32
     library = module.build_library("sm_90a")  # builds with nvcc; running it needs a GPU
     assert hasattr(library, "optiml_forward")
-    again = runner.invoke(app, ["export", str(task), str(ROOT / "tasks" / "layernorm.naive.cu"), "-o", str(out)])
+    again = runner.invoke(app, ["export", str(task), naive, "-o", str(out), *store, "--unverified"])
     assert again.exit_code == 2 and "--force" in again.output
 
 

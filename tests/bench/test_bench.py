@@ -153,3 +153,57 @@ def test_cli_rejects_bad_arguments_in_one_line(tmp_path: Path) -> None:
     write_tasks(tmp_path / "s", ["x"])
     bad = runner.invoke(app, ["bench", str(tmp_path / "s"), "--gpus", "zero"])
     assert bad.exit_code == 2 and "--gpus" in bad.output
+
+
+def _fake_factory(workdir: Path):  # type: ignore[no-untyped-def]
+    """Runs inside a Ray actor: a job that needs no GPU and proves the task file travelled."""
+
+    class Worker:
+        def stop(self) -> None:
+            pass
+
+    def job(path: Path, worker: object, gpu: int | None) -> BenchRow:
+        text = path.read_text(encoding="utf-8")
+        if "BROKEN" in text:
+            raise ValueError("the reference failed (simulated)")
+        import os
+
+        best = 0.1 if path.with_name(path.stem + ".naive.cu").is_file() else 0.2
+        return BenchRow(path.stem, str(path), "verified", best_ms=best, baselines_ms={"eager": 0.2},
+                        plan=f"pid {os.getpid()}")  # fmt: skip
+
+    return job, lambda gpu: Worker()
+
+
+def test_a_local_ray_cluster_runs_the_bench(tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    import sys
+
+    from optiml.bench.cluster import ray_workers
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors cannot import this test module
+    paths = write_tasks(tmp_path / "suite", ["a", "b", "c", "d"])
+    (tmp_path / "suite" / "b.naive.cu").write_text("// shipped kernel\n", encoding="utf-8")
+    paths[2].write_text("BROKEN\n", encoding="utf-8")
+    try:
+        config, make_worker, job = ray_workers(None, BenchConfig(gpus=(0, 1)), _fake_factory)
+        assert len(config.gpus) == 2  # no GPUs in this cluster: one CPU actor per requested slot
+        rows = run_bench(paths, config, tmp_path / "out", job=job, make_worker=make_worker)
+    finally:
+        ray.shutdown()
+    assert [r.task for r in rows] == ["a", "b", "c", "d"]
+    by_task = {r.task: r for r in rows}
+    assert by_task["b"].best_ms == 0.1 and by_task["a"].best_ms == 0.2  # the .naive.cu travelled with b
+    assert by_task["c"].status == "failed" and "simulated" in by_task["c"].reason
+    assert all(r.plan.startswith("pid ") for r in rows if r.verified)
+    assert {r.plan for r in rows if r.verified} != set()
+    state = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert state["metrics"]["verified"] == 3  # the driver wrote the same state a local bench writes
+
+
+def test_ray_missing_or_unreachable_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from optiml.bench.cluster import ray_workers
+
+    with pytest.raises(OptimlError, match="cannot connect to a Ray cluster"):
+        ray_workers("127.0.0.1:1", BenchConfig())

@@ -156,12 +156,15 @@ def test_wrong_key_is_reported_with_a_hint(server: ScriptedLLMServer, make_clien
     assert server.request_count == 1
 
 
-def test_server_down_is_unavailable(make_client: MakeClient) -> None:
+def test_server_down_fails_at_once_in_one_line(make_client: MakeClient, sleeps: Any) -> None:
     server = OpenAIServer().start()
-    client = make_client(server, max_retries=1)
+    client = make_client(server, max_retries=3)
     server.stop()
-    with pytest.raises(LLMUnavailable, match="2× connection failed"):
+    start = time.monotonic()
+    with pytest.raises(LLMUnavailable, match="connection refused: is the server running") as info:
         client.complete(MSGS)
+    assert time.monotonic() - start < 2.0 and sleeps.delays == []  # no retries, no back-off
+    assert info.value.attempts == 1 and info.value.kinds == ("refused",) and "\n" not in str(info.value)
 
 
 # -- cache, record, replay -----------------------------------------------------------------------

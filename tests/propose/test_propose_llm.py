@@ -8,7 +8,7 @@ import pytest
 from propose_helpers import TASKS, read_kernel, suite_task
 
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
-from optiml.llm import LLMBudgetExceeded, LLMClient
+from optiml.llm import LLMBudgetExceeded, LLMClient, LLMUnavailable
 from optiml.llm.testing import AnthropicServer, OpenAIServer, RecordedRequest, Reply, answer, error
 from optiml.propose.base import Edit, HistoryEntry, ProposalContext, Proposer
 from optiml.propose.llm import LLMProposer
@@ -175,11 +175,22 @@ def test_cut_off_answer_mentions_max_tokens(openai: OpenAIServer) -> None:
     assert "hit the max_tokens limit" in openai.requests[1].messages[-1]["content"]
 
 
-def test_unavailable_service_gives_failed_proposals(openai: OpenAIServer) -> None:
+def test_unavailable_service_is_raised_when_every_request_failed(openai: OpenAIServer) -> None:
     openai.script(*[error(503)] * 4)
-    proposals = proposer_for(openai, max_retries=3).propose(context(), 2)
-    assert len(proposals) == 2 and not any(p.usable for p in proposals)
-    assert all(p.error is not None and p.error.startswith("LLM request failed: LLM unavailable") for p in proposals)
+    with pytest.raises(LLMUnavailable, match=r"failed 4 attempts \(4× server error"):
+        proposer_for(openai, max_retries=3).propose(context(), 2)
+
+
+def test_a_failed_request_beside_a_good_one_gives_failed_proposals(openai: OpenAIServer) -> None:
+    def by_size(request: RecordedRequest) -> Reply:  # the two requests race: fail the one of one sample
+        return answer(sr_answer(512), sr_answer(128)) if request.n == 2 else error(400, "too long")
+
+    openai.script(by_size, by_size)
+    proposer = LLMProposer(LLMClient(openai.config(), sleep=lambda _s: None), samples_per_request=2)
+    proposals = proposer.propose(context(), 3)
+    assert [p.usable for p in proposals].count(True) == 2
+    [failed] = [p for p in proposals if not p.usable]
+    assert failed.error is not None and failed.error.startswith("LLM request failed:") and "too long" in failed.error
 
 
 def test_spent_budget_is_raised_when_nothing_was_proposed(openai: OpenAIServer) -> None:

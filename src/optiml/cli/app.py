@@ -16,6 +16,7 @@ from rich.markup import escape
 from optiml import __version__
 from optiml.errors import OptimlError
 
+
 class _FlagOption(typer.core.TyperOption):
     """A boolean flag in the help: no value type after it (typer's rich help prints ``--json <bool>``)."""
 
@@ -148,7 +149,31 @@ LlmModelOpt = Annotated[str | None, typer.Option("--llm-model", help="LLM model 
 LlmUrlOpt = Annotated[str | None, typer.Option("--llm-base-url", help="OpenAI-compatible base URL (vLLM, …).")]
 
 
-def llm_overrides(model: str | None, base_url: str | None, budget_usd: float | None = None) -> dict[str, Any]:
+BudgetUsdOpt = Annotated[
+    float | None,
+    typer.Option("--budget-usd", help="LLM cost budget in USD (refused for a model without a known price)."),
+]
+MaxLlmCallsOpt = Annotated[
+    int | None, typer.Option("--max-llm-calls", min=1, help="LLM budget in API calls (needs no prices).")
+]
+MaxLlmTokensOpt = Annotated[
+    int | None, typer.Option("--max-llm-tokens", min=1, help="LLM budget in input + output tokens (needs no prices).")
+]
+AllowUnpricedOpt = Annotated[
+    bool,
+    typer.Option("--allow-unpriced", help="Accept --budget-usd for a model without a known price (it cannot bind)."),
+]
+
+
+def llm_overrides(
+    model: str | None,
+    base_url: str | None,
+    budget_usd: float | None = None,
+    *,
+    max_calls: int | None = None,
+    max_tokens: int | None = None,
+    allow_unpriced: bool = False,
+) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     if model:
         overrides["model"] = model
@@ -156,6 +181,12 @@ def llm_overrides(model: str | None, base_url: str | None, budget_usd: float | N
         overrides["base_url"] = base_url
     if budget_usd is not None:
         overrides["budget_usd"] = budget_usd
+    if max_calls is not None:
+        overrides["budget_calls"] = max_calls
+    if max_tokens is not None:
+        overrides["budget_tokens"] = max_tokens
+    if allow_unpriced:
+        overrides["allow_unpriced"] = True
     return overrides
 
 

@@ -25,6 +25,10 @@ def bench_cmd(
     gpus: Annotated[str, typer.Option(help="GPUs to shard tasks over: 'all', or indices like 0,1.")] = "0",
     no_compile: Annotated[bool, typer.Option("--no-compile", help="Skip the torch.compile baseline.")] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for bench.json, bench.md, runs.db.")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="Run on a Ray cluster: its address (ray://host:10001, auto), or 'local'."),
+    ] = None,
 ) -> None:
     """Run a suite: per task the root from templates, the offline search, baselines on the same GPU.
 
@@ -61,8 +65,14 @@ def bench_cmd(
 
         progress.update(bar, completed=sum(1 for r in load_rows(target) if Path(r.file).resolve() in
                                            {p.resolve() for p in paths}))  # fmt: skip
+        job = make_worker = None
+        if ray is not None:
+            from optiml.bench.cluster import ray_workers
+
+            config, make_worker, job = ray_workers(None if ray == "local" else ray, config)
+            console.print(f"Ray: {len(config.gpus)} actor(s)")
         try:
-            rows = run_bench(paths, config, target, on_row=on_row)
+            rows = run_bench(paths, config, target, on_row=on_row, job=job, make_worker=make_worker)
         except KeyboardInterrupt:
             err_console.print(
                 f"[yellow]interrupted[/yellow]: run the same command again to continue ({target}/{STATE})"

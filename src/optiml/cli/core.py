@@ -218,7 +218,9 @@ def export_cmd(
     else:
         console.print(f"verified: {verification.summary()}", highlight=False)
     console.print(
-        f"wrote {target}: `from {target.stem} import ModelNew` (same arguments as the task's Model)", highlight=False
+        f"wrote {target}: `from {target.stem} import ModelNew` (same arguments as the task's Model)",
+        highlight=False,
+        soft_wrap=True,
     )
 
 

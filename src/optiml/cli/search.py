@@ -7,20 +7,27 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from optiml.cli.app import (
     DEFAULT_STORE,
+    AllowUnpricedOpt,
+    BudgetUsdOpt,
     KernelArg,
     LlmModelOpt,
     LlmUrlOpt,
+    MaxLlmCallsOpt,
+    MaxLlmTokensOpt,
     ProposerOpt,
     StoreOpt,
     TaskArg,
     app,
+    check_output,
     console,
     err_console,
     llm_overrides,
     reports_errors,
+    write_output,
 )
 from optiml.cli.generate import generate_root_for
 from optiml.errors import OptimlError
@@ -38,8 +45,13 @@ def propose_cmd(
     store: StoreOpt = DEFAULT_STORE,
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmUrlOpt = None,
+    budget_usd: BudgetUsdOpt = None,
+    max_llm_calls: MaxLlmCallsOpt = None,
+    max_llm_tokens: MaxLlmTokensOpt = None,
+    allow_unpriced: AllowUnpricedOpt = False,
 ) -> None:
-    """Propose edits to KERNEL without running a search; writes each proposal and its rationale."""
+    """Propose edits to KERNEL without running a search; writes each proposal and its rationale.
+    Exit status 1 when no proposal is usable."""
     from optiml.kernel.source import KernelSource
     from optiml.propose.base import ProposalContext
     from optiml.propose.factory import make_proposer
@@ -47,25 +59,88 @@ def propose_cmd(
     from optiml.session import SessionOptions, llm_config, make_llm_client
     from optiml.task import load_task
 
+    if count < 1:
+        raise OptimlError(f"-n must be at least 1 (how many proposals), got {count}")
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     client = None
+    context = ProposalContext(task=loaded, kernel=source)
     if proposer == "llm":
-        config = llm_config(SessionOptions(llm_overrides=llm_overrides(llm_model, llm_base_url)))
+        overrides = llm_overrides(
+            llm_model,
+            llm_base_url,
+            budget_usd,
+            max_calls=max_llm_calls,
+            max_tokens=max_llm_tokens,
+            allow_unpriced=allow_unpriced,
+        )
+        config = llm_config(SessionOptions(llm_overrides=overrides))
         config.require_configured()
-        client = make_llm_client(config, store)
+        client = make_llm_client(config, store)  # refuses a budget it cannot enforce, before any work
+        context = _with_evidence(context)  # what the LLM is told about the current kernel and the GPU
     try:
         chosen = make_proposer(proposer, seed=seed, client=client)
-        proposals = chosen.propose(ProposalContext(task=loaded, kernel=source), count)
+        proposals = chosen.propose(context, count)
     finally:
         if client is not None:
             client.close()
-    written = write_proposals(proposals, out)
+    written = write_proposals(proposals, out, parent=source)
     usable = sum(1 for p in proposals if p.usable)
     console.print(f"{usable} of {len(proposals)} proposals usable; {len(written)} files written to {out}/")
+    from optiml.propose.llm import CACHED
+
+    sources = list(getattr(chosen, "last_sources", []))
     for index, proposal in enumerate(proposals, start=1):
-        mark = "[green]ok[/green]" if proposal.usable else f"[red]failed[/red] ({proposal.error})"
-        console.print(f"  {index}. {mark} {proposal.edit.summary(100)}", highlight=False)
+        mark = "[green]ok[/green]" if proposal.usable else f"[red]failed[/red] ({escape(proposal.error or '')})"
+        if index <= len(sources) and sources[index - 1] == CACHED:
+            mark += " [dim](cached answer)[/dim]"
+        console.print(f"  {index}. {mark} {escape(proposal.edit.summary(100))}", highlight=False)
+    if client is not None:
+        console.print(_usage_line(client), highlight=False)
+    if usable == 0:
+        err_console.print("[red]error:[/red] no usable proposal", highlight=False)
+        raise typer.Exit(1)
+
+
+def _usage_line(client: Any) -> str:
+    """What the LLM calls of one command cost: answers, the cached ones, tokens, dollars."""
+    usage = client.usage
+    cached = f" ({usage.cached_calls} from the cache, free)" if usage.cached_calls else ""
+    price = client.config.price
+    cost = f"${usage.cost_usd:.4f}" if price is not None else f"$0 (no price known for {client.config.model})"
+    answers = f"{usage.calls} answer{'' if usage.calls == 1 else 's'}"
+    calls = f"{usage.api_calls} API call{'' if usage.api_calls == 1 else 's'}"
+    return f"LLM: {answers}{cached}, {calls}, {usage.input_tokens:,} tokens in, {usage.output_tokens:,} out, {cost}"
+
+
+def _with_evidence(context: Any) -> Any:
+    """The context with the current kernel's evidence and the target GPU: compiled (compile result and
+    ptxas resources per kernel) and, where a GPU is visible, verified and timed too."""
+    from dataclasses import replace
+
+    from optiml.evaluate.evaluator import Evaluator, compile_check
+    from optiml.kernel.compiler import DEFAULT_ARCH, Compiler, CompilerConfig
+    from optiml.propose.target import probe_target
+
+    try:
+        compiler = Compiler(CompilerConfig(libraries=context.task.meta.libraries))
+    except OptimlError as exc:  # no nvcc: the LLM still gets the kernel, without compile evidence
+        err_console.print(f"[yellow]no compile evidence for the LLM[/yellow]: {exc}", highlight=False)
+        return replace(context, target=probe_target(DEFAULT_ARCH))
+    with console.status("compiling the current kernel (its ptxas resources go to the LLM)"):
+        result = compile_check(context.task, context.kernel, compiler)
+    target = probe_target(compiler.arch)
+    if result.ok and target.sm_count is not None:  # a GPU is visible: verify and time it as well
+        try:
+            status = console.status("verifying and timing the current kernel on the GPU")
+            with status, Evaluator(context.task, compiler=compiler) as evaluator:
+                result = evaluator.evaluate(context.kernel)
+                if evaluator.facts is not None:
+                    target = probe_target(compiler.arch, evaluator.facts.bandwidth)
+        except OptimlError as exc:
+            err_console.print(f"[yellow]the kernel was not run[/yellow]: {exc}", highlight=False)
+    console.print(f"current kernel: {result.feedback().splitlines()[0]}", highlight=False)
+    return replace(context, result=result, target=target)
 
 
 @app.command("optimize")
@@ -81,7 +156,10 @@ def optimize_cmd(
     strategy: Annotated[str, typer.Option(help="mcts | greedy | best-of-n")] = "mcts",
     evaluations: Annotated[int, typer.Option("--evals", help="Evaluation budget.")] = 60,
     minutes: Annotated[float, typer.Option(help="Wall-time budget in minutes.")] = 30.0,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="LLM cost budget.")] = None,
+    budget_usd: BudgetUsdOpt = None,
+    max_llm_calls: MaxLlmCallsOpt = None,
+    max_llm_tokens: MaxLlmTokensOpt = None,
+    allow_unpriced: AllowUnpricedOpt = False,
     proposer: ProposerOpt = "auto",
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Where to write the best kernel (default: <task>.best.cu).")
@@ -102,11 +180,13 @@ def optimize_cmd(
     from optiml.kernel.source import KernelSource
     from optiml.search import Budgets, SearchConfig, run_search
     from optiml.search.live import LiveView, render_summary
+    from optiml.search.spend import load_run_spend
     from optiml.session import SessionOptions, open_session
     from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
 
     loaded = load_task(task)
+    target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
     run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
     options = SessionOptions(
         arch=arch,
@@ -115,12 +195,25 @@ def optimize_cmd(
         proposer=proposer,
         seed=seed,
         store_path=store,
-        llm_overrides=llm_overrides(llm_model, llm_base_url, budget_usd),
+        llm_overrides=llm_overrides(
+            llm_model,
+            llm_base_url,
+            budget_usd,
+            max_calls=max_llm_calls,
+            max_tokens=max_llm_tokens,
+            allow_unpriced=allow_unpriced,
+        ),
     )
     config = SearchConfig(
         strategy=strategy,
         profile_margin=profile_margin,
-        budgets=Budgets(max_evaluations=evaluations, max_seconds=minutes * 60, max_cost_usd=budget_usd),
+        budgets=Budgets(
+            max_evaluations=evaluations,
+            max_seconds=minutes * 60,
+            max_cost_usd=budget_usd,
+            max_llm_calls=max_llm_calls,
+            max_llm_tokens=max_llm_tokens,
+        ),
     )
     root = KernelSource.from_file(kernel) if kernel is not None else None  # else generated (templates, LLM)
     with open_session(loaded, options, run_label=run_id) as session:
@@ -147,9 +240,8 @@ def optimize_cmd(
                 ),
                 store,
             )
-    console.print(render_summary(outcome))
-    target = out or Path(f"{loaded.name}.best.cu")
-    target.write_text(outcome.best_kernel.to_file_text(), encoding="utf-8")
+    console.print(render_summary(outcome, load_run_spend(store, outcome.run_id)))
+    write_output(target, outcome.best_kernel.to_file_text())
     console.print(
         f"best kernel written to [bold]{target}[/bold] (run {outcome.run_id}; `optiml show {outcome.run_id}`)"
     )
@@ -158,7 +250,7 @@ def optimize_cmd(
 @app.command("resume")
 @reports_errors
 def resume_cmd(
-    run_id: Annotated[str, typer.Argument(help="Run id (see `optiml runs`).")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `optiml runs`).")],
     evaluations: Annotated[int | None, typer.Option("--evals", help="New total evaluation budget.")] = None,
     minutes: Annotated[float | None, typer.Option(help="New total wall-time budget in minutes.")] = None,
     proposer: ProposerOpt = "auto",
@@ -171,13 +263,17 @@ def resume_cmd(
     """Continue a stopped or interrupted run; no evaluated candidate is evaluated again."""
     from optiml.search import Budgets, SearchConfig, resume_search
     from optiml.search.live import LiveView, render_summary
+    from optiml.search.spend import load_run_spend
     from optiml.session import SessionOptions, open_session
     from optiml.store import RunStore
     from optiml.task import load_task
 
+    if out is not None:
+        check_output(out)
     with RunStore(store) as run_store:
         run = run_store.get_run(run_id)
         loaded = load_task(run.task_path)
+        target = check_output(out or Path(f"{loaded.name}.best.cu"))
         budgets = None
         if evaluations is not None or minutes is not None:
             base = SearchConfig.from_json(run.config_json).budgets
@@ -185,6 +281,8 @@ def resume_cmd(
                 max_evaluations=evaluations if evaluations is not None else base.max_evaluations,
                 max_seconds=minutes * 60 if minutes is not None else base.max_seconds,
                 max_cost_usd=base.max_cost_usd,
+                max_llm_calls=base.max_llm_calls,
+                max_llm_tokens=base.max_llm_tokens,
             )
         options = SessionOptions(
             profile=not no_profile,
@@ -206,9 +304,8 @@ def resume_cmd(
                 ),
                 store,
             )
-    console.print(render_summary(outcome))
-    target = out or Path(f"{loaded.name}.best.cu")
-    target.write_text(outcome.best_kernel.to_file_text(), encoding="utf-8")
+    console.print(render_summary(outcome, load_run_spend(store, outcome.run_id)))
+    write_output(target, outcome.best_kernel.to_file_text())
     console.print(f"best kernel written to [bold]{target}[/bold]")
 
 
@@ -229,32 +326,27 @@ def runs_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
 @app.command("show")
 @reports_errors
 def show_cmd(
-    run_id: Annotated[str, typer.Argument(help="Run id (see `optiml runs`).")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `optiml runs`).")],
     store: StoreOpt = DEFAULT_STORE,
     kernel_out: Annotated[Path | None, typer.Option("--kernel-out", help="Also write the best kernel here.")] = None,
 ) -> None:
-    """Show a run's best kernel path: each edit, why, and what it gained; and its LLM usage."""
-    from optiml.llm import LLMCallStore
+    """Show a run's best kernel path: each edit, why, and what it gained; and its LLM calls, tokens and
+    cost, per verified candidate too."""
     from optiml.search import best_path
     from optiml.search.live import render_run_path
+    from optiml.search.spend import load_run_spend
     from optiml.store import RunStore
 
+    if kernel_out is not None:
+        check_output(kernel_out)
     if not store.exists():
         raise OptimlError(f"{store}: no run store yet (run `optiml optimize` first)")
     with RunStore(store) as run_store:
         path = best_path(run_store, run_id)
-    with LLMCallStore(store) as calls:
-        usage = calls.usage(path.run.id)
-    console.print(render_run_path(path))
-    if usage.calls:
-        console.print(
-            f"LLM: {usage.calls} calls ({usage.cached_calls} from the cache), {usage.input_tokens} tokens in, "
-            f"{usage.output_tokens} out, ${usage.cost_usd:.2f}",
-            highlight=False,
-        )
+    console.print(render_run_path(path, load_run_spend(store, path.run.id)))
     if kernel_out is not None:
-        kernel_out.write_text(path.best_kernel.to_file_text(), encoding="utf-8")
-        console.print(f"best kernel written to {kernel_out}")
+        write_output(kernel_out, path.best_kernel.to_file_text())
+        console.print(f"best kernel written to {kernel_out}", highlight=False)
 
 
 def _interruptible(run: Callable[[], Any], store: Path) -> Any:

@@ -114,7 +114,13 @@ def render_model_new(
     """The ``ModelNew`` file; with ``verification`` None it is labelled UNVERIFIED (``store``: where
     no record was found, for the label)."""
     template_text = (resources.files("optiml.export") / "templates" / "model_new.py.j2").read_text(encoding="utf-8")
-    template = jinja2.Template(template_text, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    template = jinja2.Template(
+        template_text,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
     return template.render(
         task_name=task.name,
         version=__version__,

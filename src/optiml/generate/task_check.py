@@ -67,7 +67,9 @@ def validate_task_file(path: str | Path, timeout_s: float = 300.0, max_bytes: in
         if reply is None:
             tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-4:])
             cause = launch.describe_exit(proc.returncode)
-            raise TaskError(f"{task.shown}: checking the task failed: the check {cause}" + (f": {tail}" if tail else ""))
+            raise TaskError(
+                f"{task.shown}: checking the task failed: the check {cause}" + (f": {tail}" if tail else "")
+            )
     if not reply.get("ok"):
         message = str(reply.get("error", "the check failed without a message"))
         raise TaskError(_relocate(message, copy, Path(task.shown)))

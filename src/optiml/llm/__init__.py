@@ -23,6 +23,7 @@ from optiml.llm.client import LLMClient
 from optiml.llm.config import LLMConfig, load_llm_config
 from optiml.llm.errors import (
     LLMBudgetExceeded,
+    LLMCancelled,
     LLMConfigError,
     LLMError,
     LLMReplayMiss,
@@ -31,6 +32,7 @@ from optiml.llm.errors import (
     LLMTransientError,
     LLMUnavailable,
 )
+from optiml.llm.prices import ModelPrice, PriceTable
 from optiml.llm.providers import AnthropicProvider, OpenAIProvider, Provider, make_provider
 from optiml.llm.retry import Backoff
 from optiml.llm.store import LLMCallStore
@@ -43,6 +45,7 @@ __all__ = [
     "ChatMessage",
     "LLMBudgetExceeded",
     "LLMCallStore",
+    "LLMCancelled",
     "LLMClient",
     "LLMConfig",
     "LLMConfigError",
@@ -55,7 +58,9 @@ __all__ = [
     "LLMTransientError",
     "LLMUnavailable",
     "LLMUsage",
+    "ModelPrice",
     "OpenAIProvider",
+    "PriceTable",
     "Provider",
     "load_llm_config",
     "make_client",

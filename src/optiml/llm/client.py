@@ -149,6 +149,8 @@ class LLMClient:
         self._spent_calls = 0  # API calls and replayed answers: what budget_calls counts
         self._spent_tokens = 0  # their input + output tokens: what budget_tokens counts
         self._reserved_calls = 0  # API calls sent and not yet answered
+        self._cap_calls: int | None = None  # limits set at run time (`cap`), besides the config's budgets
+        self._cap_tokens: int | None = None
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -249,8 +251,8 @@ class LLMClient:
                     f.cancel()
                 return [f.result() for f in futures]
             wait(futures)
-        except BaseException as exc:
-            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: stop everything now
+        except BaseException as interrupt:
+            if not isinstance(interrupt, Exception):  # KeyboardInterrupt, SystemExit: stop everything now
                 self.cancel()
             raise
         finally:
@@ -280,6 +282,20 @@ class LLMClient:
                 cost_usd=self._cost,
                 by_purpose=dict(self._cost_by_purpose),
             )
+
+    @property
+    def spent(self) -> tuple[int, int]:
+        """(API calls, input + output tokens) as the call and token budgets count them: network calls
+        and replayed answers; cache hits are free."""
+        with self._lock:
+            return self._spent_calls, self._spent_tokens
+
+    def cap(self, *, calls: int | None = None, tokens: int | None = None) -> None:
+        """Also stop at ``calls`` API calls / ``tokens`` tokens, counted as `spent` counts them (a search
+        with call or token budgets sets what is left of them). None lifts a cap; the config's
+        ``budget_calls`` / ``budget_tokens`` still apply."""
+        with self._lock:
+            self._cap_calls, self._cap_tokens = calls, tokens
 
     def cancel(self) -> None:
         """Make every request waiting on this client raise `LLMCancelled`, now and from now on.
@@ -507,6 +523,7 @@ class LLMClient:
         config = self.config
         with self._lock:
             spent, calls, tokens = self._cost, self._spent_calls, self._spent_tokens
+            token_limit = _least(config.budget_tokens, self._cap_tokens)
         if config.budget_usd is not None and spent >= config.budget_usd:
             raise LLMBudgetExceeded(
                 f"LLM budget spent: ${spent:.4f} of ${config.budget_usd:.4f} after {calls} API calls; "
@@ -516,20 +533,20 @@ class LLMClient:
                 limit="usd",
                 reason=f"LLM cost budget spent (${config.budget_usd:g})",
             )
-        if config.budget_tokens is not None and tokens >= config.budget_tokens:
+        if token_limit is not None and tokens >= token_limit:
             raise LLMBudgetExceeded(
-                f"LLM token budget spent: {tokens} of {config.budget_tokens} tokens after {calls} API calls; "
+                f"LLM token budget spent: {tokens} of {token_limit} tokens after {calls} API calls; "
                 "raise budget_tokens (--max-llm-tokens, OPTIML_LLM_BUDGET_TOKENS) to continue",
                 spent_usd=spent,
                 budget_usd=config.budget_usd,
                 limit="tokens",
-                reason=f"LLM token budget spent ({config.budget_tokens} tokens)",
+                reason=f"LLM token budget spent ({token_limit} tokens)",
             )
 
     def _reserve_call(self) -> None:
         """Count an API call before it is sent, so concurrent requests never overshoot budget_calls."""
-        limit = self.config.budget_calls
         with self._lock:
+            limit = _least(self.config.budget_calls, self._cap_calls)
             if limit is not None and self._spent_calls + self._reserved_calls >= limit:
                 spent = self._cost
             else:
@@ -571,6 +588,10 @@ class LLMClient:
             self._input_tokens += response.input_tokens
             self._output_tokens += response.output_tokens
             self._cost_by_purpose[request.purpose] += response.cost_usd
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _describe(failure: LLMTransientError) -> str:

@@ -117,9 +117,22 @@ class LLMCallStore:
                  created_at) in rows
         ]  # fmt: skip
 
-    def usage(self, run_id: str | None = None) -> LLMUsage:
-        """Totals over the stored exchanges (of one run, if given). `api_calls` counts network rows."""
-        where, params = ("WHERE run_id = ?", (run_id,)) if run_id is not None else ("", ())
+    def usage(
+        self, run_id: str | None = None, purpose_prefix: str | None = None, *, network_only: bool = False
+    ) -> LLMUsage:
+        """Totals over the stored exchanges (of one run, if given; of the purposes starting with
+        `purpose_prefix`, if given, e.g. ``"propose"``; of network answers only, with `network_only`:
+        what was paid for). `api_calls` counts network rows."""
+        clauses: list[str] = ["cached = 0"] if network_only else []
+        values: list[str | int] = []
+        if run_id is not None:
+            clauses.append("run_id = ?")
+            values.append(run_id)
+        if purpose_prefix is not None:
+            clauses.append("substr(purpose, 1, ?) = ?")
+            values.extend([len(purpose_prefix), purpose_prefix])
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        params = tuple(values)
         with self._lock:
             calls, cached, tokens_in, tokens_out, cost = self._conn.execute(
                 "SELECT COUNT(*), COALESCE(SUM(cached), 0), COALESCE(SUM(input_tokens), 0),"
@@ -140,6 +153,27 @@ class LLMCallStore:
             cost_usd=float(cost),
             by_purpose=by_purpose,
         )
+
+    def spent(self, run_id: str) -> tuple[int, int]:
+        """(answers from the network, their input + output tokens) of one run: what its call and token
+        budgets have used so far (cache hits are free)."""
+        with self._lock:
+            calls, tokens = self._conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(input_tokens + output_tokens), 0) FROM llm_calls"
+                " WHERE run_id = ? AND cached = 0",
+                (run_id,),
+            ).fetchone()
+        return int(calls), int(tokens)
+
+    def models(self, run_id: str | None = None) -> list[str]:
+        """The models that answered (a run's) network requests, most used first."""
+        where, params = ("AND run_id = ?", (run_id,)) if run_id is not None else ("", ())
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT model, COUNT(*) AS n FROM llm_calls WHERE cached = 0 {where} GROUP BY model ORDER BY n DESC",
+                params,
+            ).fetchall()
+        return [str(model) for model, _ in rows]
 
     def close(self) -> None:
         with self._lock:

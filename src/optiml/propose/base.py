@@ -99,6 +99,41 @@ class DiagnosisFacts:
 
 
 @dataclass(frozen=True)
+class TargetGPU:
+    """The GPU a kernel is written for, as far as it is known here: at least the architecture it is
+    compiled for; with a GPU visible, its name, SM count, shared memory, L2 and memory."""
+
+    arch: str
+    name: str = ""
+    sm_count: int | None = None
+    smem_per_block_bytes: int | None = None  # opt-in maximum per block
+    smem_per_sm_bytes: int | None = None
+    l2_bytes: int | None = None
+    memory_bytes: int | None = None
+    bandwidth_gbs: float | None = None  # measured device-to-device copy bandwidth
+
+    def describe(self) -> str:
+        """One line for a prompt."""
+        if self.sm_count is None:
+            return (
+                f"{self.arch} (the architecture kernels are compiled for; no GPU is visible where this was "
+                "written, so its SM count and memory sizes are not known)"
+            )
+        facts = [f"{self.sm_count} SMs"]
+        if self.smem_per_block_bytes:
+            facts.append(f"{self.smem_per_block_bytes // 1024} KiB shared memory per block (opt-in)")
+        if self.smem_per_sm_bytes:
+            facts.append(f"{self.smem_per_sm_bytes // 1024} KiB per SM")
+        if self.l2_bytes:
+            facts.append(f"{self.l2_bytes / 2**20:.0f} MiB L2")
+        if self.memory_bytes:
+            facts.append(f"{self.memory_bytes / 2**30:.0f} GiB device memory")
+        if self.bandwidth_gbs:
+            facts.append(f"{self.bandwidth_gbs:.0f} GB/s measured copy bandwidth")
+        return f"{self.name or 'a GPU'}, {self.arch}: " + ", ".join(facts)
+
+
+@dataclass(frozen=True)
 class ProposalContext:
     """Everything a proposer may look at for one request."""
 
@@ -109,6 +144,7 @@ class ProposalContext:
     diagnosis: DiagnosisFacts | None = None  # the same diagnosis as data, when the node was profiled
     history: tuple[HistoryEntry, ...] = field(default=())
     tried_digests: frozenset[str] = field(default=frozenset())  # kernels already evaluated anywhere
+    target: TargetGPU | None = None  # the GPU the kernel is for, when known
 
 
 @runtime_checkable

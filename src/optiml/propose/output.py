@@ -5,8 +5,9 @@ Layout of ``out_dir``::
     proposal_1.cu       the kernel of proposal 1 (only usable proposals get a file)
     proposal_2.cu
     proposals.json      every proposal: index, file, kind, category, proposer, rationale, flags,
-                        digest, payload, error
-    proposals.md        the same for a person to read
+                        digest, payload, error, diff
+    proposals.md        the same for a person to read, with each usable proposal's diff against the
+                        current kernel (the raw edit of a failed one)
 
 Numbering follows the order of ``proposals`` (1-based), so a failed proposal leaves a gap in the
 ``.cu`` files but keeps its entry, with its error, in both summaries. Old ``proposal_<i>.cu`` files
@@ -15,6 +16,7 @@ in ``out_dir`` are removed first so that a folder never mixes two runs.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Sequence
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optiml.errors import OptimlError
+from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposal
 
 _OLD_KERNEL = re.compile(r"proposal_\d+\.cu")
@@ -43,6 +46,7 @@ class ProposalRecord:
     digest: str | None
     payload: str
     error: str | None
+    diff: str = ""  # unified diff of the current kernel's file against the proposal's ("" if unknown)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -56,11 +60,15 @@ class ProposalRecord:
             "digest": self.digest,
             "payload": self.payload,
             "error": self.error,
+            "diff": self.diff,
         }
 
 
-def write_proposals(proposals: Sequence[Proposal], out_dir: str | Path) -> list[Path]:
+def write_proposals(
+    proposals: Sequence[Proposal], out_dir: str | Path, parent: KernelSource | None = None
+) -> list[Path]:
     """Write kernels and summaries; returns the paths written (kernels in order, then JSON, then Markdown).
+    ``parent``: the kernel the proposals edit, for their diffs.
 
     Raises :class:`OptimlError` with a one-line message when the folder cannot be written.
     """
@@ -79,7 +87,7 @@ def write_proposals(proposals: Sequence[Proposal], out_dir: str | Path) -> list[
                 path = folder / name
                 path.write_text(proposal.kernel.to_file_text(), encoding="utf-8")
                 written.append(path)
-            records.append(_record(index, name, proposal))
+            records.append(_record(index, name, proposal, parent))
         summary = folder / JSON_NAME
         summary.write_text(json.dumps({"proposals": [r.to_dict() for r in records]}, indent=2) + "\n", encoding="utf-8")
         markdown = folder / MARKDOWN_NAME
@@ -89,9 +97,21 @@ def write_proposals(proposals: Sequence[Proposal], out_dir: str | Path) -> list[
     return [*written, summary, markdown]
 
 
-def _record(index: int, name: str | None, proposal: Proposal) -> ProposalRecord:
+def kernel_diff(parent: KernelSource, kernel: KernelSource, new_name: str) -> str:
+    """Unified diff of two kernels' files (flags line included), as ``git diff`` shows it."""
+    lines = difflib.unified_diff(
+        parent.to_file_text().splitlines(keepends=True),
+        kernel.to_file_text().splitlines(keepends=True),
+        fromfile="a/kernel.cu",
+        tofile=f"b/{new_name}",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _record(index: int, name: str | None, proposal: Proposal, parent: KernelSource | None) -> ProposalRecord:
     edit = proposal.edit
     kernel = proposal.kernel if proposal.usable else None
+    diff = kernel_diff(parent, kernel, name) if parent is not None and kernel is not None and name else ""
     return ProposalRecord(
         index=index,
         file=name,
@@ -103,6 +123,7 @@ def _record(index: int, name: str | None, proposal: Proposal) -> ProposalRecord:
         digest=kernel.digest if kernel is not None else None,
         payload=edit.payload,
         error=proposal.error,
+        diff=diff,
     )
 
 
@@ -115,6 +136,8 @@ def render_markdown(records: Sequence[ProposalRecord]) -> str:
         if r.flags:
             lines += [f"nvcc flags: `{' '.join(r.flags)}`", ""]
         lines += [r.rationale, ""]
-        if r.kind in ("search_replace", "knob", "flags") and r.payload.strip():
+        if r.diff:
+            lines += ["```diff", r.diff.rstrip("\n"), "```", ""]
+        elif r.kind in ("search_replace", "knob", "flags") and r.payload.strip():
             lines += ["```", r.payload.rstrip("\n"), "```", ""]
     return "\n".join(lines)

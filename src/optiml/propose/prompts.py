@@ -4,7 +4,9 @@ A prompt version ``V`` is three files in ``templates/``: ``V.system.j2`` (role, 
 format), ``V.user.j2`` (task, reference, current kernel, its results, diagnosis, history) and
 ``V.retry.j2`` (the parse or apply error of an unusable answer). The version is recorded in every
 edit the LLM proposer makes (``Edit.proposer == "llm:<model>@<version>"``), so a run's results can
-be traced to the exact prompt that produced them. Change a prompt by adding a new version.
+be traced to the exact prompt that produced them. Change a prompt by adding a new version; a
+version may only gain sections that render for context it never had (``ProposalContext.target``:
+the "Target GPU" section), so every prompt it rendered before renders byte for byte the same.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class PromptSet:
             task=context.task,
             kernel_code=context.kernel.code,
             flags=list(context.kernel.flags),
+            target=context.target.describe() if context.target is not None else "",
             feedback=context.result.feedback() if context.result is not None else "",
             evidence=_evidence(context),
             diagnosis=context.diagnosis_text,

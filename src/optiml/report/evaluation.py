@@ -38,7 +38,9 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
             f"max rel err {result.verify.max_rel_err:.3g})",
         )
     if compile_only and result.ok:
-        table.add_row("correct", "[yellow]not checked[/yellow] (--compile-only: no run; `optiml eval` verifies on a GPU)")
+        table.add_row(
+            "correct", "[yellow]not checked[/yellow] (--compile-only: no run; `optiml eval` verifies on a GPU)"
+        )
     compile_failed = compiled is not None and not compiled.ok
     if result.status not in (EvalStatus.OK, EvalStatus.REJECTED) and not compile_failed:
         table.add_row("status", f"[red]{result.status.value}[/red]: {result.message}")

@@ -26,16 +26,23 @@ class Budgets:
     is the run's active wall time (summed over resumes); in-flight evaluations finish after it
     and the final re-timing runs after it. ``max_cost_usd`` bounds the proposers' LLM spend
     (their ``spent_usd``): once reached no new proposals are requested, and the candidates
-    already paid for are still evaluated while the other budgets allow.
+    already paid for are still evaluated while the other budgets allow. ``max_llm_calls`` and
+    ``max_llm_tokens`` do the same for the run's LLM API calls and their input + output tokens
+    (every session of the run, generation of the root included; cache hits are free): budgets
+    that bind whether or not the model's price is known.
     """
 
     max_evaluations: int | None = 100
     max_seconds: float | None = 3600.0
     max_cost_usd: float | None = None
+    max_llm_calls: int | None = None
+    max_llm_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_evaluations is not None and self.max_evaluations < 1:
-            raise ConfigError(f"max_evaluations must be >= 1, got {self.max_evaluations}")
+        for name in ("max_evaluations", "max_llm_calls", "max_llm_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be >= 1, got {value}")
         for name in ("max_seconds", "max_cost_usd"):
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value < 0):

@@ -32,7 +32,9 @@ from typing import Any
 
 from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
+from optiml.llm.client import LLMClient
 from optiml.llm.errors import LLMBudgetExceeded
+from optiml.llm.store import LLMCallStore
 from optiml.propose.base import DiagnosisFacts, HistoryEntry, Proposal, ProposalContext, Proposer
 from optiml.search.budget import BudgetTracker
 from optiml.search.config import SearchConfig
@@ -100,11 +102,40 @@ class Engine:
         self._proposer_errors = 0
         self._fatal = ""
         self._profile_queue: list[Node] = []
+        self._track_llm_spend()
         self._pools = {
             _EVALUATE: ThreadPoolExecutor(config.parallel_evaluations, thread_name_prefix="optiml-evaluate"),
             _PROPOSE: ThreadPoolExecutor(config.parallel_proposals, thread_name_prefix="optiml-propose"),
             _PROFILE: ThreadPoolExecutor(1, thread_name_prefix="optiml-profile"),
         }
+
+    def _track_llm_spend(self) -> None:
+        """Let the budget count the run's LLM calls and tokens: what the store holds for the run so far
+        (earlier sessions, the root's generation) plus what the proposers' clients spend from now on."""
+        found = (getattr(p, "client", None) for p in self.proposers)
+        clients = list({id(c): c for c in found if isinstance(c, LLMClient)}.values())
+        if not clients:
+            return
+        start = [c.spent for c in clients]
+
+        def session() -> tuple[int, int]:
+            now = [c.spent for c in clients]
+            calls = sum(n[0] - s[0] for n, s in zip(now, start, strict=True))
+            return calls, sum(n[1] - s[1] for n, s in zip(now, start, strict=True))
+
+        prior = (0, 0)
+        limits = self.config.budgets
+        if limits.max_llm_calls is not None or limits.max_llm_tokens is not None:
+            with LLMCallStore(self.journal.store.path) as calls:
+                prior = calls.spent(self.run_id)
+            calls_left = None if limits.max_llm_calls is None else max(limits.max_llm_calls - prior[0], 0)
+            tokens_left = None if limits.max_llm_tokens is None else max(limits.max_llm_tokens - prior[1], 0)
+            for client, (calls_now, tokens_now) in zip(clients, start, strict=True):  # reserved per call: strict
+                client.cap(
+                    calls=None if calls_left is None else calls_now + calls_left,
+                    tokens=None if tokens_left is None else tokens_now + tokens_left,
+                )
+        self.budget.track_llm(session, prior)
 
     # the two entry points -------------------------------------------------------------------------
 
@@ -157,7 +188,7 @@ class Engine:
             action = self.strategy.next_action(self.tree, can_try=can_try, can_expand=can_expand)
             if isinstance(action, Try):
                 self._try(action.node)
-            elif isinstance(action, Expand):
+            elif isinstance(action, Expand) and not self._ran_dry(action.node):
                 self._expand(action.node)
             else:
                 return
@@ -187,6 +218,11 @@ class Engine:
         )
         node.requesting += 1
         self._submit(_PROPOSE, node, proposer.propose, context, self.config.proposals_per_request, proposer=proposer)
+
+    def _ran_dry(self, node: Node) -> bool:
+        """Its last ``max_dry_requests`` requests brought nothing new, but one is still in flight (so the
+        node is not closed yet): wait for that answer instead of paying for yet another request."""
+        return node.requesting > 0 and node.dry_requests >= self.config.max_dry_requests
 
     def _submit(
         self, kind: str, node: Node, fn: Any, *args: Any, proposer: Proposer | None = None, batch: tuple[Node, ...] = ()
@@ -341,7 +377,7 @@ class Engine:
         try:
             proposals: Sequence[Proposal] = future.result()
         except LLMBudgetExceeded as exc:
-            self.budget.mark_cost_spent()
+            self.budget.mark_cost_spent(exc.reason)
             self.emit(EventKind.WARNING, f"{proposer.name}: {exc}")
             return
         except Exception as exc:  # proposers are plug-ins: a crash is reported, repeated crashes end the run
@@ -350,6 +386,8 @@ class Engine:
             if self._proposer_errors >= self.config.max_proposer_errors:
                 self._fatal = f"proposers keep failing ({self._proposer_errors} in a row); last: {message}"
             self.emit(EventKind.WARNING, message)
+            node.dry_requests += 1  # a failed request brought nothing new either: the node is not asked forever
+            self._maybe_close(node)
             return
         self._proposer_errors = 0
         known = set(self.tree.tried_digests())
