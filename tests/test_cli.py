@@ -100,7 +100,8 @@ def test_runs_and_show_read_a_stored_search(tmp_path: Path) -> None:
     shown = runner.invoke(app, ["show", outcome.run_id, "--store", str(store_path), "--kernel-out", str(best)])
     assert shown.exit_code == 0, shown.output
     assert "optiml_forward" in best.read_text()
-    assert "LLM: 2 calls (1 from the cache), 2000 tokens in, 400 out, $0.50" in shown.output
+    shown_text = " ".join(shown.output.split())  # the run's answers; tokens and dollars of the network ones
+    assert "LLM calls 2 (1 from the cache, free), 1,000 tokens in, 200 out, $0.25 · m" in shown_text
     missing = runner.invoke(app, ["show", "nope", "--store", str(store_path)])
     assert missing.exit_code == 2 and "nope" in missing.output
 
@@ -183,9 +184,15 @@ def test_generate_without_an_llm_points_to_the_manual_path(tmp_path: Path, monke
         "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 3\n"
         "def get_inputs():\n    return [torch.rand(100)]\ndef get_init_inputs():\n    return []\n"
     )
-    result = runner.invoke(app, ["generate", "triple it", "--reference", str(task)])
+    # A sentence needs the LLM to become a task: the error says how to configure one or go by hand.
+    result = runner.invoke(app, ["generate", "triple it"])
     assert result.exit_code == 2
     assert "init-kernel" in result.output and "OPTIML_LLM_MODEL" in result.output
+    # A reference needs no LLM (the templates serve it); without a GPU that ends at the evaluator.
+    offline = runner.invoke(app, ["generate", "triple it", "--reference", str(task)])
+    if not _gpu():
+        assert offline.exit_code == 2
+        assert "no CUDA GPU" in offline.output and "Traceback" not in offline.output
 
 
 @pytest.mark.nvcc
@@ -342,3 +349,9 @@ def test_an_llm_root_competes_with_the_templates(
     else:
         assert root.digest == llm_kernel.digest and "root: the LLM's kernel" in output
         assert llm_kernel.digest not in evaluator.evaluated  # its generation already timed it
+
+
+def _gpu() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())

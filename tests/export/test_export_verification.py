@@ -99,7 +99,7 @@ def test_a_kernel_without_a_verified_record_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_missing_store_is_not_created_and_means_unverified(tmp_path: Path) -> None:
-    code, output, out = export(tmp_path)
+    code, _, out = export(tmp_path)
     assert code == 2 and not out.exists() and not (tmp_path / "runs.db").exists()
 
 

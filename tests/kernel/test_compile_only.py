@@ -56,7 +56,7 @@ def test_a_kernel_that_does_not_compile_exits_1_with_the_error(tmp_path: Path, k
 @pytest.mark.nvcc
 def test_screening_still_applies(tmp_path: Path, kernel_cache: Path) -> None:
     sneaky = tmp_path / "sneaky.cu"
-    sneaky.write_text('#include <stdlib.h>\n' + NAIVE.read_text().replace("(void)workspace;", 'system("id");', 1))
+    sneaky.write_text("#include <stdlib.h>\n" + NAIVE.read_text().replace("(void)workspace;", 'system("id");', 1))
     kernel = KernelSource.from_file(sneaky)
     result = compile_check(load_task(TASK), kernel, Compiler(CompilerConfig()))
     if result.status is not EvalStatus.REJECTED:

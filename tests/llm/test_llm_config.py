@@ -22,7 +22,10 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert (config.provider, config.model, config.temperature) == ("openai", None, 0.7)
     assert config.max_tokens == 4096
     assert (config.timeout_s, config.max_retries, config.concurrency) == (120.0, 4, 4)
+    assert (config.connect_timeout_s, config.deadline_s) == (10.0, 180.0)  # a silent server: 3 minutes, not 10
     assert config.budget_usd is None and config.cache and config.mode == "live"
+    assert (config.budget_calls, config.budget_tokens, config.allow_unpriced) == (None, None, False)
+    assert (config.price_in_per_mtok, config.price_out_per_mtok, config.price) == (None, None, None)
     assert config.effective_base_url == "https://api.openai.com/v1"
     assert not config.is_configured
 
@@ -66,6 +69,25 @@ def test_all_documented_env_vars(tmp_path: Path) -> None:
     assert c.base_url == env["OPTIML_LLM_BASE_URL"]
     assert (c.temperature, c.max_tokens, c.concurrency, c.budget_usd, c.mode) == (0.0, 512, 16, 2.5, "record")
     assert c.cache is False and c.price_in_per_mtok == 3.0 and c.is_configured
+
+
+def test_budgets_deadlines_and_the_unpriced_override_from_the_environment(tmp_path: Path) -> None:
+    env = {
+        "OPTIML_LLM_BUDGET_CALLS": "40",
+        "OPTIML_LLM_BUDGET_TOKENS": "200000",
+        "OPTIML_LLM_ALLOW_UNPRICED": "yes",
+        "OPTIML_LLM_DEADLINE_S": "30",
+        "OPTIML_LLM_CONNECT_TIMEOUT_S": "2.5",
+    }
+    c = load_llm_config(write_toml(tmp_path, ""), env=env)
+    assert (c.budget_calls, c.budget_tokens, c.allow_unpriced, c.deadline_s, c.connect_timeout_s) == (
+        40, 200000, True, 30.0, 2.5,
+    )  # fmt: skip
+    assert load_llm_config(write_toml(tmp_path, ""), env={"OPTIML_LLM_BUDGET_CALLS": "none"}).budget_calls is None
+    with pytest.raises(LLMConfigError, match="budget_calls must be >= 1"):
+        load_llm_config(write_toml(tmp_path, ""), env={"OPTIML_LLM_BUDGET_CALLS": "0"})
+    with pytest.raises(LLMConfigError, match="deadline_s must be > 0"):
+        LLMConfig(deadline_s=0)
 
 
 def test_api_key_resolution(tmp_path: Path) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from propose_helpers import TASKS, read_kernel, suite_task
 
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
-from optiml.llm import LLMBudgetExceeded, LLMClient, LLMUnavailable
-from optiml.llm.testing import AnthropicServer, OpenAIServer, RecordedRequest, Reply, answer, error
+from optiml.llm import LLMBudgetExceeded, LLMCallStore, LLMClient, LLMUnavailable
+from optiml.llm.testing import AnthropicServer, OpenAIServer, RecordedRequest, Reply, answer, error, slow
 from optiml.propose.base import Edit, HistoryEntry, ProposalContext, Proposer
 from optiml.propose.llm import LLMProposer
 
@@ -198,3 +201,66 @@ def test_spent_budget_is_raised_when_nothing_was_proposed(openai: OpenAIServer) 
     with pytest.raises(LLMBudgetExceeded):
         proposer.propose(context(), 2)
     assert openai.request_count == 0
+
+
+# -- what a call costs: retries, samples, cache, interrupts ------------------------------------------
+
+
+def test_one_retry_per_call_not_one_per_unusable_answer(openai: OpenAIServer) -> None:
+    openai.script(answer(NO_MATCH, NO_MATCH, NO_MATCH, NO_MATCH), answer(sr_answer(128)))
+    proposals = proposer_for(openai).propose(context(), 4)
+    assert [p.usable for p in proposals] == [True, False, False, False]
+    assert openai.request_count == 2  # before: one retry for each of the four answers
+
+
+def test_answers_beside_a_usable_one_are_not_retried(openai: OpenAIServer) -> None:
+    openai.script(answer(sr_answer(512), NO_MATCH, "no edit here"))
+    proposals = proposer_for(openai).propose(context(), 3)
+    assert [p.usable for p in proposals] == [True, False, False] and openai.request_count == 1
+
+
+def test_fewer_samples_after_a_mostly_wasted_batch_and_back_after_a_good_one(openai: OpenAIServer) -> None:
+    proposer = proposer_for(openai, temperature=0.0)
+    ctx = context()
+    digest = ctx.kernel.digest
+    openai.script(answer(sr_answer(512), sr_answer(512), NO_MATCH, NO_MATCH))  # 1 new of 4
+    proposer.propose(ctx, 4)
+    assert proposer.samples_for(digest, 4) == 2
+    openai.script(answer(NO_MATCH, NO_MATCH), answer("still prose"))  # nothing new (+ its retry)
+    assert not any(p.usable for p in proposer.propose(ctx, 4))
+    assert openai.requests[-2].n == 2 and proposer.samples_for(digest, 4) == 1
+    openai.script(answer(sr_answer(1024)))
+    proposer.propose(ctx, 4)
+    assert openai.requests[-1].n == 1 and proposer.samples_for(digest, 4) == 2  # useful again: doubled
+    assert proposer.samples_for("another kernel", 4) == 4
+
+
+def test_answers_from_the_cache_are_marked_as_cached(openai: OpenAIServer) -> None:
+    store = LLMCallStore(":memory:")
+    client = LLMClient(openai.config(temperature=0.0), store=store, sleep=lambda _s: None)
+    openai.script(answer(sr_answer(512)))
+    first = LLMProposer(client, adaptive=False)
+    first.propose(context(), 1)
+    assert first.last_sources == ["network"]
+    again = LLMProposer(client, adaptive=False)
+    [proposal] = again.propose(context(), 1)
+    assert proposal.usable and again.last_sources == ["cached"] and openai.request_count == 1
+
+
+def test_ctrl_c_while_the_server_is_silent_returns_at_once(openai: OpenAIServer) -> None:
+    openai.script(*[slow(60.0)] * 4)
+    client = LLMClient(openai.config(timeout_s=30.0, deadline_s=60.0), sleep=lambda _s: None)
+    proposer = LLMProposer(client, samples_per_request=1)
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def interrupt() -> None:
+        while openai.request_count < 2:
+            time.sleep(0.01)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        proposer.propose(context(), 2)
+    assert time.monotonic() - start < 3.0 and client.cancelled

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import pytest
+
+from optiml.errors import ConfigError
 from optiml.search.budget import BudgetTracker
 from optiml.search.config import Budgets
 
@@ -56,3 +59,30 @@ def test_unlimited_budgets_never_run_out() -> None:
     for _ in range(1000):
         budget.start_evaluation()
     assert budget.can_propose() and budget.evaluations_left() is None and budget.seconds_left() is None
+
+
+def test_llm_call_and_token_budgets_count_earlier_sessions_and_stop_proposals() -> None:
+    spent = [(0, 0)]
+    budget = BudgetTracker(Budgets(max_llm_calls=10, max_llm_tokens=5000), session_cost=lambda: 0.0)
+    budget.track_llm(lambda: spent[0], prior=(6, 1000))
+    assert budget.can_propose() and (budget.llm_calls, budget.llm_tokens) == (6, 1000)
+    spent[0] = (3, 3000)
+    assert budget.can_propose() and budget.exhausted() == ""
+    spent[0] = (4, 3000)
+    assert not budget.can_propose() and budget.can_evaluate()
+    assert budget.exhausted() == "LLM call budget spent (10 calls)"
+    spent[0] = (3, 4000)
+    assert budget.exhausted() == "LLM token budget spent (5000 tokens)"
+
+
+def test_a_proposer_reports_which_llm_budget_was_spent() -> None:
+    budget = BudgetTracker(Budgets(), session_cost=lambda: 0.0)
+    budget.mark_cost_spent("LLM call budget spent (3 calls)")
+    assert not budget.can_propose() and budget.exhausted() == "LLM call budget spent (3 calls)"
+
+
+def test_llm_budgets_must_be_positive() -> None:
+    for field in ("max_llm_calls", "max_llm_tokens"):
+        with pytest.raises(ConfigError, match=f"{field} must be >= 1"):
+            Budgets(**{field: 0})  # type: ignore[arg-type]
+    assert Budgets(max_llm_calls=5).max_llm_tokens is None

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from optiml.llm import LLMCallStore, LLMClient, LLMConfig
 from optiml.llm.testing import OpenAIServer, RecordedRequest, Reply, answer
 from optiml.propose.llm import LLMProposer
-from optiml.search import Budgets, SearchConfig, run_search
+from optiml.search import Budgets, SearchConfig, SearchEvent, run_search
+from optiml.search.events import EventKind
 from optiml.search.landscape import KNOBS, Landscape, LandscapeEvaluator, landscape_kernel
 from optiml.search.live import render_run_path, render_summary
 from optiml.search.outcome import SearchOutcome
@@ -79,6 +80,7 @@ def search(
     strategy: str = "mcts",
     run_id: str | None = None,
     parallel_proposals: int = 2,
+    events: list[SearchEvent] | None = None,
 ) -> SearchOutcome:
     run_id = run_id or new_run_id()
     with RunStore(store_path) as store, LLMCallStore(store_path) as calls:
@@ -92,6 +94,7 @@ def search(
                 None,
                 store,
                 SearchConfig(strategy=strategy, budgets=budgets, parallel_proposals=parallel_proposals),
+                on_event=events.append if events is not None else None,
                 run_id=run_id,
             )
         finally:
@@ -181,8 +184,11 @@ def test_cached_answers_and_unpriced_models_are_said_so(task: Task, tmp_path: Pa
         config = server.config(temperature=0.0, price_in_per_mtok=None, price_out_per_mtok=None)
         search(task, store_path, config, Budgets(max_evaluations=4), parallel_proposals=1)
         paid = server.request_count
-        again = search(task, store_path, config, Budgets(max_evaluations=4), parallel_proposals=1)
+        events: list[SearchEvent] = []
+        again = search(task, store_path, config, Budgets(max_evaluations=4), parallel_proposals=1, events=events)
         assert server.request_count == paid  # the same questions at temperature 0: all from the cache
+    proposed = [e.message for e in events if e.kind is EventKind.PROPOSED]
+    assert proposed and all("answers from the cache)" in m for m in proposed)
     spend = load_run_spend(store_path, again.run_id)
     assert spend is not None and spend.total.cached_calls == spend.total.calls > 0 and spend.paid.api_calls == 0
     with RunStore(store_path) as store:

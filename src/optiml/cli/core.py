@@ -64,7 +64,7 @@ def check_task_cmd(
     loaded = check.task
     console.print(f"[green]ok[/green] {loaded.shown}: {loaded.meta.description or loaded.name}", highlight=False)
     for note in check.notes:
-        console.print(f"  {note}", highlight=False)
+        console.print(f"  {note}", highlight=False, soft_wrap=True)
     console.print(
         f"  shape sets: {loaded.num_shape_sets}; dtype {loaded.meta.dtype}; "
         f"atol {loaded.meta.atol:g}, rtol {loaded.meta.rtol:g}"

@@ -251,7 +251,7 @@ def _output_note(index: int, tensor: torch.Tensor) -> str:
 
 
 def _gb(size: int) -> str:
-    return f"{size / 1e9:.2f} GB" if size >= 10**7 else f"{size / 1e6:.2f} MB"
+    return f"{size / 1e9:.2f} GB" if size >= 10**9 else f"{size / 1e6:.2f} MB"
 
 
 def _meta_dry_run(task: Task, shape_set: int) -> tuple[int, list[torch.Tensor]] | None:

@@ -426,12 +426,13 @@ class LLMClient:
                         kinds=(exc.kind,),
                     ) from None
                 failures.append(exc)
-                if attempt == attempts or exc.kind == "deadline":
+                if exc.kind == "deadline":
+                    raise self._give_up(failures, deadline=True) from None
+                if attempt == attempts:
                     break
                 delay = self._backoff.delay(attempt, exc.retry_after_s, self._rng)
-                if time.monotonic() + delay >= deadline:
-                    failures.append(self._deadline_error())
-                    break
+                if time.monotonic() + delay >= deadline:  # the retry would start too late
+                    raise self._give_up(failures, deadline=True) from None
                 with self._lock:
                     self._retries += 1
                 log.warning("%s; retry %d of %d in %.1f s", self.config.redact(str(exc)), attempt, attempts - 1, delay)
@@ -481,9 +482,7 @@ class LLMClient:
 
     def _deadline_error(self) -> LLMTransientError:
         return LLMTransientError(
-            f"{self._where()}: no answer within the {self.config.deadline_s:g} s deadline "
-            "(deadline_s, OPTIML_LLM_DEADLINE_S)",
-            kind="deadline",
+            f"{self._where()}: no answer within the {self.config.deadline_s:g} s deadline", kind="deadline"
         )
 
     def _pause(self, seconds: float) -> None:
@@ -499,18 +498,25 @@ class LLMClient:
         if self._cancelled.is_set():
             raise LLMCancelled(f"LLM request to {self._where()} cancelled")
 
-    def _give_up(self, failures: list[LLMTransientError]) -> LLMError:
+    def _give_up(self, failures: list[LLMTransientError], *, deadline: bool = False) -> LLMError:
         counts = Counter(_describe(f) for f in failures)
         summary = ", ".join(f"{count}× {what}" for what, count in counts.items())
         last = self.config.redact(str(failures[-1]))
-        if all(f.kind == "bad_body" for f in failures):
-            return LLMResponseError(
-                f"{self._where()} returned a malformed body on all {len(failures)} attempts; last: {last}"
+        attempts = f"{len(failures)} attempt{'' if len(failures) == 1 else 's'}"
+        kinds = tuple(f.kind for f in failures)
+        if deadline:
+            return LLMUnavailable(
+                f"LLM unavailable: {self._where()}: no answer within the {self.config.deadline_s:g} s deadline "
+                f"(deadline_s, OPTIML_LLM_DEADLINE_S); {attempts}: {summary}",
+                attempts=len(failures),
+                kinds=kinds,
             )
+        if all(f.kind == "bad_body" for f in failures):
+            return LLMResponseError(f"{self._where()} returned a malformed body on all {attempts}; last: {last}")
         return LLMUnavailable(
-            f"LLM unavailable: {self._where()} failed {len(failures)} attempts ({summary}); last: {last}",
+            f"LLM unavailable: {self._where()} failed {attempts} ({summary}); last: {last}",
             attempts=len(failures),
-            kinds=tuple(f.kind for f in failures),
+            kinds=kinds,
         )
 
     def _where(self) -> str:

@@ -106,6 +106,7 @@ class LLMProposer:
         self.last_sources: list[str] = []  # per proposal of the latest call: NETWORK or CACHED
         self._spent = 0.0
         self._next_samples: OrderedDict[str, int] = OrderedDict()  # kernel digest → samples to ask next
+        self._sources: OrderedDict[int, tuple[Proposal, str]] = OrderedDict()  # id → (proposal, source)
         self._lock = threading.Lock()
 
     @property
@@ -118,6 +119,12 @@ class LLMProposer:
         """USD spent by this proposer's requests so far (cache hits cost nothing)."""
         with self._lock:
             return self._spent
+
+    def source_of(self, proposal: Proposal) -> str | None:
+        """NETWORK or CACHED for one of the recent proposals of this proposer (any thread), else None."""
+        with self._lock:
+            entry = self._sources.get(id(proposal))
+        return entry[1] if entry is not None and entry[0] is proposal else None
 
     def samples_for(self, digest: str, n: int) -> int:
         """How many samples the next call for kernel ``digest`` asks for when ``n`` are wanted."""
@@ -148,6 +155,11 @@ class LLMProposer:
             pool.shutdown(wait=True, cancel_futures=True)
         proposals = _mark_duplicates([p for batch in batches for p in batch.proposals])
         self.last_sources = [s for batch in batches for s in batch.sources]
+        with self._lock:
+            for proposal, source in zip(proposals, self.last_sources, strict=True):
+                self._sources[id(proposal)] = (proposal, source)
+            while len(self._sources) > _REMEMBERED_KERNELS:
+                self._sources.popitem(last=False)
         if self.adaptive:
             self._learn(digest, total, n, proposals)
         if not any(p.usable for p in proposals):

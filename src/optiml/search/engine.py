@@ -411,9 +411,12 @@ class Engine:
         self.duplicates += duplicates
         node.dry_requests = 0 if new else node.dry_requests + 1
         self._maybe_close(node)
+        source_of = getattr(proposer, "source_of", None)  # LLM proposers: answers served from the cache
+        cached = sum(1 for p in proposals if source_of(p) == "cached") if callable(source_of) else 0
         self.emit(
             EventKind.PROPOSED,
-            f"{proposer.name} → {node.digest[:8]}: {new} new, {duplicates} known, {unusable} not applied",
+            f"{proposer.name} → {node.digest[:8]}: {new} new, {duplicates} known, {unusable} not applied"
+            + (f" ({cached} answers from the cache)" if cached else ""),
         )
 
     # reporting -----------------------------------------------------------------------------------

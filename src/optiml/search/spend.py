@@ -10,6 +10,7 @@ are divided among those, and the calls that generated the root (``generate*``) a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,23 +105,30 @@ def spend_rows(spend: LLMSpend) -> list[tuple[str, str]]:
         calls, tokens, usd = per
         text = f"{calls:.1f} calls, {tokens:,.0f} tokens, ${_money(usd)} per verified candidate ({of})"
     elif spend.search.calls:
-        text = f"none verified ({of}): {spend.search.calls} calls, ${_money(spend.search.cost_usd)} spent on proposals"
+        asked = _plural(spend.search.calls, "call")
+        text = f"none verified ({of}): {asked}, ${_money(spend.search.cost_usd)} spent on proposals"
     else:
         text = ""
     if spend.generation.calls:
         gen = spend.generation
         text += ("; " if text else "") + (
-            f"root generation: {gen.calls} calls, {gen.total_tokens:,} tokens, ${_money(gen.cost_usd)}"
+            f"root generation: {_plural(gen.calls, 'call')}, {gen.total_tokens:,} tokens, ${_money(gen.cost_usd)}"
         )
     if text:
         rows.append(("LLM per verified", text))
     return rows
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _money(usd: float) -> str:
-    """Dollars with enough digits to see small sums: 12.35, 0.412, 0.0042."""
-    if usd == 0 or usd >= 10:
-        return f"{usd:.2f}"
+    """Dollars readable at any size: 12.35, 0.25, 0.015, 0.0037, 0."""
+    if usd == 0:
+        return "0"
     if usd >= 0.1:
-        return f"{usd:.3f}"
-    return f"{usd:.2g}" if usd < 0.001 else f"{usd:.4f}"
+        return f"{usd:.2f}"
+    if usd < 1e-4:
+        return "<0.0001"
+    return f"{usd:.{1 - math.floor(math.log10(usd))}f}"  # two significant digits
