@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +23,8 @@ from optiml.cli.app import (
     reports_errors,
 )
 from optiml.errors import OptimlError
+from optiml.evaluate.results import EvalResult, EvalStatus
+from optiml.kernel.source import KernelSource
 
 
 def generate_root_for(task: Any, session: Any, store: Path, out: Console) -> Any:
@@ -90,6 +94,54 @@ def _llm_root(task: Any, session: Any, store: Path, out: Console) -> tuple[Any, 
     return (kernel, result.time_ms) if result.ok and result.time_ms is not None else None
 
 
+NO_VERIFY_HELP = "No GPU: write the LLM's candidate kernels (compiled, not verified) instead of a verified root."
+
+
+def _require_gpu() -> None:
+    """Generation verifies every candidate on a GPU: say so before the first paid LLM call."""
+    import torch
+
+    if not torch.cuda.is_available():
+        from optiml.errors import NoGPUError
+
+        raise NoGPUError(
+            "no CUDA GPU is visible: generation verifies every candidate on one, so no LLM call was made "
+            "(run on a GPU machine, or pass --no-verify to only write the LLM's candidates)"
+        )
+
+
+class CompileOnly:
+    """A stand-in evaluator for --no-verify: compiles (CPU only) and marks every candidate unverified."""
+
+    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
+        from optiml.kernel.compiler import Compiler
+
+        results = []
+        for kernel, built in zip(kernels, Compiler().compile_many(list(kernels)), strict=True):
+            if built.ok:
+                message = "compiled; not verified (--no-verify)"
+                results.append(EvalResult(EvalStatus.REJECTED, message, kernel.digest, compile=built))
+            else:
+                summary = built.error_summary(3)
+                results.append(EvalResult(EvalStatus.COMPILE_ERROR, summary, kernel.digest, compile=built))
+        return results
+
+
+def write_candidates(outcome: Any, folder: Path) -> int:
+    """Every kernel the LLM wrote (paid for), one file each: ``<thought>-s<sample>-r<round>.cu``."""
+    count = 0
+    for thought in outcome.thoughts:
+        for attempt in thought.attempts:
+            if attempt.kernel is None:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            name = f"{thought.name}-s{attempt.sample}-r{attempt.round}.cu"
+            (folder / name).write_text(f"// {attempt.status}: {attempt.message}\n" + attempt.kernel.to_file_text(),
+                                       encoding="utf-8")  # fmt: skip
+            count += 1
+    return count
+
+
 def _llm_configured(model: str | None, base_url: str | None) -> bool:
     from optiml.session import SessionOptions, llm_config
 
@@ -150,6 +202,7 @@ def generate_cmd(
     ] = None,
     kernel_out: Annotated[Path | None, typer.Option("--kernel-out", help="Where to write the root kernel.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the generated task after showing it.")] = False,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help=NO_VERIFY_HELP)] = False,
     store: StoreOpt = DEFAULT_STORE,
     budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="LLM cost budget.")] = None,
     llm_model: LlmModelOpt = None,
@@ -174,10 +227,12 @@ def generate_cmd(
     if reference is not None and not _llm_configured(llm_model, llm_base_url):
         _generate_offline(reference, kernel_out)  # a reference needs no LLM: the templates serve it
         return
-    client = _llm_client_for(llm_model, llm_base_url, store, budget_usd)
+    client = _llm_client_for(llm_model, llm_base_url, store, budget_usd)  # no call yet: checks the configuration
     generation_store = GenerationStore(store)
     config = load_generation_config()
     try:
+        if not no_verify:
+            _require_gpu()  # before any paid call: every candidate is verified on the GPU
         if reference is not None:
             task = validate_task_file(reference).task
         else:
@@ -192,11 +247,21 @@ def generate_cmd(
                     err_console.print(f"task rejected; the draft stays at {path}")
                     raise typer.Exit(1)
                 task = accepted
-        with make_evaluator(task, SessionOptions()) as evaluator:
-            outcome = generate_root(task, client, evaluator, config, store=generation_store)
+        if no_verify:
+            outcome = generate_root(task, client, CompileOnly(), replace(config, max_repairs=0), store=generation_store)
+        else:
+            with make_evaluator(task, SessionOptions()) as evaluator:
+                outcome = generate_root(task, client, evaluator, config, store=generation_store)
     finally:
         client.close()
     console.print(render_generation(outcome))
+    written = write_candidates(outcome, task.path.with_name(task.name + ".candidates"))
+    if written:
+        console.print(
+            f"{written} candidate kernel(s) the LLM wrote saved in {task.path.with_name(task.name + '.candidates')}/"
+        )
+    if no_verify:
+        return
     kernel = outcome.require_kernel()
     target = kernel_out or task.path.with_name(task.name + ".gen.cu")
     target.write_text(kernel.to_file_text(), encoding="utf-8")
@@ -228,6 +293,7 @@ def adapt_cmd(
         raise OptimlError(f"{code}: cannot read: {exc}") from exc
     client = _llm_client_for(llm_model, llm_base_url, store)
     try:
+        _require_gpu()  # before any paid call: the adapted kernel is verified on the GPU
         with make_evaluator(loaded, SessionOptions()) as evaluator:
             outcome = adapt_kernel(
                 source, loaded, client, evaluator, load_generation_config(), store=GenerationStore(store)
@@ -235,6 +301,11 @@ def adapt_cmd(
     finally:
         client.close()
     console.print(render_generation(outcome))
+    written = write_candidates(outcome, code.with_name(code.stem + ".candidates"))
+    if written:
+        console.print(
+            f"{written} candidate kernel(s) the LLM wrote saved in {code.with_name(code.stem + '.candidates')}/"
+        )
     kernel = outcome.require_kernel()
     target = out or code.with_name(code.stem + ".optiml.cu")
     target.write_text(kernel.to_file_text(), encoding="utf-8")
