@@ -14,7 +14,7 @@ from optiml.templates.plan import Plan, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = {p.stem: p for p in sorted([*ROOT.glob("tasks/*.py"), *ROOT.glob("tasks/memory/*.py")])}
-NO_TEMPLATE = {"conv2d", "matmul"}
+NO_TEMPLATE = {"conv2d"}
 
 #: each task's kernels by template family, in launch order
 FAMILIES = {
@@ -49,6 +49,7 @@ FAMILIES = {
     "logsumexp": "reduce",
     "masked_cumsum": "pointwise scan",
     "masked_where": "pointwise",
+    "matmul": "gemm",
     "max_dim0": "reduce",
     "maxpool1d": "pool",
     "maxpool2d": "pool",

@@ -358,6 +358,150 @@ def _avg_pool(spatial: int) -> Callable[..., Any]:
     return handle
 
 
+# -- matrix products ---------------------------------------------------------------------------
+# mm / bmm / mv / addmm / baddbmm / addmv (what torch.matmul, nn.Linear and F.linear trace to) become one
+# canonical ``matmul`` node over *stored* operands: transposes of an operand's last two dims, broadcast
+# batch dims (``expand``) and the batch flattening torch.matmul adds around ``bmm`` are folded into the
+# node's attrs (``trans_a``, ``trans_b``, ``batch``), so no kernel materializes them. addmm's
+# ``beta * input + alpha * (a @ b)`` is the matmul followed by element-wise nodes (the GEMM epilogue).
+_LAYOUT_IDENTITY = {"clone", "alias", "detach", "contiguous", "lift_fresh_copy"}
+_RESHAPES = {"view", "_unsafe_view", "reshape"}
+
+
+def _fx_packet(node: torch.fx.Node) -> str:
+    return getattr(node.target, "__name__", str(node.target)).split(".")[0]
+
+
+def _fx_shape(node: torch.fx.Node) -> tuple[int, ...]:
+    return tuple(int(s) for s in node.meta["val"].shape)
+
+
+def _swaps_last_two(node: torch.fx.Node) -> bool:
+    packet, rank = _fx_packet(node), len(_fx_shape(node))
+    args: Any = node.args
+    if rank < 2:
+        return False
+    if packet == "t":
+        return rank == 2
+    if packet == "transpose":
+        return {int(args[1]) % rank, int(args[2]) % rank} == {rank - 2, rank - 1}
+    if packet == "permute":
+        perm = [int(d) % rank for d in args[1]]
+        return perm == [*range(rank - 2), rank - 1, rank - 2]
+    return False
+
+
+def _layout_input(node: Any) -> torch.fx.Node | None:
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function" or not node.args:
+        return None
+    src = node.args[0]
+    return src if isinstance(src, torch.fx.Node) and "val" in src.meta else None
+
+
+def _broadcast_below(node: torch.fx.Node) -> bool:
+    """An ``expand`` that broadcasts batch dims lies below ``node`` (through layout-only ops)."""
+    cur: Any = node
+    while (src := _layout_input(cur)) is not None:
+        packet = _fx_packet(cur)
+        if packet == "expand" and _fx_shape(cur) != _fx_shape(src):
+            return True
+        same = _fx_shape(cur) == _fx_shape(src)
+        if not (packet in _LAYOUT_IDENTITY or (packet in _RESHAPES and same) or _swaps_last_two(cur)):
+            return False
+        cur = src
+    return False
+
+
+def _matmul_operand(c: _Converter, arg: Any, merge: bool) -> tuple[int, bool, tuple[int, ...] | None]:
+    """(IR value, last two dims swapped, batch dims a folded flattening view merged) of one operand."""
+    trans, merged = False, None
+    cur: Any = arg
+    while (src := _layout_input(cur)) is not None:
+        packet, shape, src_shape = _fx_packet(cur), _fx_shape(cur), _fx_shape(src)
+        if packet in _LAYOUT_IDENTITY or (packet in (*_RESHAPES, "expand") and shape == src_shape):
+            cur = src
+        elif _swaps_last_two(cur):
+            trans, cur = not trans, src
+        elif packet == "expand" and len(shape) >= 2 and len(src_shape) >= 2 and shape[-2:] == src_shape[-2:]:
+            cur = src  # broadcast batch dims: the operand's own batch dims broadcast into the output's
+        elif (
+            merge
+            and merged is None
+            and packet in _RESHAPES
+            and len(shape) == 3
+            and len(src_shape) > 3
+            and src_shape[-2:] == shape[-2:]
+            and _broadcast_below(src)
+        ):
+            merged, cur = src_shape[:-2], src  # bmm over a flattened broadcast batch: keep the batch dims
+        else:
+            break
+    return c.operand(cur), trans, merged
+
+
+def _reads_an_expand(b: _Builder, vid: int) -> bool:
+    """The value is (a view of) an ``expand`` node: not stored memory a kernel could read."""
+    while (producer := b.values[vid].producer) is not None:
+        node = b.nodes[producer]
+        if node.op == "expand":
+            return True
+        if node.op != "view":
+            return False
+        vid = node.inputs[0]
+    return False
+
+
+def _matmul(c: _Converter, a_arg: Any, b_arg: Any, batched: bool, out: TensorType, label: str) -> int:
+    """A ``matmul`` node for mm / bmm / mv of ``a_arg`` and ``b_arg`` whose result has type ``out``."""
+    a, ta, ma = _matmul_operand(c, a_arg, batched)
+    b, tb, mb = _matmul_operand(c, b_arg, batched)
+    if ma != mb:  # only one operand (or two different batches) merged: keep the flattening views
+        a, ta, ma = _matmul_operand(c, a_arg, False)
+        b, tb, mb = _matmul_operand(c, b_arg, False)
+    for vid in (a, b):
+        if _reads_an_expand(c.b, vid):
+            raise UnsupportedOpError(f"no template for {label} of a broadcast operand the GEMM cannot read in place")
+    batch = tuple(ma) if ma is not None else out.shape[:1] if batched else ()
+    mm_type = TensorType((*batch, *out.shape[1 if batched else 0 :]), out.dtype)
+    for vid in (a, b):
+        t = c.b.values[vid].type
+        own = t.shape[: max(t.ndim - 2, 0)]
+        if len(own) > len(batch) or any(s not in (1, o) for s, o in zip(reversed(own), reversed(batch), strict=False)):
+            raise UnsupportedOpError(f"no template for {label}: operand batch {own} does not broadcast to {batch}")
+    result = c.b.node("matmul", [a, b], [mm_type], label, trans_a=ta, trans_b=tb, batch=len(batch))[0]
+    if mm_type.shape != out.shape:  # the flattened batch torch.matmul's bmm works on
+        result = c.b.node("view", [result], [out], label, shape=out.shape)[0]
+    return result
+
+
+def _mm(batched: bool) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        return _matmul(c, args[0], args[1], batched, outs[0], label)
+
+    return handle
+
+
+def _addmm(batched: bool) -> Callable[..., Any]:
+    """``beta * input + alpha * (a @ b)`` (addmm, baddbmm, addmv): the matmul, then its epilogue."""
+
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        out = outs[0]
+        beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
+        alpha = kwargs.get("alpha", args[4] if len(args) > 4 else 1)
+        result = _matmul(c, args[1], args[2], batched, out, label)
+        if alpha != 1:
+            result = c.b.node("mul", [result, c.b.const(alpha, out.dtype)], [out], label)[0]
+        if beta == 0:  # PyTorch ignores the input then (its NaNs do not propagate)
+            return result
+        bias = c.operand(args[0], out.dtype)
+        if beta != 1:
+            btype = c.b.values[bias].type
+            bias = c.b.node("mul", [bias, c.b.const(beta, out.dtype)], [TensorType(btype.shape, out.dtype)], label)[0]
+        return c.b.node("add", [result, bias], [out], label)[0]
+
+    return handle
+
+
 _SPECIAL: dict[str, Callable[..., Any]] = {
     "add": _add_sub("add"),
     "sub": _add_sub("sub"),
@@ -419,6 +563,12 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "square": _pointwise("square"),
     "xlogy": _pointwise("xlogy"),
     "masked_fill": _masked_fill,
+    "mm": _mm(False),
+    "mv": _mm(False),
+    "bmm": _mm(True),
+    "addmm": _addmm(False),
+    "addmv": _addmm(False),
+    "baddbmm": _addmm(True),
 }
 
 

@@ -2,7 +2,10 @@
 
 Every op the planner can place belongs to one class: ``pointwise`` (fused freely),
 ``reduce`` (over some dims, keepdim or not), ``view`` (no data movement: reshape, unsqueeze,
-squeeze, expand), ``scan``, ``permute`` (a real data movement), ``pool``, ``gather``, ``const``.
+squeeze, expand), ``scan``, ``permute`` (a real data movement), ``pool``, ``gather``, ``const``,
+``matmul`` (``torch.matmul`` semantics over stored operands: attrs ``trans_a`` / ``trans_b`` say an
+operand's last two dims are swapped, ``batch`` is the number of output batch dims, into which the
+operands' own batch dims broadcast, right-aligned; a rank-1 operand is a vector).
 An ATen op outside these tables has no template: capture names it in a one-line error.
 """
 
@@ -80,6 +83,7 @@ REDUCE = {"sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all
 VIEW = {"view", "expand"}
 SCAN = {"cumsum", "cumprod"}
 POOL = {"max_pool", "avg_pool"}
+MATMUL = {"matmul"}
 
 #: ATen op name → canonical pointwise name, where they differ only by name.
 ATEN_POINTWISE = {name: name for name in POINTWISE if name not in ("identity", "cast", "div_trunc", "div_floor")}
@@ -115,6 +119,8 @@ def op_class(op: str) -> str:
         return "scan"
     if op in POOL:
         return "pool"
+    if op in MATMUL:
+        return "matmul"
     if op in ("permute", "gather", "flip"):
         return op
     raise KeyError(op)

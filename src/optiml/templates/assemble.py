@@ -73,6 +73,10 @@ class Templates:
             from optiml.templates.permute import PermuteTemplate
 
             return PermuteTemplate()
+        if group.template == "gemm":
+            from optiml.templates.gemm import GemmTemplate
+
+            return GemmTemplate(self.sizes)
         raise TemplateError(f"no template family {group.template!r}")
 
 

@@ -12,6 +12,13 @@ Rules (documented so that a reader can predict a plan):
 * Scans, pooling and permutes are dedicated kernels (``flip → cumsum → flip`` is a reverse
   scan); an element-wise prologue that only reads inputs of the same shape fuses into their
   loads.
+* A ``matmul`` starts a *GEMM group*: the product plus its fused element-wise *epilogue* — every
+  element-wise node that reads a value the group computes (through views that keep the product's
+  innermost dim ``N`` innermost), writes as many elements as the product, and otherwise reads only
+  constants and *leaves*: graph inputs, values earlier kernels wrote, or recomputable values, each
+  broadcasting into the product's shape (bias ``[N]``, per-row ``[M, 1]``, a residual ``[M, N]``).
+  Bias, activations, scaling, residual adds and clamps fuse this way; a reduction after the
+  product is a separate kernel reading it from memory. The operands are read where they are stored.
 * A value computed only from graph inputs by element-wise ops is *recomputable*: a kernel that
   needs it recomputes it instead of reading it from memory. Any other value one kernel produces
   and a later one reads is *materialized* in the workspace; a reshaping view of a materialized or
@@ -107,8 +114,9 @@ class _Building:
 
 
 class _Planner:
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, graphs: list[Graph] | None = None) -> None:
         self.g = graph
+        self.graphs = graphs or [graph]  # every shape set's graph (same structure): GEMM fusion checks all
         self.groups: list[_Building] = []
         self.group_of: dict[int, int] = {}  # value id → group index that computes it
         self.aliases: dict[int, int] = {}
@@ -125,6 +133,9 @@ class _Planner:
                 raise TemplateError(f"no template for {node.target or node.op}") from exc
             if cls in ("scan", "pool", "permute", "flip"):
                 self._dedicated(node, cls)
+            elif cls == "matmul":
+                spec = {"trans_a": bool(node.attr("trans_a", False)), "trans_b": bool(node.attr("trans_b", False))}
+                self._new("gemm", node, {**spec, "batch": int(node.attr("batch", 0))})
             elif cls == "reduce":
                 self._reduce(node)
             elif cls == "view" and self._is_storage_view(node):
@@ -194,6 +205,8 @@ class _Planner:
         self._join(target, node)
 
     def _elementwise(self, node: Node) -> None:
+        if self._gemm_epilogue(node):
+            return
         out_shape = self.g.type(node.outputs[0]).shape
         if node.op == "gather":
             src = self.g.type(node.inputs[0]).shape
@@ -212,6 +225,68 @@ class _Planner:
             self.groups.append(_Building("pointwise", shape=out_shape))
             target = len(self.groups) - 1
         self._join(target, node)
+
+    # GEMM epilogues
+    def _storage(self, vid: int) -> int:
+        while vid in self.aliases:
+            vid = self.aliases[vid]
+        return vid
+
+    def _gemm_epilogue(self, node: Node) -> bool:
+        """Join ``node`` to the GEMM group whose value it reads, if it is a legal epilogue (module docstring)."""
+        if op_class(node.op) != "pointwise":
+            return False
+        homes = set()
+        for vid in node.inputs:
+            home = self.group_of.get(self._storage(vid))
+            if (
+                home is not None
+                and self.groups[home].template == "gemm"
+                and self._storage(vid) not in self.recomputable
+            ):
+                homes.add(home)
+        if not homes:
+            return False
+        target = max(homes)  # a product of an earlier GEMM kernel is a leaf of this one
+        building = self.groups[target]
+        product = self.g.nodes[building.nodes[0]]
+        has_n = self.g.type(product.inputs[1]).ndim >= 2
+        out = node.outputs[0]
+        for g in self.graphs:
+            domain, shape = g.type(product.outputs[0]).shape, g.type(out).shape
+            if _numel(shape) != _numel(domain) or (has_n and (not shape or shape[-1] != domain[-1])):
+                return False
+        for vid in node.inputs:
+            value = self.g.value(vid)
+            if value.is_const:
+                continue
+            base = self._storage(vid)
+            home = self.group_of.get(base)
+            if home == target and base not in self.recomputable:
+                continue  # the group's own value (possibly through a view)
+            stored = value.producer is None or self.g.value(base).producer is None
+            earlier = home is not None and home < target and base not in self.recomputable
+            if not (stored or earlier or self._recomputes_in_place(vid)):
+                return False
+            if not all(_broadcasts_to(g.type(vid).shape, g.type(out).shape) for g in self.graphs):
+                return False
+        self._join(target, node)
+        return True
+
+    def _recomputes_in_place(self, vid: int) -> bool:
+        """A recomputable value an epilogue can inline: element-wise nodes (no reshapes) over stored leaves."""
+        if vid not in self.recomputable:
+            return False
+        producer = self.g.producer(vid)
+        if producer is None or op_class(producer.op) != "pointwise":
+            return False
+        for i in producer.inputs:
+            value = self.g.value(i)
+            if value.is_const or value.producer is None or self.g.value(self._storage(i)).producer is None:
+                continue
+            if not self._recomputes_in_place(i):
+                return False
+        return True
 
     def _fits(self, b: _Building, shape: tuple[int, ...]) -> bool:
         if shape == b.shape:
@@ -266,6 +341,13 @@ class _Planner:
         return _squeezed(self.g.type(src).shape) != _squeezed(self.g.type(node.outputs[0]).shape)
 
 
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
 def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(s for s in shape if s != 1)
 
@@ -294,7 +376,7 @@ def _leaves(g: Graph, vid: int, recomputable: set[int], inside: set[int]) -> lis
 def make_plan(graphs: list[Graph]) -> Plan:
     """Plan kernels for a task from its graphs at every shape set (see the module docstring)."""
     cleaned = [cse(g) for g in graphs]
-    planner = _Planner(cleaned[0])
+    planner = _Planner(cleaned[0], cleaned)
     buildings = planner.plan()
     g = cleaned[0]
     produced_in: dict[int, int] = {}
@@ -315,11 +397,12 @@ def make_plan(graphs: list[Graph]) -> Plan:
     for gi, b in enumerate(buildings):
         inside = {o for n in b.nodes for o in g.nodes[n].outputs}
         for n in b.nodes:
+            epilogue = b.template == "gemm" and g.nodes[n].op != "matmul"  # recomputes, as row groups do
             for vid in g.nodes[n].inputs:
-                if vid in inside or g.value(vid).is_const:
+                if vid in inside or g.value(vid).is_const or (b.template == "gemm" and storage(vid) in inside):
                     continue
                 home = produced_in.get(storage(vid))
-                if home is not None and home != gi and storage(vid) in planner.recomputable and b.is_row:
+                if home is not None and home != gi and storage(vid) in planner.recomputable and (b.is_row or epilogue):
                     for leaf in _leaves(g, vid, planner.recomputable, inside):  # recomputed here from its leaves
                         if leaf not in inputs_of[gi]:
                             inputs_of[gi].append(leaf)
@@ -332,8 +415,25 @@ def make_plan(graphs: list[Graph]) -> Plan:
         home = produced_in.get(vid)
         if home is not None and vid not in outputs_of[home]:
             outputs_of[home].append(vid)
+    # A kernel left with nothing to write only computed values that every reader recomputes (an
+    # element-wise value over inputs that a GEMM epilogue inlines): it is dropped.
+    keep = [
+        gi
+        for gi, b in enumerate(buildings)
+        if outputs_of[gi] or not all(o in planner.recomputable for n in b.nodes for o in g.nodes[n].outputs)
+    ]
+    buildings = [buildings[gi] for gi in keep]
+    inputs_of = [inputs_of[gi] for gi in keep]
+    outputs_of = [outputs_of[gi] for gi in keep]
     for gi, b in enumerate(buildings):
         spec = dict(b.spec)
+        if b.template == "gemm":
+            spec.update(
+                {
+                    "recomputable": tuple(sorted(planner.recomputable)),
+                    "aliases": tuple(sorted(planner.aliases.items())),
+                }
+            )
         if b.is_row:
             spec.update(
                 {

@@ -1,0 +1,747 @@
+"""GEMM template: planning of matmul-family tasks, the space, rendering, nvcc builds, numerics on the CPU.
+
+Numerics run without a GPU: a task's whole planned unit (``TemplateKernels.render``: planner,
+assembler and template together) is compiled with g++ against the scan tests' fiber emulator (one
+fiber per CUDA thread, real barriers and warp shuffles) plus the few types the GEMM kernels use,
+loaded with ctypes and called in a forked child (an emulated crash cannot take pytest down) on
+buffers shared with it. ``mma.sync`` is replaced by a warp-cooperative emulation that reads each
+lane's fragments where the PTX ISA puts them, so the tensor-core path's tiling, fragment loads
+and epilogue are checked too (on small integers: exact in bf16 and in any summation order).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from test_permute_template import to_host_code
+from test_scan_template import EMULATOR
+
+from optiml.graph.capture import capture_all
+from optiml.integrity.screen import screen_source
+from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
+from optiml.kernel.source import KernelSource
+from optiml.task import Task, load_task
+from optiml.templates.base import DeviceFacts, GroupConfig, TemplateError
+from optiml.templates.gemm import GemmTemplate
+from optiml.templates.kernels import TemplateKernels
+from optiml.templates.plan import make_plan
+
+FACTS = DeviceFacts()
+EMULATED = DeviceFacts(sm_count=4)  # few SMs: small skinny products already take split-K
+needs_gxx = pytest.mark.skipif(
+    shutil.which("g++") is None or os.uname().machine != "x86_64" or not hasattr(os, "fork"),
+    reason="the CUDA emulator needs g++ on x86-64 Linux",
+)
+
+# -- tasks (KernelBench format) --------------------------------------------------------------------
+TASK = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+{sizes}
+OPTIML = {{"dtype": "{dtype}", "shape_sets": {sets}}}
+
+
+class Model(nn.Module):
+    def __init__(self{init_args}):
+        super().__init__()
+{init}
+
+    def forward(self, {args}):
+{body}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return [{init_values}]
+"""
+ODD = {"M": 37, "N": 45, "K": 29}
+ALIGNED = {"M": 64, "N": 48, "K": 32}  # 16-byte loads and stores
+DEEP = {"M": 20, "N": 33, "K": 70}  # several k slices of every depth
+HALF_SETS = [{"M": 64, "N": 48, "K": 56}, {"M": 33, "N": 17, "K": 61}]  # |sums| < 256: exact in bf16
+SPECS: dict[str, dict[str, Any]] = {
+    "mm": dict(args="a, b", body="return a @ b", inputs="torch.randn(M, K), torch.randn(K, N)"),
+    "mm_tn": dict(args="a, b", body="return a.t() @ b", inputs="torch.randn(K, M), torch.randn(K, N)"),
+    "mm_nt": dict(args="a, b", body="return a @ b.t()", inputs="torch.randn(M, K), torch.randn(N, K)"),
+    "mm_tt": dict(args="a, b", body="return a.t() @ b.t()", inputs="torch.randn(K, M), torch.randn(N, K)"),
+    "bmm": dict(args="a, b", body="return torch.bmm(a, b)", inputs="torch.randn(2, M, K), torch.randn(2, K, N)"),
+    "bcast": dict(
+        args="a, b", body="return torch.matmul(a, b)", inputs="torch.randn(2, M, K), torch.randn(3, 1, K, N)"
+    ),
+    "linear_relu": dict(
+        init_args=", k, n",
+        init="        self.fc = nn.Linear(k, n)",
+        init_values="K, N",
+        args="x",
+        body="return torch.relu(self.fc(x))",
+        inputs="torch.randn(M, K)",
+    ),
+    "linear3d_gelu_res": dict(
+        init_args=", k, n",
+        init="        self.fc = nn.Linear(k, n)",
+        init_values="K, N",
+        args="x, r",
+        body="return F.gelu(self.fc(x)) * 0.5 + r",
+        inputs="torch.randn(2, M, K), torch.randn(M, N)",
+    ),
+    "addmm": dict(
+        args="c, a, b",
+        body="return torch.addmm(c, a, b, beta=0.5, alpha=2.0).clamp(min=-1.0)",
+        inputs="torch.randn(M, 1), torch.randn(M, K), torch.randn(K, N)",
+    ),
+    "recomputed_leaf": dict(
+        args="a, b, c",
+        body="return a @ b + torch.exp(c)",
+        inputs="torch.randn(M, K), torch.randn(K, N), torch.randn(N)",
+    ),
+    "mm_rowsum": dict(
+        args="a, b", body="return (a @ b * 2.0).sum(dim=1)", inputs="torch.randn(M, K), torch.randn(K, N)"
+    ),
+    "two_outputs": dict(
+        args="a, b",
+        body="y = a @ b\n        return y, torch.relu(y) * 2.0",
+        inputs="torch.randn(M, K), torch.randn(K, N)",
+    ),
+    "mlp": dict(  # the second product reads the first kernel's result from the workspace
+        sizes={"M": 37},
+        sets=[{"M": 64}],
+        init="        self.fc1 = nn.Linear(29, 45)\n        self.fc2 = nn.Linear(45, 17)",
+        args="x",
+        body="return self.fc2(torch.relu(self.fc1(x)))",
+        inputs="torch.randn(M, 29)",
+    ),
+    "gemv": dict(
+        sizes={"M": 37, "K": 1000},
+        sets=[{"M": 5, "K": 29}, {"M": 8, "K": 1024}],
+        args="a, x",
+        body="return torch.matmul(a, x)",
+        inputs="torch.randn(M, K), torch.randn(K)",
+    ),
+    "small_m_linear": dict(
+        sizes={"M": 3, "N": 45, "K": 700},
+        sets=[{"M": 1, "N": 7, "K": 29}, {"M": 4, "N": 64, "K": 512}],
+        init_args=", k, n",
+        init="        self.fc = nn.Linear(k, n)",
+        init_values="K, N",
+        args="x",
+        body="return torch.sigmoid(self.fc(x))",
+        inputs="torch.randn(M, K)",
+    ),
+    "small_m_mm": dict(
+        sizes={"M": 3, "N": 45, "K": 700},
+        sets=[{"M": 2, "N": 300, "K": 29}],
+        args="a, b",
+        body="return torch.bmm(a, b) - 1.0",
+        inputs="torch.randn(2, M, K), torch.randn(2, K, N)",
+    ),
+    # bf16: small integers, so products and sums are exact whatever the order, and so is the bf16 result
+    "h_mm_relu": dict(
+        dtype="bfloat16",
+        sets=HALF_SETS,
+        args="a, b, c",
+        body="return torch.relu(a @ b) + c",
+        inputs="torch.randint(-2, 3, (M, K)).float(), torch.randint(-2, 3, (K, N)).float(), "
+        "torch.randint(-2, 3, (N,)).float()",
+    ),
+    "h_mm_nt": dict(
+        dtype="bfloat16",
+        sets=HALF_SETS,
+        args="a, b",
+        body="return a @ b.t()",
+        inputs="torch.randint(-2, 3, (M, K)).float(), torch.randint(-2, 3, (N, K)).float()",
+    ),
+    "h_mm_tt": dict(
+        dtype="bfloat16",
+        sets=HALF_SETS,
+        args="a, b",
+        body="return torch.bmm(a.transpose(1, 2), b.transpose(1, 2))",
+        inputs="torch.randint(-2, 3, (2, K, M)).float(), torch.randint(-2, 3, (2, N, K)).float()",
+    ),
+    "h_gemv": dict(
+        dtype="bfloat16",
+        sizes={"M": 4, "N": 45, "K": 29},
+        sets=[{"M": 16, "N": 64, "K": 40}],
+        args="a, b",
+        body="return a @ b.t()",
+        inputs="torch.randint(-2, 3, (M, K)).float(), torch.randint(-2, 3, (N, K)).float()",
+    ),
+    "f16_bmm": dict(
+        dtype="float16", args="a, b", body="return torch.bmm(a, b)", inputs="torch.randn(2, M, K), torch.randn(2, K, N)"
+    ),
+}
+
+
+def write_task(folder: Path, name: str) -> Path:
+    spec = {
+        "dtype": "float32",
+        "init_args": "",
+        "init": "        pass",
+        "init_values": "",
+        "sizes": ODD,
+        "sets": [ALIGNED, DEEP],
+    }
+    spec.update(SPECS[name])
+    text = TASK.format(
+        sizes="\n".join(f"{k} = {v}" for k, v in spec["sizes"].items()),
+        dtype=spec["dtype"],
+        sets=repr(spec["sets"]),
+        init_args=spec["init_args"],
+        init=spec["init"],
+        init_values=spec["init_values"],
+        args=spec["args"],
+        body="        " + spec["body"],
+        inputs=spec["inputs"],
+    )
+    path = folder / f"{name}.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
+    folder = tmp_path_factory.mktemp("gemm-tasks")
+    return {name: load_task(write_task(folder, name)) for name in SPECS}
+
+
+_KERNELS: dict[tuple[str, int], TemplateKernels] = {}
+_GRAPHS: dict[str, list[Any]] = {}
+
+
+def kernels_of(tasks: dict[str, Task], name: str, facts: DeviceFacts = FACTS) -> TemplateKernels:
+    key = (name, facts.sm_count)
+    if key not in _KERNELS:
+        _KERNELS[key] = TemplateKernels(tasks[name], _plan(name, tasks[name]), facts)
+    return _KERNELS[key]
+
+
+def _plan(name: str, task: Task) -> Any:
+    if name not in _GRAPHS:
+        _GRAPHS[name] = capture_all(task)
+    return make_plan(list(_GRAPHS[name]))
+
+
+# -- planning --------------------------------------------------------------------------------------
+PLANS = {
+    "mm": "gemm[matmul]",
+    "mm_tn": "gemm[matmul]",
+    "bcast": "gemm[matmul]",
+    "linear_relu": "gemm[matmul add relu]",
+    "linear3d_gelu_res": "gemm[matmul add mul mul erf add mul mul add]",
+    "addmm": "gemm[matmul mul add clamp]",  # beta * c is recomputed in the epilogue: no kernel of its own
+    "recomputed_leaf": "gemm[matmul add]",
+    "mm_rowsum": "gemm[matmul mul] → reduce[sum]",  # a reduction after the product stays a kernel
+    "two_outputs": "gemm[matmul relu mul]",
+    "mlp": "gemm[matmul add relu] → gemm[matmul add]",
+    "gemv": "gemm[matmul]",
+    "small_m_linear": "gemm[matmul add sigmoid]",
+    "h_mm_relu": "gemm[matmul relu add]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_planning_fuses_the_epilogue(tasks: dict[str, Task], name: str) -> None:
+    plan = kernels_of(tasks, name).plan
+    assert plan.describe() == PLANS[name]
+    gemm = plan.groups[0]
+    assert gemm.template == "gemm"
+    product = gemm.graph.nodes[gemm.nodes[0]]
+    assert product.op == "matmul" and set(product.inputs) <= set(gemm.inputs)
+    assert not set(plan.materialized) & set(product.inputs), "the operands are read where they are stored"
+    again = _plan(name, tasks[name])
+    assert again.describe() == plan.describe() and [g.spec for g in again.groups] == [g.spec for g in plan.groups]
+
+
+def test_the_matmul_node_carries_layout_and_batch(tasks: dict[str, Task]) -> None:
+    def product(name: str) -> Any:
+        gemm = kernels_of(tasks, name).plan.groups[0]
+        return gemm.graph.nodes[gemm.nodes[0]], gemm
+
+    for name, ta, tb, batch in [
+        ("mm", False, False, 0),
+        ("mm_tn", True, False, 0),
+        ("mm_nt", False, True, 0),
+        ("mm_tt", True, True, 0),
+        ("linear_relu", False, True, 0),  # nn.Linear's weight is read as stored: [N, K]
+        ("bmm", False, False, 1),
+        ("bcast", False, False, 2),  # [2, M, K] @ [3, 1, K, N]: batch (3, 2), both operands broadcast
+        ("h_mm_tt", True, True, 1),
+    ]:
+        node, gemm = product(name)
+        assert (node.attr("trans_a"), node.attr("trans_b"), node.attr("batch")) == (ta, tb, batch), name
+        assert set(node.inputs) <= set(gemm.graph.inputs), f"{name}: no permute or expand kernel before the GEMM"
+    node, gemm = product("bcast")
+    assert gemm.graph.type(node.outputs[0]).shape == (3, 2, 37, 45)
+
+
+def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
+    gemm = GemmTemplate()
+    first = {
+        name: kernels_of(tasks, name).default()[0] for name in ("mm", "gemv", "small_m_linear", "h_mm_relu", "h_gemv")
+    }
+    assert first["mm"] == GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)  # one 64x64 tile: small
+    assert first["gemv"] == GroupConfig.of("gemv", threads=256, rows=1)
+    assert first["small_m_linear"] == GroupConfig.of("gemv", threads=256, rows=4)
+    assert first["h_mm_relu"].variant == "mma" and first["h_gemv"].variant == "gemv"
+    big = kernels_of(tasks, "mm").plan.groups[0]
+    big_facts = DeviceFacts(sm_count=1)  # the 128x128 tiles cover every SM
+    assert gemm.default(big, big_facts) == GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
+    for name in ("mm", "gemv", "small_m_linear", "h_mm_relu", "h_gemv", "bcast"):
+        k = kernels_of(tasks, name)
+        group = k.plan.groups[0]
+        seeds = k.templates.of(group).seeds(group, FACTS)
+        assert seeds[0] == k.default()[0] and 3 <= len(seeds) <= 4 and len(set(seeds)) == len(seeds)
+        assert all(k.spaces[0].reason_invalid(s) is None for s in seeds), seeds
+
+
+def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
+    fp32 = kernels_of(tasks, "mm").spaces[0]
+    bf16 = kernels_of(tasks, "h_mm_relu").spaces[0]
+    assert fp32.variants == ("simt", "gemv") and bf16.variants == ("mma", "gemv")
+    simt = GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
+    assert fp32.reason_invalid(simt) is None
+    assert fp32.reason_invalid(simt.with_params(bk=16)) is None
+    bad = {
+        "threads": simt.with_params(tm=4, tn=4),  # 1024 threads
+        "warps": GroupConfig.of("simt", bm=32, bn=32, bk=8, tm=8, tn=8),  # 16 threads
+        "shared memory": simt.with_params(bk=32),  # 2 x 32 x 264 floats
+        "loads": GroupConfig.of("simt", bm=128, bn=32, bk=32, tm=8, tn=8),  # 1024 floats of A / 64 threads
+        "value": simt.with_params(bm=96),
+        "missing": GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8),
+    }
+    for why, config in bad.items():
+        assert fp32.reason_invalid(config) is not None, why
+    assert "unknown variant" in (fp32.reason_invalid(GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)) or "")
+    assert "unknown variant" in (bf16.reason_invalid(simt) or "")  # no half code under fp32, no SIMT for half
+    mma = GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
+    assert bf16.reason_invalid(mma) is None
+    for config in [
+        mma.with_params(wm=4, wn=4),  # 512 threads
+        mma.with_params(wm=1, wn=1),  # 128 mma tiles per warp
+        mma.with_params(bk=64),  # 73 KB of shared memory
+        GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=4, wn=4),
+    ]:
+        assert bf16.reason_invalid(config) is not None, config
+    assert fp32.reason_invalid(GroupConfig.of("gemv", threads=256, rows=3)) is not None
+    group = kernels_of(tasks, "mm").plan.groups[0]
+    with pytest.raises(TemplateError):
+        kernels_of(tasks, "mm").render([simt.with_params(tm=4, tn=4)])
+    with pytest.raises(TemplateError):
+        GemmTemplate().render(group, GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2), _ctx(group))
+
+
+def _ctx(group: Any) -> Any:
+    from optiml.templates.base import Operand, RenderContext
+
+    return RenderContext(
+        prefix=group.prefix,
+        inputs=[Operand(f"((const float*)inputs[{k}].data)", "float") for k, _ in enumerate(group.inputs)],
+        outputs=[Operand(f"((float*)outputs[{k}].data)", "float") for k, _ in enumerate(group.outputs)],
+        dims=lambda vid, d: f"inputs[0].shape[{d}]",
+    )
+
+
+def test_render_is_deterministic_prefixed_and_size_free(tasks: dict[str, Task]) -> None:
+    for name in ("linear3d_gelu_res", "small_m_linear", "h_mm_relu", "mm_rowsum"):
+        k = kernels_of(tasks, name)
+        for configs in k.seeds():
+            a, b = k.render(configs).code, k.render(configs).code
+            assert a == b
+            gemm = a[a.index("// ---- g0:") : a.index("OPTIML_EXPORT int optiml_forward")]
+            defined = re.findall(
+                r"(?:__global__ void __launch_bounds__\(\d+\)|struct|static \w+|__forceinline__ \w+)\s+(\w+)\(", gemm
+            )
+            defined += re.findall(r"struct (\w+) \{", gemm)
+            assert defined and all(n.startswith(("g0_", "g1_")) for n in defined), defined
+            assert "stream>>>" in a
+            sizes = SPECS[name].get("sizes", ODD)
+            for value in sizes.values():
+                if value > 8:
+                    assert not re.search(rf"(?<![\w.]){value}(?![\w.])", gemm), (name, value)
+            half = "__nv_bfloat16" in a or "mma.sync" in a or "__half" in a
+            assert half == name.startswith("h_"), name
+            report = screen_source(a, fp32_strict=not half)  # fp32 code passes the fp32-strict screen
+            assert not report.rejected and not report.flags, report.message()
+
+
+# -- nvcc builds -------------------------------------------------------------------------------------
+def combined(units: list[str]) -> str:
+    """Several planned units in one translation unit: each in its own namespace, entry points renamed."""
+    includes: list[str] = []
+    bodies = []
+    for k, unit in enumerate(units):
+        lines = []
+        for line in unit.splitlines():
+            if line.startswith("#include"):
+                if line not in includes:
+                    includes.append(line)
+            else:
+                lines.append(line)
+        body = "\n".join(lines).replace("optiml_forward(", f"case{k}_forward(")
+        body = body.replace("optiml_workspace_bytes(", f"case{k}_workspace(")
+        bodies.append(f"namespace case{k} {{\n{body}\n}}  // namespace case{k}")
+    return "\n".join(includes) + "\n" + "\n".join(bodies) + "\n"
+
+
+BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
+    "simt_nn_epilogue": [
+        ("mm", GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)),
+        ("linear3d_gelu_res", GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)),
+    ],
+    "simt_transposed": [
+        ("mm_tn", GroupConfig.of("simt", bm=128, bn=64, bk=16, tm=8, tn=8)),
+        ("mm_nt", GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=4, tn=4)),
+        ("mm_tt", GroupConfig.of("simt", bm=32, bn=64, bk=16, tm=4, tn=4)),
+    ],
+    "simt_batched": [
+        ("bcast", GroupConfig.of("simt", bm=64, bn=128, bk=8, tm=4, tn=8)),
+        ("addmm", GroupConfig.of("simt", bm=32, bn=32, bk=32, tm=4, tn=4)),
+    ],
+    "gemv_fp32": [
+        ("gemv", GroupConfig.of("gemv", threads=256, rows=1)),
+        ("small_m_linear", GroupConfig.of("gemv", threads=128, rows=4)),
+        ("small_m_mm", GroupConfig.of("gemv", threads=256, rows=16)),
+    ],
+    "mma_nn": [
+        ("h_mm_relu", GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)),
+        ("h_mm_relu", GroupConfig.of("mma", bm=64, bn=64, bk=64, wm=2, wn=2)),
+    ],
+    "mma_transposed": [
+        ("h_mm_nt", GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=2, wn=2)),
+        ("h_mm_tt", GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=1, wn=4)),
+    ],
+    "half_gemv_and_fp16": [
+        ("h_gemv", GroupConfig.of("gemv", threads=256, rows=4)),
+        ("f16_bmm", GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)),
+    ],
+}
+
+
+@pytest.mark.nvcc
+def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
+    sources = []
+    for cases in BUILDS.values():
+        units = [kernels_of(tasks, name).render([config]).code for name, config in cases]
+        sources.append(KernelSource(combined(units)))
+    results = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache")).compile_many(sources)
+    for name, result in zip(BUILDS, results, strict=True):
+        assert result.ok, f"{name}: {result.error_summary()}"
+        # (the assembler's optiml_workspace_bytes repeats the forward's layout: its offsets go unused there)
+        warnings = [d for d in result.diagnostics if d.severity == "warning" and "ws_" not in d.message]
+        assert not warnings, result.log[-3000:]
+        kernels = [r for r in result.resources if "_vec" in r.name or "_dot" in r.name or "_axpy" in r.name]
+        assert kernels, name
+        for res in kernels:  # the main kernels keep everything in registers
+            assert not res.spills and res.stack_bytes == 0, (name, res)
+
+
+# -- numerics on the CPU (g++ and the fiber emulator) ------------------------------------------------
+EXTRAS = r"""
+// What the GEMM kernels use beyond the scan emulator (test-only).
+#include <cmath>
+#undef __align__
+#define __align__(n) __attribute__((aligned(n)))
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+// kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(grid, block, smem, stream)(kernel, args)
+struct emu_launch {
+  unsigned g, b;
+  size_t s;
+  emu_launch(unsigned g_, unsigned b_, size_t s_, cudaStream_t) : g(g_), b(b_), s(s_) {}
+  template <class K, class... A> void operator()(K kernel, A... args) { emu_launcher{g, b, s}(kernel, args...); }
+};
+// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32, from the PTX ISA's fragment layouts: A(row, k) is half
+// (k & 1) of register (row >= 8) + 2 (k >= 8) of lane (row % 8) * 4 + (k % 8) / 2; B(k, col) is half
+// (k & 1) of register (k >= 8) of lane col * 4 + (k % 8) / 2; C(row, col) is element 2 (row >= 8) + (col & 1)
+// of lane (row % 8) * 4 + col / 2.
+static unsigned emu_mma_a[32][32][4], emu_mma_b[32][32][2];
+static inline float emu_bf16(unsigned bits) {
+  const uint32_t u = (bits & 0xffffu) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static void emu_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int q = 0; q < 4; ++q) emu_mma_a[w][lane][q] = a[q];
+  for (int q = 0; q < 2; ++q) emu_mma_b[w][lane][q] = b[q];
+  __syncwarp();
+  float out[4];
+  for (unsigned e = 0; e < 4; ++e) {
+    const unsigned row = lane / 4 + 8 * (e / 2), col = 2 * (lane % 4) + (e % 2);
+    double sum = c[e];
+    for (unsigned k = 0; k < 16; ++k) {
+      const unsigned av = emu_mma_a[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)] >> (16 * (k & 1));
+      const unsigned bv = emu_mma_b[w][col * 4 + (k % 8) / 2][k >= 8] >> (16 * (k & 1));
+      sum += (double)emu_bf16(av) * (double)emu_bf16(bv);
+    }
+    out[e] = (float)sum;
+  }
+  __syncwarp();
+  for (int q = 0; q < 4; ++q) c[q] = out[q];
+}
+"""
+BF16_MOCK = r"""
+#pragma once
+#include <cstdint>
+#include <cstring>
+struct __nv_bfloat16 { uint16_t x; };
+static inline float __bfloat162float(__nv_bfloat16 h) {
+  const uint32_t u = (uint32_t)h.x << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {(uint16_t)((u >> 16) | 0x40u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {(uint16_t)(u >> 16)};
+}
+"""
+MMA_ASM = re.compile(r'asm volatile\(\s*"mma\.sync[^"]*\.bf16\.bf16[^"]*"(?:\s*"[^"]*")*\s*:[^;]*\);')
+GXX = (
+    "g++",
+    "-std=c++17",
+    "-O1",
+    "-shared",
+    "-fPIC",
+    "-fno-strict-aliasing",
+    "-Wall",
+    "-Wno-unknown-pragmas",
+    "-Wno-unused-function",
+    "-Wno-unused-variable",
+    "-Wno-unused-but-set-variable",
+)
+
+
+def emulated_library(folder: Path, units: list[str]) -> Path:
+    """The units built for the emulator; ``case{k}_forward`` runs unit k."""
+    host = to_host_code(combined(units))
+    host, n = MMA_ASM.subn("emu_mma_bf16(c, a, b);", host)
+    assert n == sum("mma.sync" in u and ".bf16.bf16" in u for u in units)
+    mock = folder / "mock"
+    mock.mkdir(parents=True, exist_ok=True)
+    (mock / "cuda_runtime.h").write_text(EMULATOR + EXTRAS)
+    (mock / "cuda_bf16.h").write_text(BF16_MOCK)
+    cpp, lib = folder / "emu.cpp", folder / "emu.so"
+    cpp.write_text(host)
+    build = subprocess.run(
+        [*GXX, f"-I{mock}", f"-I{include_dir()}", "-o", str(lib), str(cpp)], capture_output=True, text=True, timeout=300
+    )
+    assert build.returncode == 0, build.stderr[-4000:]
+    assert "warning" not in build.stderr, build.stderr[-4000:]
+    return lib
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("shape", ctypes.c_int64 * 8),
+        ("stride", ctypes.c_int64 * 8),
+        ("ndim", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+    ]
+
+
+_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 5}
+
+
+def _shared(numel: int, dtype: Any, offset: int = 0) -> np.ndarray:
+    """An array in memory shared with forked children (``offset`` bytes past a page boundary)."""
+    size = max(numel * np.dtype(dtype).itemsize + offset, 1)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=dtype, count=numel, offset=offset)
+
+
+def _descriptor(array: np.ndarray, shape: tuple[int, ...], code: int) -> _Tensor:
+    t = _Tensor()
+    t.data, t.ndim, t.dtype = array.ctypes.data, len(shape), code
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):
+        t.shape[d], t.stride[d] = shape[d], stride
+        stride *= shape[d]
+    return t
+
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    t = t.contiguous()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        return t.view(torch.int16).numpy().view(np.uint16).reshape(-1)
+    return t.numpy().reshape(-1)
+
+
+def run_emulated(
+    lib: Path, k: int, inputs: list[torch.Tensor], outputs: list[torch.Tensor], offset: int = 0
+) -> list[np.ndarray]:
+    """Call unit ``k`` in a forked child on copies of ``inputs``; returns the outputs as flat arrays."""
+    handle = ctypes.CDLL(str(lib))
+    ins, in_arrays = [], []  # the arrays must outlive the call: descriptors only point at them
+    for t in inputs:
+        flat = _bits(t)
+        array = _shared(flat.size, flat.dtype, offset)
+        array[:] = flat
+        in_arrays.append(array)
+        ins.append(_descriptor(array, tuple(t.shape), _CODES[t.dtype]))
+    outs, out_arrays = [], []
+    for t in outputs:
+        flat = _bits(t)
+        array = _shared(flat.size, flat.dtype)
+        array.view(np.uint8)[:] = 0xFF  # poison: NaN
+        out_arrays.append(array)
+        outs.append(_descriptor(array, tuple(t.shape), _CODES[t.dtype]))
+    tin, tout = (_Tensor * len(ins))(*ins), (_Tensor * len(outs))(*outs)
+    ws_bytes = 0
+    if hasattr(handle, f"case{k}_workspace"):
+        fn = getattr(handle, f"case{k}_workspace")
+        fn.restype = ctypes.c_size_t
+        ws_bytes = int(fn(tin, len(ins)))
+    workspace = _shared(ws_bytes, np.uint8)
+    workspace[:] = 0xFF
+    status = _shared(1, np.int64)
+    status[0] = -999
+    forward = getattr(handle, f"case{k}_forward")
+    forward.restype = ctypes.c_int
+    args = (tin, len(ins), tout, len(outs), ctypes.c_void_p(workspace.ctypes.data), ctypes.c_size_t(ws_bytes), None)
+    pid = os.fork()
+    if pid == 0:  # the child: any crash or emulator exit stays here
+        try:
+            status[0] = forward(*args)
+        finally:
+            os._exit(0)
+    _, code = os.waitpid(pid, 0)
+    del in_arrays
+    assert code == 0, f"the emulated call died (wait status {code})"
+    assert status[0] == 0, f"optiml_forward returned {status[0]}"
+    return out_arrays
+
+
+# (task, configs): each config runs at every shape set of the task; "misaligned" also runs shape set 1
+# (aligned sizes) with every input 4 bytes off a 16-byte boundary (the scalar fallback)
+FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
+    (
+        "mm",
+        [
+            GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8),
+            GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=4, tn=4),
+            GroupConfig.of("simt", bm=32, bn=32, bk=8, tm=4, tn=4),
+            GroupConfig.of("gemv", threads=128, rows=16),
+        ],
+    ),
+    (
+        "mm_tn",
+        [
+            GroupConfig.of("simt", bm=128, bn=64, bk=16, tm=8, tn=8),
+            GroupConfig.of("simt", bm=32, bn=64, bk=8, tm=4, tn=4),
+        ],
+    ),
+    ("mm_nt", [GroupConfig.of("simt", bm=64, bn=128, bk=8, tm=4, tn=8), GroupConfig.of("gemv", threads=256, rows=2)]),
+    ("mm_tt", [GroupConfig.of("simt", bm=64, bn=32, bk=32, tm=8, tn=4)]),
+    ("bcast", [GroupConfig.of("simt", bm=32, bn=32, bk=16, tm=4, tn=4), GroupConfig.of("gemv", threads=128, rows=8)]),
+    ("linear_relu", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
+    ("linear3d_gelu_res", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
+    ("addmm", [GroupConfig.of("simt", bm=32, bn=64, bk=8, tm=4, tn=8)]),
+    ("recomputed_leaf", [GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8)]),
+    ("gemv", [GroupConfig.of("gemv", threads=256, rows=1), GroupConfig.of("gemv", threads=128, rows=4)]),
+    ("small_m_linear", [GroupConfig.of("gemv", threads=256, rows=4), GroupConfig.of("gemv", threads=128, rows=1)]),
+    ("small_m_mm", [GroupConfig.of("gemv", threads=128, rows=2)]),
+    ("mm_rowsum", [GroupConfig.of("simt", bm=32, bn=32, bk=16, tm=4, tn=4)]),  # product -> workspace -> row sum
+    ("two_outputs", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
+    ("mlp", [GroupConfig.of("simt", bm=32, bn=64, bk=16, tm=4, tn=8)]),
+]
+MISALIGNED = {"mm": 1, "mm_nt": 1, "gemv": 2}  # task -> an aligned shape set it also runs misaligned
+BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
+    (
+        "h_mm_relu",
+        [
+            GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),
+            GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=1),
+        ],
+    ),
+    ("h_mm_nt", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=2)]),
+    ("h_mm_tt", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=1, wn=2)]),
+    ("h_gemv", [GroupConfig.of("gemv", threads=128, rows=4), GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
+]
+
+
+def _check(tasks: dict[str, Task], lib: Path, cases: list[tuple[str, list[GroupConfig]]], exact: bool) -> list[str]:
+    from optiml.evaluate.runtime import TaskRuntime
+
+    failures = []
+    k = 0
+    for name, configs in cases:
+        task = tasks[name]
+        runtime = TaskRuntime(task, "cpu")
+        for config in configs:
+            for shape_set in range(task.num_shape_sets):
+                case = runtime.case(7 + shape_set, shape_set)
+                offsets = [0, 4] if MISALIGNED.get(name) == shape_set else [0]
+                for offset in offsets:
+                    got = run_emulated(lib, k, case.abi_inputs, case.expected, offset)
+                    for g, want in zip(got, case.expected, strict=True):
+                        label = f"{name} {config.label()} shape set {shape_set} offset {offset}"
+                        if exact:
+                            if not np.array_equal(g, _bits(want)):
+                                bad = int(np.sum(g != _bits(want)))
+                                failures.append(f"{label}: {bad} of {g.size} differ")
+                        else:
+                            ref = want.double().numpy().reshape(-1)
+                            if not np.allclose(g, ref, rtol=1e-4, atol=1e-4):
+                                failures.append(f"{label}: max error {np.nanmax(np.abs(g - ref))}")
+            k += 1
+    return failures
+
+
+def _units(tasks: dict[str, Task], cases: list[tuple[str, list[GroupConfig]]]) -> list[str]:
+    """One unit per (task, config): the GEMM kernel's config, every later kernel's default."""
+    units = []
+    for name, configs in cases:
+        k = kernels_of(tasks, name, EMULATED)
+        units += [k.render([c, *k.default()[1:]]).code for c in configs]
+    return units
+
+
+@needs_gxx
+def test_fp32_and_bf16_variants_match_torch_on_the_emulator(tasks: dict[str, Task], tmp_path: Path) -> None:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        fp32 = pool.submit(emulated_library, tmp_path / "fp32", _units(tasks, FP32_CASES))
+        bf16 = pool.submit(emulated_library, tmp_path / "bf16", _units(tasks, BF16_CASES))
+        fp32_lib, bf16_lib = fp32.result(), bf16.result()
+    failures = _check(tasks, fp32_lib, FP32_CASES, exact=False)
+    failures += _check(tasks, bf16_lib, BF16_CASES, exact=True)
+    assert not failures, "\n".join(failures)
+
+
+@needs_gxx
+def test_emulator_catches_a_wrong_kernel(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """Not vacuous: a SIMT kernel that drops the last k of each slice, and swapped mma fragments, are caught."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    simt = kernels_of(tasks, "mm", EMULATED).render([GroupConfig.of("simt", bm=32, bn=32, bk=8, tm=4, tn=4)]).code
+    broken_simt = simt.replace("for (int kk = 0; kk < 8; ++kk)", "for (int kk = 0; kk < 7; ++kk)")
+    mma = kernels_of(tasks, "h_mm_relu", EMULATED).render([GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]).code
+    broken_mma = mma.replace(
+        "fa[i][1] = *(const unsigned*)&As[buf][row + 8]", "fa[i][1] = *(const unsigned*)&As[buf][row + 1]"
+    )
+    assert broken_simt != simt and broken_mma != mma
+    lib = emulated_library(tmp_path, [broken_simt, broken_mma])
+    for k, (name, fine) in enumerate([("mm", False), ("h_mm_relu", True)]):
+        case = TaskRuntime(tasks[name], "cpu").case(7, 0)
+        (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
+        want = _bits(case.expected[0]) if fine else case.expected[0].double().numpy().reshape(-1)
+        assert not (np.array_equal(got, want) if fine else np.allclose(got, want, rtol=1e-4, atol=1e-4)), name
