@@ -24,14 +24,16 @@ class _Slot:
 class SizeResolver:
     """Maps (value id, dim) of the graph to a C ``int64_t`` expression."""
 
-    def __init__(self, graphs: list[Graph]) -> None:
+    def __init__(self, graphs: list[Graph], inputs_only: bool = False) -> None:
+        """``inputs_only``: expressions over the inputs alone (what ``optiml_workspace_bytes`` can see)."""
         self.graphs = graphs
+        self.inputs_only = inputs_only
         g0 = graphs[0]
         self._tensors: list[tuple[str, list[tuple[int, ...]]]] = []
         for k, vid in enumerate(g0.inputs):
             if not g0.value(vid).scalar:
                 self._tensors.append((f"inputs[{k}]", [g.type(g.inputs[k]).shape for g in graphs]))
-        for k in range(len(g0.outputs)):
+        for k in range(0 if inputs_only else len(g0.outputs)):
             self._tensors.append((f"outputs[{k}]", [g.type(g.outputs[k]).shape for g in graphs]))
         self._cache: dict[tuple[int, ...], str] = {}
 
@@ -43,7 +45,7 @@ class SizeResolver:
         for k, slot in enumerate(g0.inputs):  # an ABI tensor's own dim, whatever its value
             if slot == vid and not g0.value(vid).scalar:
                 return f"inputs[{k}].shape[{dim}]"
-        if vid in g0.outputs:
+        if vid in g0.outputs and not self.inputs_only:
             return f"outputs[{g0.outputs.index(vid)}].shape[{dim}]"
         return self.size(self.values_of(vid, dim), dim, g0.type(vid).ndim)
 

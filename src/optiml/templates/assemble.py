@@ -9,6 +9,7 @@ order on ``stream``. Sizes are read from the ABI tensors at every call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,9 +92,14 @@ def _arithmetic(dtype: str) -> str:
 def _workspace_regions(plan: Plan, sizes: SizeResolver) -> list[tuple[int, str]]:
     regions = []
     g = plan.graph
+    from_inputs = SizeResolver(list(plan.graphs), inputs_only=True)
     for vid in plan.materialized:
         t = g.type(vid)
-        numel = " * ".join(sizes.dim(vid, d) for d in range(t.ndim)) or "(int64_t)1"
+        dims = [sizes.dim(vid, d) for d in range(t.ndim)]
+        if any("outputs[" in d for d in dims):  # optiml_workspace_bytes sees the inputs only
+            with contextlib.suppress(TemplateError):  # else no input dim matches: the assembler says so
+                dims = [from_inputs.dim(vid, d) for d in range(t.ndim)]
+        numel = " * ".join(dims) or "(int64_t)1"
         regions.append((vid, f"(({numel}) * (int64_t)sizeof({c_type(t.dtype)}) + 255) / 256 * 256"))
     return regions
 
