@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TASK = '''
+TASK = """
 import torch
 import torch.nn as nn
 K = 48
@@ -19,7 +19,7 @@ def get_inputs():
     return [torch.randn(K, M), torch.randn(K, N)]
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_a_stored_value_shaped_like_an_output_is_sized_from_the_inputs(tmp_path: Path) -> None:
