@@ -102,6 +102,29 @@ class Traced:
     k: int
 
 
+def _pipeline_head(regs: str, bk: int, load_a: str, load_b: str, store_a: str, store_b: str) -> str:
+    """The double-buffered K loop's start, shared by the SIMT and mma kernels: stage slice 0, then in
+    each step issue the next slice's global loads before computing on the current one."""
+    return f"""{regs}  const int64_t KT = (P.K + {bk - 1}) / {bk};
+  int64_t k0 = 0;
+  int buf = 0;
+  {{
+{load_a}
+{load_b}
+{store_a}
+{store_b}
+  }}
+  __syncthreads();
+  for (int64_t kt = 0; kt < KT; ++kt) {{
+    buf = (int)(kt & 1);
+    if (kt + 1 < KT) {{
+      k0 = (kt + 1) * {bk};
+{load_a}
+{load_b}
+    }}
+"""
+
+
 def _prod(values: tuple[int, ...]) -> int:
     n = 1
     for v in values:
@@ -592,24 +615,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   for (int i = 0; i < {tm}; ++i)
 #pragma unroll
     for (int j = 0; j < {tn}; ++j) acc[i][j] = 0.f;
-{regs}  const int64_t KT = (P.K + {bk - 1}) / {bk};
-  int64_t k0 = 0;
-  int buf = 0;
-  {{
-{load_a}
-{load_b}
-{store_a}
-{store_b}
-  }}
-  __syncthreads();
-  for (int64_t kt = 0; kt < KT; ++kt) {{
-    buf = (int)(kt & 1);
-    if (kt + 1 < KT) {{
-      k0 = (kt + 1) * {bk};
-{load_a}
-{load_b}
-    }}
-#pragma unroll
+{_pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}#pragma unroll
     for (int kk = 0; kk < {bk}; ++kk) {{
       float fa[{tm}], fb[{tn}];
 {frag_a}
@@ -728,24 +734,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
     for (int j = 0; j < {ni}; ++j)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-{regs}  const int64_t KT = (P.K + {bk - 1}) / {bk};
-  int64_t k0 = 0;
-  int buf = 0;
-  {{
-{load_a}
-{load_b}
-{store_a}
-{store_b}
-  }}
-  __syncthreads();
-  for (int64_t kt = 0; kt < KT; ++kt) {{
-    buf = (int)(kt & 1);
-    if (kt + 1 < KT) {{
-      k0 = (kt + 1) * {bk};
-{load_a}
-{load_b}
-    }}
-#pragma unroll
+{_pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}#pragma unroll
     for (int ks = 0; ks < {bk}; ks += 16) {{
       unsigned fa[{mi}][4], fb[{ni}][2];
 #pragma unroll
