@@ -98,8 +98,8 @@ def test_propose_needs_at_least_one_proposal(tmp_path: Path, count: str) -> None
 def test_doctor_finds_cuobjdump_where_the_profiler_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
+    from optiml.doctor import tool_check
     from optiml.profile.sass import find_cuobjdump
-    from optiml.report.doctor import tool_check
 
     tool = tmp_path / "bin" / "cuobjdump"
     tool.parent.mkdir()

@@ -110,11 +110,11 @@ def eval_cmd(
     ] = False,
 ) -> None:
     """Compile, verify and time KERNEL against TASK's reference (--compile-only: screen and compile)."""
+    from optiml.cli.views.evaluation import eval_to_json, render_eval
     from optiml.evaluate.config import EvalConfig
     from optiml.evaluate.evaluator import Evaluator, compile_check
     from optiml.kernel.compiler import Compiler, CompilerConfig
     from optiml.kernel.source import KernelSource
-    from optiml.report.evaluation import eval_to_json, render_eval
     from optiml.task import load_task
 
     if compile_only and torch_compile:
@@ -228,6 +228,7 @@ def export_cmd(
 @reports_errors
 def doctor_cmd() -> None:
     """Report what this machine offers: nvcc, GPU, ncu, cuobjdump, sandboxing."""
-    from optiml.report.doctor import collect, render
+    from optiml.cli.views.doctor import render_checks
+    from optiml.doctor import collect
 
-    render(console, collect())
+    render_checks(console, collect())

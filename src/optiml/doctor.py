@@ -1,13 +1,12 @@
-"""``optiml doctor``: what this machine offers OptiML, checked rather than assumed."""
+"""``optiml doctor``: what this machine offers OptiML, checked rather than assumed.
+
+Data only; :mod:`optiml.cli.views.doctor` renders the checks."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 from dataclasses import dataclass
-
-from rich.console import Console
-from rich.table import Table
 
 from optiml.errors import ToolchainError
 
@@ -68,13 +67,3 @@ def collect() -> list[Check]:
     except Exception as exc:  # doctor reports, never crashes
         checks.append(Check("sandbox", False, f"probe failed: {exc}"))
     return checks
-
-
-def render(console: Console, checks: list[Check]) -> None:
-    table = Table(title="optiml doctor")
-    table.add_column("check")
-    table.add_column("ok")
-    table.add_column("detail", overflow="fold")
-    for check in checks:
-        table.add_row(check.name, "[green]yes[/green]" if check.ok else "[red]no[/red]", check.detail)
-    console.print(table)
