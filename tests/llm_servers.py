@@ -6,12 +6,14 @@ speaks Anthropic Messages (``POST /v1/messages``). Each runs a ``ThreadingHTTPSe
 script is empty it answers with a canned reply (``"reply <k>"`` for the k-th request, or
 ``"reply <k>.<i>"`` per sample when n > 1), so most tests need no script at all.
 
-The real SDKs and `LLMClient` talk to them exactly as to the real services. They live in the
-package (not under tests/) so that every test suite can import them without path tricks::
+The real SDKs and `LLMClient` talk to them exactly as to the real services. This module serves
+tests only, so it lives in tests/; every test folder imports it as ``llm_servers`` because pytest
+puts tests/ on ``sys.path`` when it loads tests/conftest.py (its default "prepend" import mode)::
 
     import pytest
+    from llm_servers import OpenAIServer, answer, error, garbled, slow
+
     from optiml.llm import LLMClient
-    from optiml.llm.testing import OpenAIServer, answer, error, garbled, slow
 
     @pytest.fixture
     def openai_server():

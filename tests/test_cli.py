@@ -155,7 +155,7 @@ OPTIML_EXPORT int optiml_forward(const optiml_tensor* inputs, int n_inputs, opti
 def test_generate_without_a_gpu_spends_nothing_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 16 item 4: no LLM call is paid for before the GPU that verifies the answers is known to exist;
     with --no-verify every kernel the LLM wrote is saved."""
-    from optiml.llm.testing import OpenAIServer, answer
+    from llm_servers import OpenAIServer, answer
 
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from generate_helpers import SILU_TASK
 
+from llm_servers import OpenAIServer
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.llm import LLMCallStore, LLMClient
-from optiml.llm.testing import OpenAIServer
 from optiml.task import Task, load_task
 
 

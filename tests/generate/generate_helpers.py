@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llm_servers import RecordedRequest, Reply, answer
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.compiler import Compiler
 from optiml.kernel.source import KernelSource
-from optiml.llm.testing import RecordedRequest, Reply, answer
 from optiml.llm.types import LLMRequest, LLMResponse
 
 ROOT = Path(__file__).resolve().parents[2]

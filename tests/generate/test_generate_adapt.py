@@ -7,10 +7,10 @@ from collections.abc import Callable
 import pytest
 from generate_helpers import RuleEvaluator, ScriptedModel, fenced, silu_kernel
 
+from llm_servers import OpenAIServer
 from optiml.generate import GenerationConfig, GenerationError, adapt_kernel
 from optiml.kernel.compiler import Compiler
 from optiml.llm import LLMClient
-from optiml.llm.testing import OpenAIServer
 from optiml.task import Task
 
 USER_CODE = """#include <cstdio>

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from generate_helpers import RuleEvaluator, ScriptedModel, fenced, silu_kernel
 
+from llm_servers import OpenAIServer
 from optiml.generate import GenerationConfig, GenerationStore, generate_root
 from optiml.generate.outcome import EventKind, GenerationEvent
 from optiml.kernel.compiler import Compiler
 from optiml.llm import LLMCallStore, LLMClient
-from optiml.llm.testing import OpenAIServer
 from optiml.task import Task
 
 pytestmark = pytest.mark.nvcc

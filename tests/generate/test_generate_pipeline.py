@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from generate_helpers import RuleEvaluator, ScriptedModel, fenced, silu_kernel
 
+from llm_servers import OpenAIServer, answer, error
 from optiml.errors import NoGPUError
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.generate import GenerationConfig, GenerationStore, Thought, generate_root
@@ -15,7 +16,6 @@ from optiml.generate.outcome import Attempt, ThoughtRecord
 from optiml.generate.pipeline import judge
 from optiml.kernel.source import KernelSource
 from optiml.llm import LLMClient
-from optiml.llm.testing import OpenAIServer, answer, error
 from optiml.task import Task
 
 FAST = silu_kernel(1.0, "fast")

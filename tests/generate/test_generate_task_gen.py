@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from generate_helpers import ScriptedModel
 
+from llm_servers import OpenAIServer
 from optiml.generate import GenerationConfig, GenerationError, GenerationStore, generate_task_from_request
 from optiml.generate.task_check import validate_task_file
 from optiml.llm import LLMClient
-from optiml.llm.testing import OpenAIServer
 from optiml.task import load_task
 
 GOOD = """import torch

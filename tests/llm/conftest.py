@@ -1,6 +1,6 @@
 """Fixtures for the LLM layer's tests: scripted loopback servers and clients that never sleep.
 
-The servers themselves live in `optiml.llm.testing` (importable from any test suite); see its
+The servers themselves live in `tests/llm_servers.py` (importable from any test suite); see its
 docstring for the script API (`answer`, `error`, `garbled`, `truncated`, `slow`).
 """
 
@@ -17,8 +17,8 @@ import pytest
 if importlib.util.find_spec("optiml") is None:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
+from llm_servers import AnthropicServer, OpenAIServer, ScriptedLLMServer
 from optiml.llm import LLMCallStore, LLMClient
-from optiml.llm.testing import AnthropicServer, OpenAIServer, ScriptedLLMServer
 
 SECRET_KEY = "sk-test-SECRET-0123456789abcdef"
 

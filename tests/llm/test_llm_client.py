@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from llm_servers import OpenAIServer, ScriptedLLMServer, answer, error, garbled, slow, truncated
 from optiml.llm import (
     ChatMessage,
     LLMBudgetExceeded,
@@ -21,7 +22,6 @@ from optiml.llm import (
     LLMUnavailable,
     make_client,
 )
-from optiml.llm.testing import OpenAIServer, ScriptedLLMServer, answer, error, garbled, slow, truncated
 
 MSGS = [ChatMessage("system", "You write CUDA kernels."), ChatMessage("user", "Row softmax, float32.")]
 MakeClient = Callable[..., LLMClient]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from llm_servers import AnthropicServer, OpenAIServer, ScriptedLLMServer, slow
 from optiml.llm import (
     ChatMessage,
     LLMBudgetExceeded,
@@ -18,7 +19,6 @@ from optiml.llm import (
     LLMClient,
     LLMUnavailable,
 )
-from optiml.llm.testing import AnthropicServer, OpenAIServer, ScriptedLLMServer, slow
 
 MSGS = [ChatMessage("user", "hello")]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from llm_servers import OpenAIServer, answer
 from optiml.llm import ChatMessage, LLMBudgetExceeded, LLMClient, LLMConfig, LLMConfigError, load_llm_config
 from optiml.llm.prices import SHIPPED_PRICES, shipped_prices
-from optiml.llm.testing import OpenAIServer, answer
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from llm_servers import ScriptedLLMServer, answer, error
 from optiml.llm import ChatMessage, LLMCallStore, LLMClient, LLMError
-from optiml.llm.testing import ScriptedLLMServer, answer, error
 
 MSGS = [ChatMessage("system", "sys"), ChatMessage("user", "hello")]
 

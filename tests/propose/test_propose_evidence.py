@@ -63,7 +63,7 @@ def test_the_target_gpu_section_renders_only_when_known() -> None:
 def test_llm_proposer_gets_the_compile_evidence_and_the_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_cache: Path
 ) -> None:
-    from optiml.llm.testing import OpenAIServer, answer
+    from llm_servers import OpenAIServer, answer
 
     with OpenAIServer() as server:
         server.script(answer(ANSWER))

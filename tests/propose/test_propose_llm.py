@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from propose_helpers import TASKS, read_kernel, suite_task
 
+from llm_servers import AnthropicServer, OpenAIServer, RecordedRequest, Reply, answer, error, slow
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.llm import LLMBudgetExceeded, LLMCallStore, LLMClient, LLMUnavailable
-from optiml.llm.testing import AnthropicServer, OpenAIServer, RecordedRequest, Reply, answer, error, slow
 from optiml.propose.base import Edit, HistoryEntry, ProposalContext, Proposer
 from optiml.propose.llm import LLMProposer
 

@@ -15,8 +15,8 @@ import pytest
 from propose_helpers import TASKS
 from typer.testing import CliRunner, Result
 
+from llm_servers import OpenAIServer, RecordedRequest, Reply, answer, slow
 from optiml.cli import app
-from optiml.llm.testing import OpenAIServer, RecordedRequest, Reply, answer, slow
 
 TASK = TASKS / "silu.py"
 KERNEL = TASKS / "silu.naive.cu"

@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from llm_servers import OpenAIServer, RecordedRequest, Reply, answer
 from optiml.llm import LLMCallStore, LLMClient, LLMConfig
-from optiml.llm.testing import OpenAIServer, RecordedRequest, Reply, answer
 from optiml.propose.llm import LLMProposer
 from optiml.search import Budgets, SearchConfig, SearchEvent, run_search
 from optiml.search.events import EventKind

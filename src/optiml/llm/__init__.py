@@ -12,7 +12,7 @@ Typical use::
             print(answer.texts, llm.usage.cost_usd)
 
 Importing this package does not import the vendor SDKs; they load when a provider is built.
-`optiml.llm.testing` has scripted loopback servers for tests.
+Scripted loopback servers for tests live in the test suite (``tests/llm_servers.py``).
 """
 
 from __future__ import annotations
