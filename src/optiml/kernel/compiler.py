@@ -214,9 +214,3 @@ class Compiler:
         if result.ok and not Path(str(so_path)).is_file():
             return None
         return CompileResult(**{**result.__dict__, "so_path": so_path, "cached": True, "seconds": 0.0})
-
-
-def compile_kernel(kernel: KernelSource, arch: str = DEFAULT_ARCH, cache_dir: Path | None = None) -> CompileResult:
-    """One-shot convenience: compile ``kernel`` for ``arch`` with the default cache."""
-    config = CompilerConfig(arch=arch, cache_dir=cache_dir or default_cache_dir())
-    return Compiler(config).compile(kernel)
