@@ -8,7 +8,6 @@ ready :class:`Session`. Nothing here reads the environment except through
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +133,3 @@ class Session:
     @property
     def proposer_names(self) -> list[str]:
         return [p.name for p in self.proposers]
-
-
-def ncu_available() -> bool:
-    return shutil.which("ncu") is not None
