@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -34,7 +34,6 @@ class EvalConfig:
     suspect_margin: float = 0.8  # faster than margin × physical floor → suspect, re-verified
     stream_slack_ms: float = 0.05  # host-observed time may exceed event time by 2× + this
     worker_recycle: int = 200  # restart the worker after this many candidates (loaded .so files pile up)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
