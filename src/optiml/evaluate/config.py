@@ -8,7 +8,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Verification and timing settings; the defaults follow DESIGN.md's protocol.
+    """Verification and timing settings; the defaults follow docs/evaluation.md's protocol.
 
     Verification: ``seeds`` trials on the default shape set (fresh seeded inputs, input
     distributions cycling through the task's list), one trial on every extra shape set, and a

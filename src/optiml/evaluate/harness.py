@@ -1,4 +1,4 @@
-"""Verify and time one candidate inside the GPU worker, following DESIGN.md's protocol.
+"""Verify and time one candidate inside the GPU worker, following docs/evaluation.md's protocol.
 
 Order: load → verification trials (seeds × distributions on the default shape set, then
 every extra shape set) → timing (every timed call's output checked) → stream/thread/L2
