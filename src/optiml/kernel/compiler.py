@@ -23,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from optiml.cache_dirs import user_cache_dir
 from optiml.errors import ToolchainError
 from optiml.kernel.build import CompileDiagnostic, CompileResult
 from optiml.kernel.ptxas import parse_diagnostics, parse_resources
@@ -40,11 +41,6 @@ def include_dir() -> Path:
 
 def abi_header() -> str:
     return (include_dir() / "optiml.h").read_text(encoding="utf-8")
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "optiml" / "kernels"
 
 
 def gencode(arch: str) -> str:
@@ -109,7 +105,7 @@ def detect_arch() -> str | None:
 @dataclass(frozen=True)
 class CompilerConfig:
     arch: str | None = None  # None: detect the GPU, else DEFAULT_ARCH
-    cache_dir: Path = field(default_factory=default_cache_dir)
+    cache_dir: Path = field(default_factory=lambda: user_cache_dir("kernels"))
     timeout_s: float = 180.0
     jobs: int = 0  # parallel compiles; 0 = number of CPUs
     libraries: tuple[str, ...] = ()  # -l<name> for libraries a task allows

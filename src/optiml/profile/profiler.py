@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from optiml.cache_dirs import user_cache_dir
 from optiml.evaluate.results import EvalResult
 from optiml.kernel.build import CompileResult
 from optiml.kernel.compiler import Compiler
@@ -37,7 +38,6 @@ from optiml.profile.roofline import (
     Peaks,
     Roofline,
     datasheet_peaks,
-    default_cache_dir,
     load_cached,
     problem_bytes,
     save_cached,
@@ -65,7 +65,7 @@ class ProfileConfig:
     peaks: Peaks | None = None  # fixed peaks: skip the cache and the measurement
     measure_peaks: bool = True  # measure on first use when a GPU is visible and nothing is cached
     peaks_timeout_s: float = 300.0
-    roofline_cache_dir: Path = field(default_factory=default_cache_dir)
+    roofline_cache_dir: Path = field(default_factory=lambda: user_cache_dir("roofline"))
     raw_dir: Path | None = None  # keep each ncu run's raw CSV and the target's events here
     #: True: read-only filesystem + pid namespace around ncu; False: scrubbed environment, own
     #: directory, limits and no network only; None: the first, and the second if the counters turn

@@ -15,7 +15,6 @@ A100/H100/H200 are the labelled fallback.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,11 +82,6 @@ def datasheet_peaks(gpu: str) -> Peaks | None:
         if re.search(pattern, gpu, re.IGNORECASE):
             return Peaks(**{**asdict(peaks), "gpu": gpu, "source": f"datasheet ({peaks.gpu})"})
     return None
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "optiml" / "roofline"
 
 
 def cache_path(cache_dir: Path, gpu: str) -> Path:
