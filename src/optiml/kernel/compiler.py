@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from optiml.cache_dirs import user_cache_dir
+from optiml.cuda_tools import find_cuda_tool
 from optiml.errors import ToolchainError
 from optiml.kernel.build import CompileDiagnostic, CompileResult
 from optiml.kernel.ptxas import parse_diagnostics, parse_resources
@@ -56,12 +57,9 @@ def gencode(arch: str) -> str:
 
 
 def find_nvcc() -> str:
-    path = shutil.which("nvcc")
+    """nvcc wherever :func:`~optiml.cuda_tools.find_cuda_tool` looks; `ToolchainError` when it is nowhere."""
+    path = find_cuda_tool("nvcc")
     if path is None:
-        cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-        candidate = Path(cuda_home) / "bin" / "nvcc"
-        if candidate.is_file():
-            return str(candidate)
         raise ToolchainError(
             "nvcc not found: install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) and put nvcc on PATH"
         )
