@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optiml.integrity.jail import visible_mount_points
+from optiml.integrity.jail import parse, visible_mount_points
 
 # A container's mountinfo after `unshare --mount-proc`: a new /proc (63) stacked on the old one (45),
 # /dev/shm and /dev/pts mounted twice, and a mount under the old /proc that is no longer reachable.
@@ -37,3 +37,14 @@ def test_reachable_mounts_parents_first() -> None:
 
 def test_mounts_under_a_covered_mount_are_skipped() -> None:
     assert "/proc/sys/fs/binfmt_misc" not in visible_mount_points(MOUNTINFO)
+
+
+def test_arguments_with_and_without_a_view() -> None:
+    assert parse(["--workdir", "/w", "--", "true"]) == ("/w", [], ["true"])
+    assert parse(["--workdir", "/w", "--view", "/usr", "--view", "/lib", "--", "nvcc", "-c"]) == (
+        "/w",
+        ["/usr", "/lib"],
+        ["nvcc", "-c"],
+    )
+    assert parse(["--workdir", "/w", "--view", "/usr", "true"]) is None
+    assert parse(["--view", "/usr", "--", "true"]) is None

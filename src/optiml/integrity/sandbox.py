@@ -25,6 +25,11 @@ as an untrusted process:
   - ``unshare --net`` alone, when mount namespaces are refused: no network, nothing else;
   - nothing, when the host allows no namespaces: reported as such, never silently.
 
+  With ``view`` (the compiler's sandbox) the filesystem is not just read-only but *absent*: the
+  process sees only the listed paths (the toolkit, the host compiler, system headers and
+  libraries), read-only, plus its own directory and a private ``/tmp`` — see
+  :func:`optiml.integrity.jail.build_view`. :func:`probe_view` checks once that this works here.
+
   A private network namespace has only a loopback device of its own, so the worker cannot reach
   the orchestrator's loopback servers or the internet. A private pid namespace with its own
   ``/proc`` hides other processes — and their ``/proc/<pid>/environ``, where the orchestrator's
@@ -55,7 +60,7 @@ import site
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -247,6 +252,7 @@ def build_worker_launch(
     extra_env: Mapping[str, str] | None = None,
     isolate_filesystem: bool = True,
     support: IsolationSupport | None = None,
+    view: Sequence[str] = (),
 ) -> WorkerLaunch:
     """How to start ``argv`` as an isolated worker living in ``workdir`` (which must exist).
 
@@ -254,6 +260,8 @@ def build_worker_launch(
     a name that looks like a secret is refused with :class:`ConfigError`. ``isolate_network`` and
     ``isolate_filesystem`` ask for namespaces; what the host actually grants is in ``report``.
     ``support`` defaults to :func:`probe_isolation` (tests pass a narrower one to pick a recipe).
+    ``view`` (absolute paths) replaces the read-only whole filesystem by only these paths; the
+    caller checks :func:`probe_view` first (a host may allow the jail but refuse the new root).
     """
     if not argv:
         raise ConfigError("the worker command is empty")
@@ -273,11 +281,11 @@ def build_worker_launch(
     env["PYTHONDONTWRITEBYTECODE"] = "1"
 
     support = support or probe_isolation()
-    wrapped, backend = _wrap(argv, workdir, support, isolate_network, isolate_filesystem)
+    wrapped, backend = _wrap(argv, workdir, support, isolate_network, isolate_filesystem, tuple(view))
     report = IsolationReport(
         backend=backend,
         network=_network_text(backend, isolate_network, support),
-        filesystem=_filesystem_text(backend, isolate_filesystem, workdir, support),
+        filesystem=_filesystem_text(backend, isolate_filesystem, workdir, support, bool(view)),
         processes="own pid namespace: other processes invisible"
         if backend in ("bwrap", "unshare+jail")
         else "shared pid namespace: other processes are visible",
@@ -296,12 +304,12 @@ def build_worker_launch(
 
 
 def _wrap(
-    argv: list[str], workdir: Path, support: IsolationSupport, network: bool, filesystem: bool
+    argv: list[str], workdir: Path, support: IsolationSupport, network: bool, filesystem: bool, view: tuple[str, ...]
 ) -> tuple[list[str], str]:
     if filesystem and support.unshare_jail:
-        return [*_unshare_jail_prefix(workdir, network, support.is_root), *argv], "unshare+jail"
+        return [*_unshare_jail_prefix(workdir, network, support.is_root, view), *argv], "unshare+jail"
     if filesystem and support.bwrap:
-        return [*_bwrap_prefix(workdir, network), *argv], "bwrap"
+        return [*_bwrap_prefix(workdir, network, view), *argv], "bwrap"
     if network and support.unshare_net:
         return [*_unshare_net_prefix(support.is_root), *argv], "unshare --net"
     return list(argv), "none"
@@ -315,7 +323,9 @@ def _network_text(backend: str, requested: bool, support: IsolationSupport) -> s
     return f"private network namespace ({backend}): loopback only, no outside network"
 
 
-def _filesystem_text(backend: str, requested: bool, workdir: Path, support: IsolationSupport) -> str:
+def _filesystem_text(backend: str, requested: bool, workdir: Path, support: IsolationSupport, view: bool) -> str:
+    if backend in ("bwrap", "unshare+jail") and view:
+        return f"only the listed paths (read-only) and {workdir} exist (and a private /tmp)"
     if backend in ("bwrap", "unshare+jail"):
         return f"read-only except {workdir} (and a private /dev/shm)"
     if not requested:
@@ -325,35 +335,29 @@ def _filesystem_text(backend: str, requested: bool, workdir: Path, support: Isol
     )
 
 
-def _bwrap_prefix(workdir: Path, network: bool) -> list[str]:
-    prefix = [
-        "bwrap",
-        "--unshare-all",
-        "--die-with-parent",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/dev/shm",
-    ]
+def _bwrap_prefix(workdir: Path, network: bool, view: tuple[str, ...] = ()) -> list[str]:
+    prefix = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+    if view:  # only the listed paths (bwrap resolves a listed symlink to its target)
+        prefix += ["--tmpfs", "/"]
+        for path in view:
+            if os.path.exists(path):
+                prefix += ["--ro-bind", path, path]
+        prefix += ["--dev", "/dev", "--tmpfs", "/tmp"]
+    else:
+        prefix += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+        for node in sorted(glob.glob("/dev/nvidia*")):  # GPU device nodes (and /dev/nvidia-caps for MIG)
+            prefix += ["--dev-bind", node, node]
     if not network:
         prefix.append("--share-net")
-    for node in sorted(glob.glob("/dev/nvidia*")):  # GPU device nodes (and /dev/nvidia-caps for MIG)
-        prefix += ["--dev-bind", node, node]
     prefix += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--"]
     return prefix
 
 
-def _unshare_jail_prefix(workdir: Path, network: bool, is_root: bool) -> list[str]:
+def _unshare_jail_prefix(workdir: Path, network: bool, is_root: bool, view: tuple[str, ...] = ()) -> list[str]:
     prefix = ["unshare"] + ([] if is_root else ["--map-root-user"]) + (["--net"] if network else [])
     prefix += ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
-    return [*prefix, sys.executable, "-I", str(_JAIL), "--workdir", str(workdir), "--"]
+    views = [part for path in view for part in ("--view", path)]
+    return [*prefix, sys.executable, "-I", "-S", str(_JAIL), "--workdir", str(workdir), *views, "--"]
 
 
 def _unshare_net_prefix(is_root: bool) -> list[str]:
@@ -374,6 +378,38 @@ def probe_isolation() -> IsolationSupport:
     names = ("RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_DATA", "RLIMIT_NPROC", "RLIMIT_CORE")
     rlimits = tuple(name for name in names if hasattr(resource, name))
     return IsolationSupport(is_root, bwrap, jail, net, rlimits, tuple(notes))
+
+
+#: what every compile needs besides the toolkit: the host compiler, system headers and libraries
+SYSTEM_VIEW = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+)
+
+
+@cache
+def probe_view() -> tuple[bool, str]:
+    """Whether a process can be started in a new root of :data:`SYSTEM_VIEW` here, and why not."""
+    support = probe_isolation()
+    if not support.filesystem:
+        return False, "no mount namespaces here"
+    true = shutil.which("true") or "/bin/true"
+    with tempfile.TemporaryDirectory(prefix="optiml-probe-") as tmp:
+        launch = build_worker_launch(
+            [true], workdir=Path(tmp), limits=ResourceLimits(), support=support, view=SYSTEM_VIEW
+        )
+        notes: list[str] = []
+        ok = _try(launch.report.backend, launch.argv, notes)
+    return ok, "; ".join(notes)
 
 
 def _try(name: str, argv: list[str], notes: list[str]) -> bool:

@@ -55,6 +55,9 @@ class CompileResult:
     command: tuple[str, ...] = ()
     log: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: what the build does (device + host code, see optiml.kernel.identity); "" when unknown
+    binary_digest: str = ""
+    sandbox: str = ""  # the isolation nvcc ran under ("unshare+jail", "bwrap", "none"); "" for old entries
 
     @property
     def errors(self) -> list[CompileDiagnostic]:

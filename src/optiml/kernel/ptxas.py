@@ -24,8 +24,10 @@ _CMEM = re.compile(r"(\d+) bytes cmem\[\d+\]")
 _NVCC_DIAG = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)[^:]*: (?P<msg>.*)$")
 # host compiler:   kernel.cu:12:5: error: expected ';'
 _GCC_DIAG = re.compile(
-    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>error|warning|note): (?P<msg>.*)$"
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?(?P<sev>error|warning|note): (?P<msg>.*)$"
 )
+# assembler (inline asm in host code):  /tmp/ccX.s:4: Error: file not found: /etc/hostname
+_GAS_ERR = re.compile(r"^\S+\.s:\d+: Error: (?P<msg>.*)$")
 _PTXAS_ERR = re.compile(r"^ptxas (?:fatal|error)\s*:\s*(?P<msg>.*)$")
 _LINK_ERR = re.compile(r"(undefined reference to .*|cannot find -l\S+)")
 
@@ -91,6 +93,8 @@ def parse_diagnostics(log: str, source_name: str = "kernel.cu") -> list[CompileD
             where = int(m["line"]) if m["file"].endswith(source_name) else None
             col = int(m["col"]) if m["col"] and where is not None else None
             diag = CompileDiagnostic(severity=m["sev"], message=m["msg"], line=where, column=col)
+        elif m := _GAS_ERR.match(line):
+            diag = CompileDiagnostic(severity="error", message=f"assembler: {m['msg']}")
         elif m := _PTXAS_ERR.match(line):
             diag = CompileDiagnostic(severity="error", message=f"ptxas: {m['msg']}")
         elif m := _LINK_ERR.search(line):
