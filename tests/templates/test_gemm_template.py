@@ -27,6 +27,7 @@ import torch
 from test_permute_template import to_host_code
 from test_scan_template import EMULATOR
 
+from optiml.evaluate.abi import OptimlTensor as _Tensor
 from optiml.graph.capture import capture_all
 from optiml.integrity.screen import screen_source
 from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
@@ -72,7 +73,9 @@ def get_init_inputs():
 ODD = {"M": 37, "N": 45, "K": 29}
 ALIGNED = {"M": 64, "N": 48, "K": 32}  # 16-byte loads and stores
 DEEP = {"M": 20, "N": 33, "K": 70}  # several k slices of every depth
-HALF_SETS = [{"M": 64, "N": 48, "K": 56}, {"M": 33, "N": 17, "K": 61}]  # |sums| < 256: exact in bf16
+# |sums| < 256 (all but surely): exact in bf16; the first and last take the 16-byte (cp.async) path, the last
+# with more k slices than pipeline stages
+HALF_SETS = [{"M": 64, "N": 48, "K": 56}, {"M": 33, "N": 17, "K": 61}, {"M": 40, "N": 24, "K": 128}]
 SPECS: dict[str, dict[str, Any]] = {
     "mm": dict(args="a, b", body="return a @ b", inputs="torch.randn(M, K), torch.randn(K, N)"),
     "mm_tn": dict(args="a, b", body="return a.t() @ b", inputs="torch.randn(K, M), torch.randn(K, N)"),
@@ -326,13 +329,15 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
         assert fp32.reason_invalid(config) is not None, why
     assert "unknown variant" in (fp32.reason_invalid(GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)) or "")
     assert "unknown variant" in (bf16.reason_invalid(simt) or "")  # no half code under fp32, no SIMT for half
-    mma = GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
+    mma = GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4, stages=4)
     assert bf16.reason_invalid(mma) is None
+    assert bf16.reason_invalid(mma.with_params(bm=256, bn=256, wm=4, wn=4, stages=2)) is None  # 512 threads
     for config in [
-        mma.with_params(wm=4, wn=4),  # 512 threads
-        mma.with_params(wm=1, wn=1),  # 128 mma tiles per warp
-        mma.with_params(bk=64),  # 73 KB of shared memory
-        GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=4, wn=4),
+        GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=1, wn=1, stages=2),  # 32 threads
+        mma.with_params(bm=256, bn=256, wm=1, wn=2),  # 1024 accumulators per thread
+        mma.with_params(bm=256, bn=256, bk=64, wm=4, wn=4),  # 288 KB of shared memory
+        GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=4, wn=4, stages=2),  # 256 copies for 512 threads
+        GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),  # no stages
     ]:
         assert bf16.reason_invalid(config) is not None, config
     assert fp32.reason_invalid(GroupConfig.of("gemv", threads=256, rows=3)) is not None
@@ -340,7 +345,7 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     with pytest.raises(TemplateError):
         kernels_of(tasks, "mm").render([simt.with_params(tm=4, tn=4)])
     with pytest.raises(TemplateError):
-        GemmTemplate().render(group, GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2), _ctx(group))
+        GemmTemplate().render(group, GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=2), _ctx(group))
 
 
 def _ctx(group: Any) -> Any:
@@ -416,16 +421,16 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("small_m_mm", GroupConfig.of("gemv", threads=256, rows=16)),
     ],
     "mma_nn": [
-        ("h_mm_relu", GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)),
-        ("h_mm_relu", GroupConfig.of("mma", bm=64, bn=64, bk=64, wm=2, wn=2)),
+        ("h_mm_relu", GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=2, stages=4)),
+        ("h_mm_relu", GroupConfig.of("mma", bm=128, bn=256, bk=64, wm=2, wn=4, stages=3)),
     ],
     "mma_transposed": [
-        ("h_mm_nt", GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=2, wn=2)),
-        ("h_mm_tt", GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=1, wn=4)),
+        ("h_mm_nt", GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2)),
+        ("h_mm_tt", GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=1, wn=4, stages=3)),
     ],
     "half_gemv_and_fp16": [
         ("h_gemv", GroupConfig.of("gemv", threads=256, rows=4)),
-        ("f16_bmm", GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)),
+        ("f16_bmm", GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)),
     ],
 }
 
@@ -476,6 +481,37 @@ static inline float emu_bf16(unsigned bits) {
   memcpy(&f, &u, 4);
   return f;
 }
+// cp.async (a synchronous copy here), and ldmatrix: lane l's register q is the pair of halves of matrix q
+// at (row l / 4, cols 2 (l % 4), +1) -- transposed: (rows 2 (l % 4), +1, col l / 4) -- where row r of
+// matrix q starts at the address lane 8 q + r gave.
+static inline size_t __cvta_generic_to_shared(const void* p) {
+  return (size_t)((const unsigned char*)p - emu_dyn_smem);
+}
+static void emu_cp16(unsigned dst, const void* src, bool ok) {
+  if (ok) memcpy(emu_dyn_smem + dst, src, 16);
+  else memset(emu_dyn_smem + dst, 0, 16);
+}
+static unsigned emu_ldsm_addr[32][32];
+static void emu_ldsm(unsigned addr, unsigned* r, bool trans) {
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  emu_ldsm_addr[w][lane] = addr;
+  __syncwarp();
+  unsigned out[4];
+  for (unsigned q = 0; q < 4; ++q) {
+    uint16_t lo, hi;
+    if (!trans) {
+      const unsigned char* row = emu_dyn_smem + emu_ldsm_addr[w][q * 8 + lane / 4];
+      memcpy(&lo, row + 4 * (lane % 4), 2);
+      memcpy(&hi, row + 4 * (lane % 4) + 2, 2);
+    } else {
+      memcpy(&lo, emu_dyn_smem + emu_ldsm_addr[w][q * 8 + 2 * (lane % 4)] + 2 * (lane / 4), 2);
+      memcpy(&hi, emu_dyn_smem + emu_ldsm_addr[w][q * 8 + 2 * (lane % 4) + 1] + 2 * (lane / 4), 2);
+    }
+    out[q] = lo | ((unsigned)hi << 16);
+  }
+  __syncwarp();
+  for (unsigned q = 0; q < 4; ++q) r[q] = out[q];
+}
 static void emu_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int q = 0; q < 4; ++q) emu_mma_a[w][lane][q] = a[q];
@@ -516,6 +552,12 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
 }
 """
 MMA_ASM = re.compile(r'asm volatile\(\s*"mma\.sync[^"]*\.bf16\.bf16[^"]*"(?:\s*"[^"]*")*\s*:[^;]*\);')
+PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
+    (re.compile(r'asm volatile\("cp\.async\.cg\.shared\.global.*?\)\);', re.S), "emu_cp16(dst, src, ok);"),
+    (re.compile(r'asm volatile\("cp\.async\.(commit|wait)_group.*?\);'), ""),
+    (re.compile(r'asm volatile\("ldmatrix[^"]*\.trans\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, true);"),
+    (re.compile(r'asm volatile\("ldmatrix[^"]*\.x4\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, false);"),
+]
 GXX = (
     "g++",
     "-std=c++17",
@@ -536,6 +578,9 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
     host = to_host_code(combined(units))
     host, n = MMA_ASM.subn("emu_mma_bf16(c, a, b);", host)
     assert n == sum("mma.sync" in u and ".bf16.bf16" in u for u in units)
+    for pattern, replacement in PIPELINE_ASM:
+        host = pattern.sub(replacement, host)
+    assert "asm volatile" not in host, "PTX the emulator does not model"
     mock = folder / "mock"
     mock.mkdir(parents=True, exist_ok=True)
     (mock / "cuda_runtime.h").write_text(EMULATOR + EXTRAS)
@@ -548,16 +593,6 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
     assert build.returncode == 0, build.stderr[-4000:]
     assert "warning" not in build.stderr, build.stderr[-4000:]
     return lib
-
-
-class _Tensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("shape", ctypes.c_int64 * 8),
-        ("stride", ctypes.c_int64 * 8),
-        ("ndim", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),
-    ]
 
 
 _CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 5}
@@ -669,13 +704,16 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
         "h_mm_relu",
         [
-            GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),
-            GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=1),
+            GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4),
+            GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=1, stages=2),
         ],
     ),
-    ("h_mm_nt", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=2)]),
-    ("h_mm_tt", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=1, wn=2)]),
-    ("h_gemv", [GroupConfig.of("gemv", threads=128, rows=4), GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
+    ("h_mm_nt", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=2, stages=3)]),
+    ("h_mm_tt", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=1, wn=2, stages=4)]),
+    (
+        "h_gemv",
+        [GroupConfig.of("gemv", threads=128, rows=4), GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=2)],
+    ),
 ]
 
 
@@ -734,14 +772,19 @@ def test_emulator_catches_a_wrong_kernel(tasks: dict[str, Task], tmp_path: Path)
 
     simt = kernels_of(tasks, "mm", EMULATED).render([GroupConfig.of("simt", bm=32, bn=32, bk=8, tm=4, tn=4)]).code
     broken_simt = simt.replace("for (int kk = 0; kk < 8; ++kk)", "for (int kk = 0; kk < 7; ++kk)")
-    mma = kernels_of(tasks, "h_mm_relu", EMULATED).render([GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]).code
-    broken_mma = mma.replace(
+    config = GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=3)
+    mma = kernels_of(tasks, "h_mm_relu", EMULATED).render([config]).code
+    # the pipelined build reads A's fragments from the wrong k half; the scalar build from the wrong row
+    broken_vec = mma.replace("+ (lane >> 4) * 8) * 2u", "+ (lane >> 3) * 8) * 2u")
+    broken_mma = broken_vec.replace(
         "fa[i][1] = *(const unsigned*)&As[buf][row + 8]", "fa[i][1] = *(const unsigned*)&As[buf][row + 1]"
     )
-    assert broken_simt != simt and broken_mma != mma
+    assert broken_simt != simt and mma != broken_vec != broken_mma
     lib = emulated_library(tmp_path, [broken_simt, broken_mma])
-    for k, (name, fine) in enumerate([("mm", False), ("h_mm_relu", True)]):
-        case = TaskRuntime(tasks[name], "cpu").case(7, 0)
+    # shape set 0 (odd sizes) takes the scalar builds, set 1 (multiples of 8) the 16-byte ones
+    for k, name, shape_set, fine in [(0, "mm", 0, False), (1, "h_mm_relu", 0, True), (1, "h_mm_relu", 1, True)]:
+        case = TaskRuntime(tasks[name], "cpu").case(7, shape_set)
         (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
         want = _bits(case.expected[0]) if fine else case.expected[0].double().numpy().reshape(-1)
-        assert not (np.array_equal(got, want) if fine else np.allclose(got, want, rtol=1e-4, atol=1e-4)), name
+        matches = np.array_equal(got, want) if fine else np.allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert not matches, (name, shape_set)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from tu import translation_unit
 
+from optiml.evaluate.abi import OptimlTensor as _Tensor
 from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
 from optiml.kernel.source import KernelSource
@@ -208,16 +209,6 @@ GXX = (
     "-Wno-unused-variable",
 )
 _DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 3, np.dtype(np.int64): 5}
-
-
-class _Tensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("shape", ctypes.c_int64 * 8),
-        ("stride", ctypes.c_int64 * 8),
-        ("ndim", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),
-    ]
 
 
 def _descriptor(array: np.ndarray) -> _Tensor:

@@ -22,9 +22,10 @@ Variants (structural choices):
   tiles in groups of 8 tile-rows (L2 reuse); batches are decoded from the block index.
 * ``mma`` (float16 / bfloat16 tasks): tensor cores through ``mma.sync.m16n8k16`` (inline PTX)
   with fp32 accumulation. ``wm × wn`` warps per block, each owning a ``(bm/wm) × (bn/wn)`` warp
-  tile of 16×8 MMA tiles; shared memory holds A as ``[m][k]`` and B as ``[n][k]`` (k contiguous,
-  rows padded by 8 halves: fragment loads are conflict-free 32-bit reads), double buffered like
-  ``simt``, 16-byte loads when aligned, scalar otherwise.
+  tile of 16×8 MMA tiles. The 16-byte build (:mod:`optiml.templates.gemm_mma`) is a ``stages``-deep
+  ``cp.async`` pipeline into dynamic shared memory with ``ldmatrix`` fragment loads (``.trans`` for
+  an operand whose contiguous dim is not k); the scalar build keeps A as ``[m][k]`` and B as
+  ``[n][k]`` in static shared memory, double buffered through registers, on a tile shrunk to fit.
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
   small batch, ``A @ v``) a warp owns one big index, its lanes stride over k (16-byte loads when
@@ -43,8 +44,10 @@ screening rule rejects it otherwise).
 
 The planner's rule (:meth:`GemmTemplate.default`) on the primary (first) shape set:
 ``min(M, N) <= 16`` → ``gemv`` (``rows`` = the small side rounded up to a power of two, at most 16);
-else float32 → ``simt`` 128×128×8 / 8×8 when the 128×128 tiles cover every SM, 128×64×8 / 8×8 when
-those do, else 64×64×8 / 8×4; half → ``mma`` 128×128×32 on 2×4 warps, else 64×64×32 on 2×2.
+else float32 → ``simt`` 64×64×16 / 8×8 when there are at least four 64×64 tiles per SM, 128×128×8 / 8×8
+when the 128×128 tiles cover every SM, 128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half →
+``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles cover every SM, else 64×64×32 on 2×2, 4 stages
+(the large-product choices are the fastest measured by ``benchmarks/gemm_sweep.py`` at 4096³).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from typing import Any
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
+from optiml.templates import gemm_mma
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -75,11 +79,12 @@ SIMT_KNOBS: dict[str, tuple[Any, ...]] = {
     "tn": (4, 8),
 }
 MMA_KNOBS: dict[str, tuple[Any, ...]] = {
-    "bm": (64, 128),
-    "bn": (64, 128),
+    "bm": (64, 128, 256),
+    "bn": (64, 128, 256),
     "bk": (32, 64),
     "wm": (1, 2, 4),
     "wn": (1, 2, 4),
+    "stages": (2, 3, 4),
 }
 GEMV_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "rows": (1, 2, 4, 8, 16)}
 HALF = ("float16", "bfloat16")
@@ -649,11 +654,18 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
 """
 
 
-def _tiled_launch(p: str, prob: Problem, bm: int, bn: int, threads: int, width: int, kernel: str, epi: Epilogue) -> str:
+def _launch_terms(p: str, prob: Problem, epi: Epilogue) -> tuple[str, str, str, str, str]:
+    """C terms of a tiled launch: each operand's leading stride and contiguous length, and the
+    statement setting ``P.vec_out``."""
     a_ld, a_len = ("P.sam", "P.K") if prob.a_k_major else ("P.sak", "P.M")
     b_ld, b_len = ("P.sbn", "P.K") if prob.b_k_major else ("P.sbk", "P.N")
     outs = " && ".join(f"{p}_aligned(P.o{k})" for k, _ in enumerate(epi.group.outputs)) or "true"
     vec_out = f"P.vec_out = (P.N % 4 == 0 && {outs}) ? 1 : 0;" if epi.vector_outputs() else "P.vec_out = 0;"
+    return a_ld, a_len, b_ld, b_len, vec_out
+
+
+def _tiled_launch(p: str, prob: Problem, bm: int, bn: int, threads: int, width: int, kernel: str, epi: Epilogue) -> str:
+    a_ld, a_len, b_ld, b_len, vec_out = _launch_terms(p, prob, epi)
     return f"""\
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   (void)ws;
@@ -999,7 +1011,7 @@ def _space_check(config: GroupConfig) -> str | None:
     if config.variant == "simt":
         return _simt_check(config)
     if config.variant == "mma":
-        return _mma_check(config)
+        return gemm_mma.check(config)
     return None
 
 
@@ -1034,9 +1046,11 @@ class GemmTemplate:
             return GroupConfig.of("gemv", threads=256, rows=rows)
         sms = max(1, facts.sm_count)
         if prob.dtype in HALF:
-            if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:
-                return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
-            return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
+            if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
+                return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
+            return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)
+        if t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 64) >= 4 * sms:  # best at 4096^3 on the H200 (gemm_sweep)
+            return GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8)
         if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:
             return GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
         if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 64) >= sms:
@@ -1048,13 +1062,14 @@ class GemmTemplate:
         first = self.default(group, facts)
         if prob.dtype in HALF:
             tiled = [
-                GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4),
-                GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=2, wn=2),
-                GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),
-                GroupConfig.of("mma", bm=64, bn=64, bk=64, wm=2, wn=2),
+                GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3),
+                GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=2, stages=4),
+                GroupConfig.of("mma", bm=128, bn=256, bk=32, wm=2, wn=4, stages=3),
+                GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4),
             ]
         else:
             tiled = [
+                GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8),
                 GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("simt", bm=128, bn=64, bk=16, tm=8, tn=8),
                 GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4),
@@ -1102,13 +1117,16 @@ class GemmTemplate:
             threads = (bm // tm) * (bn // tn)
             device.append(_tiled_launch(p, prob, bm, bn, threads, 4, f"{p}_simt", epi))
         elif config.variant == "mma":
-            bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
+            fallback = gemm_mma.fallback_config(config)
+            if (why := _mma_check(fallback)) is not None:
+                raise TemplateError(f"gemm: scalar fallback {why}")
             device += [
                 _mma_helper(p, prob.dtype),
-                _mma_kernel(p, config, prob, True, epi),
-                _mma_kernel(p, config, prob, False, epi),
+                gemm_mma.helpers(p),
+                gemm_mma.kernel(p, config, prob.a_k_major, prob.b_k_major),
+                _mma_kernel(p, fallback, prob, False, epi),
+                gemm_mma.launch(p, config, fallback, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi)),
             ]
-            device.append(_tiled_launch(p, prob, bm, bn, wm * wn * 32, 8, f"{p}_mma", epi))
         else:
             device.append(_gemv_code(p, config, prob, ctx.facts))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]
