@@ -4,12 +4,18 @@
 
     OptimlError                 anything OptiML reports as a one-line message
     ├── TaskError               a task file is missing, malformed, or its reference misbehaves
+    │   └── UnsupportedOpError  (optiml.graph.capture) the reference uses an op no template covers
     ├── KernelSourceError       a kernel file cannot be read or is not a candidate at all
     ├── ToolchainError          nvcc / ptxas / ncu missing or unusable
     ├── NoGPUError              the operation needs a CUDA device and none is visible
     ├── WorkerError             the isolated GPU worker could not be started or spoke garbage
     ├── ConfigError             bad configuration (optiml.toml, flags, environment)
     ├── StoreError              the run store is missing a run or is unreadable
+    ├── TemplateError           (optiml.templates.base) a configuration a template cannot render
+    ├── EditError               (optiml.propose.errors) an edit cannot be parsed or applied
+    ├── GenerationError         (optiml.generate.errors) generation cannot produce what was asked
+    ├── SearchError             (optiml.search.runner) a search cannot start or continue
+    ├── ExportError             (optiml.export.signature) a kernel or task cannot be exported as asked
     └── LLMError                (optiml.llm.errors) provider, budget and replay failures
 
 A candidate that fails to compile, crashes, hangs or computes the wrong answer is *not*
