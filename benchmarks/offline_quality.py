@@ -47,6 +47,11 @@ def run_task(path: Path, evaluator: Evaluator, evals: int, seeds: int, workdir: 
     compiled = evaluator.reference.get("compile")
     row["compile_ms"] = round(compiled.median_ms, 4) if compiled else None
     row["floor_ms"] = round((facts.input_bytes + facts.output_bytes) / facts.bandwidth * 1e3, 4)
+    # every reference the worker timed (eager exact fp32, eager with PyTorch's default TF32, compile, ...)
+    row["reference_ms"] = {mode: round(t.median_ms, 4) for mode, t in evaluator.reference.items()}
+    flops, peak = getattr(facts, "flops", None), getattr(facts, "peak_flops", 0.0)
+    if flops and peak:
+        row["floor_ms"] = max(row["floor_ms"], round(flops / peak * 1e3, 4))
     naive = task.naive_kernel_path
     offline = generate_offline_root(
         task, evaluator, seeds=seeds, naive=KernelSource.from_file(naive) if naive else None
@@ -77,13 +82,26 @@ def run_task(path: Path, evaluator: Evaluator, evals: int, seeds: int, workdir: 
         speedup_vs_eager=round(row["eager_ms"] / best_ms, 3),
         speedup_vs_compile=round(row["compile_ms"] / best_ms, 3) if row["compile_ms"] else None,
         roofline_fraction=round(row["floor_ms"] / best_ms, 3),
+        speedup_vs_reference={mode: round(ms / best_ms, 3) for mode, ms in row["reference_ms"].items()},
         search_gain=round(outcome.speedup.value, 3),
         search_confirmed=outcome.confirmed,
         evaluations=outcome.evaluations + len(offline.candidates),
         path=[step.edit.summary(90) for step in outcome.path if step.edit is not None],
+        **_compute_terms(flops, peak, best_ms),
         wall_s=round(time.perf_counter() - start, 1),
     )
     return row
+
+
+def _compute_terms(flops: float | None, peak: float, best_ms: float) -> dict[str, Any]:
+    """TFLOP/s of the best kernel and its fraction of the task's compute roof (tasks declaring flops)."""
+    if not flops:
+        return {}
+    terms: dict[str, Any] = {"tflops": round(flops / best_ms / 1e9, 2)}
+    if peak:
+        terms["compute_roof_tflops"] = round(peak / 1e12, 1)
+        terms["compute_roof_fraction"] = round(flops / best_ms * 1e3 / peak, 3)
+    return terms
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -98,6 +116,11 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             )
         summary["median_roofline_fraction"] = round(statistics.median(r["roofline_fraction"] for r in done), 3)
         summary["below_0.9x_eager"] = sorted(r["task"] for r in done if r["speedup_vs_eager"] < 0.9)
+        by_mode: dict[str, list[float]] = {}
+        for r in done:
+            for mode, value in r.get("speedup_vs_reference", {}).items():
+                by_mode.setdefault(mode, []).append(value)
+        summary["geomean_vs_reference"] = {m: round(statistics.geometric_mean(v), 3) for m, v in by_mode.items()}
     summary["not_verified"] = sorted(r["task"] for r in rows if r.get("status") != "verified")
     return summary
 
@@ -111,6 +134,7 @@ def main() -> None:
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--keep", action="store_true", help="Keep --out's rows of other tasks.")
     parser.add_argument("--no-compile", action="store_true", help="Skip the torch.compile baseline.")
+    parser.add_argument("--modes", default="", help="Reference modes to time (comma-separated; default eager,compile).")
     args = parser.parse_args()
 
     rows: list[dict[str, Any]] = []
@@ -118,6 +142,8 @@ def main() -> None:
         names = {p.stem for p in args.tasks}
         rows = [r for r in json.loads(args.out.read_text())["rows"] if r["task"] not in names]
     modes = ("eager",) if args.no_compile else ("eager", "compile")
+    if args.modes:
+        modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     eval_config = EvalConfig(reference_modes=modes, seeds=2, timing_seconds=0.3, max_trials=30, warmup_calls=2)
     worker = WorkerClient()  # one worker for the whole suite (it keeps one task in memory at a time)
     try:
