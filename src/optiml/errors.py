@@ -16,6 +16,7 @@
     ├── GenerationError         (optiml.generate.errors) generation cannot produce what was asked
     ├── SearchError             (optiml.search.runner) a search cannot start or continue
     ├── ExportError             (optiml.export.signature) a kernel or task cannot be exported as asked
+    ├── BudgetSpent             a spending budget bound (the search stops asking for proposals)
     └── LLMError                (optiml.llm.errors) provider, budget and replay failures
 
 A candidate that fails to compile, crashes, hangs or computes the wrong answer is *not*
@@ -56,3 +57,10 @@ class ConfigError(OptimlError):
 
 class StoreError(OptimlError):
     pass
+
+
+class BudgetSpent(OptimlError):
+    """A budget on what proposals cost is spent (``LLMBudgetExceeded`` is one): ask for no more.
+    ``reason`` is a short phrase for the run's stop reason."""
+
+    reason: str = ""

@@ -54,10 +54,6 @@ class RecordingProposer:
         self.calls: list[Call] = []
         self._lock = threading.Lock()
 
-    @property
-    def spent_usd(self) -> float:
-        return float(getattr(self.inner, "spent_usd", 0.0))
-
     def propose(self, context: ProposalContext, n: int) -> Sequence[Proposal]:
         proposals = list(self.inner.propose(context, n))
         with self._lock:
@@ -75,10 +71,18 @@ class FailingProposer:
 
 
 @dataclass(frozen=True)
+class Finding:
+    name: str
+    severity: float
+
+
+@dataclass(frozen=True)
 class FakeDiagnosis:
     proxy_score: float
     roofline_fraction: float | None
     text: str
+    bound: str = "memory"
+    bottlenecks: tuple[Finding, ...] = ()
 
     def render(self) -> str:
         return self.text
@@ -91,14 +95,18 @@ class KnobProfiler:
     fail: bool = False
     calls: list[str] = field(default_factory=list)
 
-    def diagnose(self, kernel: KernelSource, result: EvalResult) -> FakeDiagnosis | None:
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[FakeDiagnosis | None]:
+        return [self.diagnose(kernel) for kernel, _ in items]
+
+    def diagnose(self, kernel: KernelSource) -> FakeDiagnosis:
         self.calls.append(kernel.digest)
         if self.fail:
             raise RuntimeError("ncu: permission denied (ERR_NVGPUCTRPERM)")
         knobs = read_knobs(kernel.code)
         assert knobs is not None
         fraction = knobs["VEC"] / 10
-        return FakeDiagnosis(fraction, fraction, f"memory-bound; DRAM {fraction:.0%} of peak; VEC={knobs['VEC']}")
+        text = f"memory-bound; DRAM {fraction:.0%} of peak; VEC={knobs['VEC']}"
+        return FakeDiagnosis(fraction, fraction, text, bottlenecks=(Finding("dram_bandwidth", 1 - fraction),))
 
 
 class AllFailEvaluator(LandscapeEvaluator):

@@ -7,7 +7,9 @@ from optiml.search.config import Budgets, RewardWeights, SearchConfig
 
 
 def test_json_round_trip_keeps_nested_settings() -> None:
-    config = SearchConfig(strategy="greedy", c_puct=0.7, budgets=Budgets(10, None, 2.5), reward=RewardWeights(root=0.3))
+    config = SearchConfig(
+        strategy="greedy", c_puct=0.7, budgets=Budgets(10, None, 2.5), reward=RewardWeights(scale=0.5)
+    )
     assert SearchConfig.from_json(config.to_json()) == config
 
 
@@ -35,8 +37,8 @@ def test_bad_budgets_and_weights() -> None:
         Budgets(max_evaluations=0)
     with pytest.raises(ConfigError, match="max_cost_usd"):
         Budgets(max_cost_usd=-1)
-    with pytest.raises(ConfigError, match="clip must be > 0"):
-        RewardWeights(clip=0)
+    with pytest.raises(ConfigError, match="scale must be > 0"):
+        RewardWeights(scale=0)
 
 
 def test_unreadable_stored_config() -> None:

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
-from search_helpers import AllFailEvaluator, FailingProposer, KnobProfiler, RecordingProposer, SlowProposer
+from search_helpers import (
+    AllFailEvaluator,
+    FailingProposer,
+    FakeDiagnosis,
+    KnobProfiler,
+    RecordingProposer,
+    SlowProposer,
+)
 
 from optiml.errors import ConfigError
 from optiml.evaluate.results import EvalResult
@@ -259,10 +266,10 @@ class BatchingProfiler(KnobProfiler):
         super().__init__()
         self.batches: list[int] = []
 
-    def diagnose_many(self, items: Sequence[tuple[object, object]]) -> list[object]:
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[FakeDiagnosis | None]:
         self.batches.append(len(items))
         time.sleep(0.2)
-        return [self.diagnose(kernel, result) for kernel, result in items]  # type: ignore[arg-type]
+        return super().diagnose_many(items)
 
 
 def test_candidates_waiting_for_the_profiler_share_one_call(task: Task, store: RunStore) -> None:
@@ -302,7 +309,7 @@ class LockedBatchingProfiler(BatchingProfiler):
         super().__init__()
         self.gpu = gpu
 
-    def diagnose_many(self, items: Sequence[tuple[object, object]]) -> list[object]:
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[FakeDiagnosis | None]:
         with self.gpu.lock:
             return super().diagnose_many(items)
 

@@ -4,31 +4,31 @@ import math
 
 import pytest
 
+from optiml.errors import ConfigError
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
-from optiml.search.config import RewardWeights
-from optiml.search.reward import Change, compare, compute_reward, failure_reward
+from optiml.search.config import RewardWeights, SearchConfig
+from optiml.search.reward import Change, compare, failure_value, node_value, speed_value
 
 W = RewardWeights()
+FAILURES = [
+    EvalStatus.REJECTED,
+    EvalStatus.COMPILE_ERROR,
+    EvalStatus.LOAD_ERROR,
+    EvalStatus.RUNTIME_ERROR,
+    EvalStatus.CRASH,
+    EvalStatus.TIMEOUT,
+    EvalStatus.OUT_OF_MEMORY,
+    EvalStatus.WRONG_ANSWER,
+    EvalStatus.INTEGRITY,
+]
 
 
 def timing(median: float, spread: float = 0.0) -> TimingStats:
     return TimingStats(median, median - spread, median + spread, median - spread, median + spread, 20)
 
 
-def ok(median: float, spread: float = 0.0) -> EvalResult:
-    return EvalResult(EvalStatus.OK, timing=timing(median, spread))
-
-
-def reward(child: EvalResult, parent: float, root: float, **kw: float | None) -> float:
-    return compute_reward(
-        child,
-        parent=timing(parent, 0.001),
-        root=timing(root, 0.001),
-        proxy=kw.get("proxy"),
-        parent_proxy=kw.get("parent_proxy"),
-        weights=W,
-        noise_threshold=0.02,
-    ).total
+def value(time_ms: float, root_ms: float = 1.0) -> float:
+    return node_value(EvalResult(EvalStatus.OK, timing=timing(time_ms)), timing(root_ms), W)
 
 
 def test_compare_needs_the_whole_band_and_the_threshold() -> None:
@@ -40,65 +40,47 @@ def test_compare_needs_the_whole_band_and_the_threshold() -> None:
     assert compare(timing(1.0, 0.0001), timing(0.99, 0.0001), 0.02) is Change.SAME
 
 
-def test_twice_as_fast_as_parent_and_root() -> None:
-    # each term: 0.5 * ln 2 / ln 4 = 0.25
-    assert reward(ok(0.5), parent=1.0, root=1.0) == pytest.approx(0.5)
+def test_the_value_is_the_squashed_log_speedup_over_the_root() -> None:
+    assert value(1.0) == 0.0
+    assert value(0.5) == pytest.approx(math.tanh(1.0))  # scale ln 2: twice as fast → tanh(1)
+    assert value(2.0) == pytest.approx(-math.tanh(1.0))
+    assert speed_value(0.25, 1.0, RewardWeights(scale=math.log(4))) == pytest.approx(math.tanh(1.0))
 
 
-def test_log_speedups_are_clipped() -> None:
-    assert reward(ok(0.01), parent=1.0, root=1.0) == pytest.approx(1.0)
-    assert reward(ok(100.0), parent=1.0, root=1.0) == pytest.approx(-1.0 - W.regression)
+def test_the_value_depends_on_the_kernel_alone_not_on_its_parent() -> None:
+    # the same kernel reached from a fast or a slow parent is worth the same: values compare across the tree
+    assert value(0.8) == node_value(EvalResult(EvalStatus.OK, timing=timing(0.8, 0.3)), timing(1.0, 0.2), W)
 
 
-def test_regression_beyond_noise_is_penalised_but_noise_is_not() -> None:
-    slow = compute_reward(
-        ok(1.5, 0.001),
-        parent=timing(1.0, 0.001),
-        root=timing(2.0, 0.001),
-        proxy=None,
-        parent_proxy=None,
-        weights=W,
-        noise_threshold=0.02,
-    )
-    assert slow.change is Change.SLOWER
-    assert slow.penalty == -W.regression
-    expected = 0.5 * math.log(1 / 1.5) / math.log(4) + 0.5 * math.log(2 / 1.5) / math.log(4) - W.regression
-    assert slow.total == pytest.approx(expected)
-    noisy = compute_reward(
-        ok(1.01, 0.05),
-        parent=timing(1.0, 0.05),
-        root=timing(1.0, 0.05),
-        proxy=None,
-        parent_proxy=None,
-        weights=W,
-        noise_threshold=0.02,
-    )
-    assert noisy.change is Change.SAME
-    assert noisy.penalty == 0.0
+def test_faster_is_always_worth_more_even_far_beyond_any_clip() -> None:
+    times = [1000.0, 100.0, 10.0, 3.0, 1.01, 1.0, 0.99, 0.3, 0.1, 0.05]
+    values = [value(t) for t in times]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    assert all(-1.0 < v < 1.0 for v in values)
 
 
-def test_proxy_term_only_when_both_were_profiled() -> None:
-    with_proxy = reward(ok(1.0), parent=1.0, root=1.0, proxy=0.8, parent_proxy=0.3)
-    assert with_proxy == pytest.approx(W.proxy * 0.5)
-    assert reward(ok(1.0), parent=1.0, root=1.0, proxy=0.8, parent_proxy=None) == 0.0
+@pytest.mark.parametrize("status", FAILURES)
+def test_every_verified_kernel_ranks_above_every_failure(status: EvalStatus) -> None:
+    # the review's case: a kernel 3x slower than its parent used to score below a compile error
+    failed = node_value(EvalResult(status, "boom"), timing(1.0), W)
+    assert failed == failure_value(status, W) <= -1.0
+    assert value(3.0) > failed and value(1e6) > failed
 
 
-@pytest.mark.parametrize(
-    ("status", "expected"),
-    [
-        (EvalStatus.COMPILE_ERROR, W.build_failure),
-        (EvalStatus.REJECTED, W.build_failure),
-        (EvalStatus.WRONG_ANSWER, W.wrong_answer),
-        (EvalStatus.TIMEOUT, W.run_failure),
-        (EvalStatus.CRASH, W.run_failure),
-        (EvalStatus.INTEGRITY, W.integrity),
-    ],
-)
-def test_failures_get_their_penalty(status: EvalStatus, expected: float) -> None:
-    assert failure_reward(status, W).total == expected
-    assert reward(EvalResult(status, "boom"), parent=1.0, root=1.0) == expected
+def test_failure_values_by_kind() -> None:
+    assert failure_value(EvalStatus.COMPILE_ERROR, W) == W.build_failure
+    assert failure_value(EvalStatus.WRONG_ANSWER, W) == W.wrong_answer
+    assert failure_value(EvalStatus.TIMEOUT, W) == W.run_failure
+    assert failure_value(EvalStatus.INTEGRITY, W) == W.integrity < W.build_failure
 
 
-def test_any_verified_kernel_beats_any_failure() -> None:
-    worst_verified = reward(ok(1000.0), parent=1.0, root=1.0, proxy=0.0, parent_proxy=1.0)
-    assert worst_verified > min(W.build_failure, W.run_failure, W.wrong_answer, W.integrity)
+def test_a_failure_value_above_minus_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match="build_failure must be <= -1"):
+        RewardWeights(build_failure=-0.5)
+    with pytest.raises(ConfigError, match="scale must be > 0"):
+        RewardWeights(scale=0.0)
+
+
+def test_a_config_stored_with_the_retired_reward_weights_still_resumes() -> None:
+    stored = SearchConfig().to_json().replace('"reward": {', '"reward": {"parent": 0.5, "proxy": 0.2, ')
+    assert SearchConfig.from_json(stored).reward == RewardWeights()

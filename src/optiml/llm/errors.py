@@ -5,6 +5,7 @@
     LLMError (an OptimlError)     anything the LLM layer raises on purpose
     ├── LLMConfigError            no model / no API key / bad setting; the message says how to fix it
     ├── LLMBudgetExceeded         an LLM budget (budget_usd, budget_calls, budget_tokens) is spent
+    │                             (also an optiml.errors.BudgetSpent, which the search handles)
     ├── LLMCancelled              the client was cancelled (Ctrl-C, shutdown) while a request waited
     ├── LLMReplayMiss             replay mode and no recorded answer for this request
     ├── LLMUnavailable            retries exhausted (rate limits, server errors, timeouts, connection)
@@ -20,7 +21,7 @@ Messages never contain API keys: everything built from a server's reply is passe
 
 from __future__ import annotations
 
-from optiml.errors import OptimlError
+from optiml.errors import BudgetSpent, OptimlError
 
 __all__ = [
     "LLMBudgetExceeded",
@@ -44,7 +45,7 @@ class LLMConfigError(LLMError):
     """The LLM is not configured (or configured wrongly); the message says how to configure it."""
 
 
-class LLMBudgetExceeded(LLMError):
+class LLMBudgetExceeded(LLMError, BudgetSpent):
     """An LLM budget is spent; no further (paid) calls are made.
 
     `limit` says which: ``"usd"``, ``"calls"`` or ``"tokens"``; `reason` is a short phrase for a

@@ -147,6 +147,18 @@ class ProposalContext:
     target: TargetGPU | None = None  # the GPU the kernel is for, when known
 
 
+@dataclass(frozen=True)
+class Spend:
+    """What proposals cost: dollars, paid API calls, and those calls' input + output tokens."""
+
+    usd: float = 0.0
+    calls: int = 0
+    tokens: int = 0
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(self.usd + other.usd, self.calls + other.calls, self.tokens + other.tokens)
+
+
 @runtime_checkable
 class Proposer(Protocol):
     """Anything that turns a context into up to ``n`` proposals."""

@@ -40,7 +40,7 @@ from optiml.llm.client import LLMClient
 from optiml.llm.errors import LLMBudgetExceeded, LLMCancelled, LLMConfigError, LLMError, LLMReplayMiss
 from optiml.llm.types import ChatMessage, LLMResponse
 from optiml.propose.answer import ParsedAnswer, parse_answer, unparsed_answer
-from optiml.propose.base import Edit, Proposal, ProposalContext
+from optiml.propose.base import Edit, Proposal, ProposalContext, Spend
 from optiml.propose.edits import apply_edit
 from optiml.propose.errors import EditError
 from optiml.propose.prompts import PromptSet, load_prompts
@@ -119,6 +119,26 @@ class LLMProposer:
         """USD spent by this proposer's requests so far (cache hits cost nothing)."""
         with self._lock:
             return self._spent
+
+    def spent(self) -> Spend:
+        """What it has spent (:class:`optiml.search.protocols.PaidProposer`): its own dollars, and the
+        API calls and tokens of its client as the client's call and token budgets count them."""
+        calls, tokens = self.client.spent
+        return Spend(usd=self.spent_usd, calls=calls, tokens=tokens)
+
+    def spent_by_run(self, run_id: str) -> Spend:
+        """Calls and tokens stored for ``run_id`` so far (none without a call store)."""
+        if self.client.store is None:
+            return Spend()
+        calls, tokens = self.client.store.spent(run_id)
+        return Spend(calls=calls, tokens=tokens)
+
+    def cap(self, *, calls: int | None, tokens: int | None) -> None:
+        """Stop the client at these totals of its calls and tokens (``LLMClient.cap``)."""
+        self.client.cap(calls=calls, tokens=tokens)
+
+    def from_cache(self, proposal: Proposal) -> bool:
+        return self.source_of(proposal) == CACHED
 
     def source_of(self, proposal: Proposal) -> str | None:
         """NETWORK or CACHED for one of the recent proposals of this proposer (any thread), else None."""

@@ -15,6 +15,8 @@ from typing import Any
 from optiml.errors import ConfigError
 
 STRATEGIES = ("mcts", "greedy", "best-of-n")
+#: weights of the parent-relative reward that the value model replaced; runs stored with them resume
+_RETIRED_REWARD_KEYS = frozenset({"parent", "root", "proxy", "clip", "regression"})
 SELECTIONS = ("puct", "uct")
 
 
@@ -25,7 +27,8 @@ class Budgets:
     ``max_evaluations`` counts every call to the evaluator, the root's included. ``max_seconds``
     is the run's active wall time (summed over resumes); in-flight evaluations finish after it
     and the final re-timing runs after it. ``max_cost_usd`` bounds the proposers' LLM spend
-    (their ``spent_usd``): once reached no new proposals are requested, and the candidates
+    (what each :class:`~optiml.search.protocols.PaidProposer` reports as ``spent().usd``): once
+    reached no new proposals are requested, and the candidates
     already paid for are still evaluated while the other budgets allow. ``max_llm_calls`` and
     ``max_llm_tokens`` do the same for the run's LLM API calls and their input + output tokens
     (every session of the run, generation of the root included; cache hits are free): budgets
@@ -51,13 +54,9 @@ class Budgets:
 
 @dataclass(frozen=True)
 class RewardWeights:
-    """Weights of the composite reward; :mod:`optiml.search.reward` documents the formula."""
+    """The value model's constants; :mod:`optiml.search.reward` documents the formula."""
 
-    parent: float = 0.5  # weight of the clipped log speedup over the parent
-    root: float = 0.5  # weight of the clipped log speedup over the root
-    proxy: float = 0.2  # weight of the bottleneck-proxy improvement over the parent
-    clip: float = math.log(4.0)  # log speedups are clipped to ±clip, then divided by it
-    regression: float = 0.25  # extra penalty when slower than the parent beyond the noise
+    scale: float = math.log(2.0)  # log speedup over the root at which a value reaches tanh(1) = 0.76
     build_failure: float = -1.0  # rejected, compile or load error
     run_failure: float = -1.0  # runtime error, crash, timeout, out of memory
     wrong_answer: float = -1.0  # verification failure
@@ -67,8 +66,12 @@ class RewardWeights:
         for f in fields(self):
             if not math.isfinite(getattr(self, f.name)):
                 raise ConfigError(f"reward weight {f.name} must be finite")
-        if self.clip <= 0:
-            raise ConfigError(f"reward clip must be > 0, got {self.clip}")
+        if self.scale <= 0:
+            raise ConfigError(f"reward scale must be > 0, got {self.scale}")
+        for name in ("build_failure", "run_failure", "wrong_answer", "integrity"):
+            if getattr(self, name) > -1.0:
+                value = getattr(self, name)
+                raise ConfigError(f"reward {name} must be <= -1 (below every verified kernel), got {value}")
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class SearchConfig:
 
     strategy: str = "mcts"  # "mcts" | "greedy" | "best-of-n"
     selection: str = "puct"  # child selection in MCTS: "puct" (uses proposer rank priors) | "uct"
-    c_puct: float = 0.25  # exploration constant of PUCT / UCT (rewards lie roughly in [-1.5, 1.2])
+    c_puct: float = 0.25  # exploration constant of PUCT / UCT (values lie in [-1.5, 1))
     widen_k: float = 2.0  # progressive widening: a node may have ceil(k * visits**alpha) children ...
     widen_alpha: float = 0.5  # ... growing with its visits (virtual ones included) ...
     deepen_first: bool = True  # MCTS: follow a child whose subtree improved before widening its parent
@@ -145,7 +148,8 @@ class SearchConfig:
         try:
             data: dict[str, Any] = json.loads(text)
             data["budgets"] = Budgets(**data.get("budgets", {}))
-            data["reward"] = RewardWeights(**data.get("reward", {}))
+            reward = {k: v for k, v in data.get("reward", {}).items() if k not in _RETIRED_REWARD_KEYS}
+            data["reward"] = RewardWeights(**reward)
             return cls(**data)
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"stored search config is unreadable: {exc}") from exc

@@ -10,15 +10,20 @@ The loop::
                               table entry + virtual loss on its path) and goes to the evaluator
                Expand(node) → a proposer gets the node's kernel, result, diagnosis and path history
     wait       for a result (any, or the oldest one when ``reproducible``), at most a second
-    handle     evaluation → journal it at once, then queue it for profiling if it is within
-                            ``profile_margin`` of the best, else finalise it
-               profile    → keep the diagnosis, finalise
+    handle     evaluation → journal it at once and finalise it (value, back-up, close the parent if
+                            its children keep failing): a node is final when it is timed; then queue
+                            it for profiling if it is within ``profile_margin`` of the best
+               profile    → keep the diagnosis (stored, and shown to the node's later proposals)
                proposals  → queue the new kernels on the node, note the unusable ones
-               finalise   = reward, back-up, close the parent if its children keep failing
     profiling  starts when ``profile_batch`` nodes wait, or when the GPU would idle
 
-The run ends when no work is in flight and nothing more can start: a budget is spent, the
-proposers keep failing, or no node has anything left to try.
+Profiling is advisory (issue 12): no strategy waits for a diagnosis — a node may be expanded
+before its profile arrives, and its proposers then rank by timing and the roofline floor alone.
+The profiler holds the evaluator's GPU lock, so it delays the evaluations queued behind it but
+never disturbs a timing. The run ends when no work is in flight and nothing more can start: a
+budget is spent, the proposers keep failing, or no node has anything left to try; nodes still
+queued for profiling then (at most those within the margin of the best) are profiled before it
+returns, so the outcome can report the best kernel's roofline.
 """
 
 from __future__ import annotations
@@ -30,19 +35,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from optiml.errors import BudgetSpent
 from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
-from optiml.llm.client import LLMClient
-from optiml.llm.errors import LLMBudgetExceeded
-from optiml.llm.store import LLMCallStore
 from optiml.propose.base import DiagnosisFacts, HistoryEntry, Proposal, ProposalContext, Proposer
 from optiml.search.budget import BudgetTracker
 from optiml.search.config import SearchConfig
 from optiml.search.events import EventKind, EventSink, Progress, SearchEvent
 from optiml.search.journal import Journal
 from optiml.search.policy import close_reason
-from optiml.search.protocols import DiagnosisSnapshot, Evaluator, Profiler
-from optiml.search.reward import compute_reward
+from optiml.search.protocols import DiagnosisSnapshot, Evaluator, PaidProposer, Profiler
+from optiml.search.reward import node_value
 from optiml.search.strategy import Expand, Strategy, Try
 from optiml.search.tree import Candidate, Node, NodeState, Tree
 from optiml.task import Task
@@ -110,48 +113,44 @@ class Engine:
         }
 
     def _track_llm_spend(self) -> None:
-        """Let the budget count the run's LLM calls and tokens: what the store holds for the run so far
-        (earlier sessions, the root's generation) plus what the proposers' clients spend from now on."""
-        found = (getattr(p, "client", None) for p in self.proposers)
-        clients = list({id(c): c for c in found if isinstance(c, LLMClient)}.values())
-        if not clients:
+        """Let the budget count the run's paid calls and tokens: what the run recorded so far (earlier
+        sessions, the root's generation) plus what the paid proposers spend from now on; with call or
+        token budgets, cap each proposer at what is left, so a limit binds inside a request too."""
+        paid = [p for p in self.proposers if isinstance(p, PaidProposer)]
+        if not paid:
             return
-        start = [c.spent for c in clients]
+        start = [p.spent() for p in paid]
 
         def session() -> tuple[int, int]:
-            now = [c.spent for c in clients]
-            calls = sum(n[0] - s[0] for n, s in zip(now, start, strict=True))
-            return calls, sum(n[1] - s[1] for n, s in zip(now, start, strict=True))
+            now = [p.spent() for p in paid]
+            calls = sum(n.calls - s.calls for n, s in zip(now, start, strict=True))
+            return calls, sum(n.tokens - s.tokens for n, s in zip(now, start, strict=True))
 
         prior = (0, 0)
         limits = self.config.budgets
         if limits.max_llm_calls is not None or limits.max_llm_tokens is not None:
-            with LLMCallStore(self.journal.store.path) as calls:
-                prior = calls.spent(self.run_id)
+            recorded = paid[0].spent_by_run(self.run_id)  # the run's calls, whichever client made them
+            prior = (recorded.calls, recorded.tokens)
             calls_left = None if limits.max_llm_calls is None else max(limits.max_llm_calls - prior[0], 0)
             tokens_left = None if limits.max_llm_tokens is None else max(limits.max_llm_tokens - prior[1], 0)
-            for client, (calls_now, tokens_now) in zip(clients, start, strict=True):  # reserved per call: strict
-                client.cap(
-                    calls=None if calls_left is None else calls_now + calls_left,
-                    tokens=None if tokens_left is None else tokens_now + tokens_left,
+            for proposer, now in zip(paid, start, strict=True):
+                proposer.cap(
+                    calls=None if calls_left is None else now.calls + calls_left,
+                    tokens=None if tokens_left is None else now.tokens + tokens_left,
                 )
         self.budget.track_llm(session, prior)
 
     # the two entry points -------------------------------------------------------------------------
 
     def evaluate_root(self) -> EvalResult:
-        """Evaluate (and profile) the root synchronously; the caller checks that it passed."""
+        """Evaluate the root synchronously (its profile, like any node's, comes later); the caller
+        checks that it passed."""
         root = self.tree.root
         self.budget.start_evaluation()
         result = self.evaluator.evaluate(root.kernel)
         self._record(root, result)
         if root.state is NodeState.OK:
-            if self.profiler is not None:
-                profiler = self.profiler
-                [snapshot] = self._fetch_diagnoses((root,), lambda: _diagnose_batch(profiler, (root,)))
-                if snapshot is not None:
-                    self._keep_diagnosis(root, snapshot)
-            self._finalise(root)
+            self._settle(root)
         self.emit(EventKind.EVALUATED, f"root: {_outcome_text(root)}")
         return result
 
@@ -280,12 +279,12 @@ class Engine:
         self.journal.evaluation(node, elapsed_s=self.budget.elapsed_s, cost_usd=self.budget.cost_usd)
 
     def _settle(self, node: Node) -> None:
-        """Queue an evaluated node for profiling if it is worth it, else finalise it now."""
+        """Finalise an evaluated node now — its value needs only its timing — and queue it for
+        profiling if it is worth it: the diagnosis is advisory, for the proposers of later requests."""
+        self._finalise(node)
         if self.profiler is not None and self._worth_profiling(node):
             self._profile_queue.append(node)
             self._profile_full_batch()
-        else:
-            self._finalise(node)
 
     def _start_profiling(self) -> None:
         """While the profiler is idle, hand it the queued nodes still worth it (up to a batch).
@@ -296,30 +295,25 @@ class Engine:
         the start-up instead of paying it one by one."""
         if self.profiler is None or self._in_flight[_PROFILE]:
             return
-        queued, self._profile_queue = self._profile_queue, []
-        worth = []
-        for node in queued:
-            if self._worth_profiling(node):
-                worth.append(node)
-            else:  # the best moved on while it waited
-                self._finalise(node)
+        worth = [node for node in self._profile_queue if self._worth_profiling(node)]  # the best may have moved on
         batch, self._profile_queue = tuple(worth[: self.config.profile_batch]), worth[self.config.profile_batch :]
         if batch:
             self._submit(_PROFILE, batch[0], _diagnose_batch, self.profiler, batch, batch=batch)
 
     def _worth_profiling(self, node: Node) -> bool:
+        """Verified, not yet profiled, and the root (the baseline every report compares with) or
+        within ``profile_margin`` of the best time so far."""
         best = self.tree.best().time_ms
         time_ms = node.time_ms
         if time_ms is None or best is None or node.diagnosis is not None:
             return False
-        return time_ms <= best * (1.0 + self.config.profile_margin)
+        return node is self.tree.root or time_ms <= best * (1.0 + self.config.profile_margin)
 
     def _on_profiled(self, batch: tuple[Node, ...], future: Future[Any]) -> None:
         snapshots = self._fetch_diagnoses(batch, future.result)
         for node, snapshot in zip(batch, snapshots, strict=True):
             if snapshot is not None:
                 self._keep_diagnosis(node, snapshot)
-            self._finalise(node)
         self._profile_full_batch()
 
     def _profile_full_batch(self) -> None:
@@ -345,19 +339,12 @@ class Engine:
         self.emit(EventKind.PROFILED, f"profiled {node.digest[:8]}: proxy {diagnosis.proxy_score:.2f}{roofline}")
 
     def _finalise(self, node: Node) -> None:
+        """Fix the node's value (:mod:`optiml.search.reward`: its speed over the root's) and back it up."""
         parent = node.parent
         reward = 0.0
         if parent is not None:
-            assert node.result is not None and parent.timing is not None and self.tree.root.timing is not None
-            reward = compute_reward(
-                node.result,
-                parent=parent.timing,
-                root=self.tree.root.timing,
-                proxy=node.diagnosis.proxy_score if node.diagnosis is not None else None,
-                parent_proxy=parent.diagnosis.proxy_score if parent.diagnosis is not None else None,
-                weights=self.config.reward,
-                noise_threshold=self.config.noise_threshold,
-            ).total
+            assert node.result is not None and self.tree.root.timing is not None
+            reward = node_value(node.result, self.tree.root.timing, self.config.reward)
         self.tree.finalise(node, reward)
         self.journal.reward(node)
         if parent is not None:
@@ -376,8 +363,8 @@ class Engine:
         node.requesting -= 1
         try:
             proposals: Sequence[Proposal] = future.result()
-        except LLMBudgetExceeded as exc:
-            self.budget.mark_cost_spent(exc.reason)
+        except BudgetSpent as exc:
+            self.budget.mark_cost_spent(exc.reason or str(exc))
             self.emit(EventKind.WARNING, f"{proposer.name}: {exc}")
             return
         except Exception as exc:  # proposers are plug-ins: a crash is reported, repeated crashes end the run
@@ -411,8 +398,7 @@ class Engine:
         self.duplicates += duplicates
         node.dry_requests = 0 if new else node.dry_requests + 1
         self._maybe_close(node)
-        source_of = getattr(proposer, "source_of", None)  # LLM proposers: answers served from the cache
-        cached = sum(1 for p in proposals if source_of(p) == "cached") if callable(source_of) else 0
+        cached = sum(1 for p in proposals if proposer.from_cache(p)) if isinstance(proposer, PaidProposer) else 0
         self.emit(
             EventKind.PROPOSED,
             f"{proposer.name} → {node.digest[:8]}: {new} new, {duplicates} known, {unusable} not applied"
@@ -459,13 +445,12 @@ def _facts(diagnosis: DiagnosisSnapshot | None) -> DiagnosisFacts | None:
 
 
 def _diagnose_batch(profiler: Profiler, nodes: tuple[Node, ...]) -> list[DiagnosisSnapshot | None]:
-    """Diagnoses of ``nodes`` in order: one ``diagnose_many`` call where the profiler has it."""
+    """Diagnoses of ``nodes`` in order, from one ``diagnose_many`` call."""
     items: list[tuple[KernelSource, EvalResult]] = []
     for node in nodes:
         assert node.result is not None  # only evaluated nodes are queued for profiling
         items.append((node.kernel, node.result))
-    many = getattr(profiler, "diagnose_many", None)
-    diagnoses = many(items) if many is not None else [profiler.diagnose(k, r) for k, r in items]
+    diagnoses = profiler.diagnose_many(items)
     return [DiagnosisSnapshot.of(d) if d is not None else None for d in diagnoses]
 
 

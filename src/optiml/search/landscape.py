@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, VerifyReport
 from optiml.kernel.build import CompileDiagnostic, CompileResult
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, Proposal, ProposalContext
+from optiml.propose.base import Edit, Proposal, ProposalContext, Spend
 
 KNOBS: dict[str, tuple[int, ...]] = {
     "BLOCK": (64, 128, 256, 512, 1024),
@@ -236,6 +236,20 @@ class KnobProposer:
         self.unusable_rate = unusable_rate
         self.spent_usd = 0.0
         self._lock = threading.Lock()
+
+    def spent(self) -> Spend:
+        """A :class:`~optiml.search.protocols.PaidProposer`: ``cost_per_call`` dollars per request."""
+        with self._lock:
+            return Spend(usd=self.spent_usd)
+
+    def spent_by_run(self, run_id: str) -> Spend:
+        return Spend()  # it records nothing between sessions
+
+    def cap(self, *, calls: int | None, tokens: int | None) -> None:
+        """It makes no API calls: nothing to cap."""
+
+    def from_cache(self, proposal: Proposal) -> bool:
+        return False
 
     def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
         with self._lock:

@@ -1,19 +1,23 @@
-"""The boundaries the search codes against: an evaluator, an optional profiler and its diagnosis.
+"""The boundaries the search codes against: an evaluator, a profiler and its diagnosis, what proposals cost.
 
 The search never talks to a GPU itself (Kernel Tuner's lesson): it hands kernels to an
 :class:`Evaluator` and reads typed results back. Tests use the seeded synthetic landscape of
-:mod:`optiml.search.landscape`; the real evaluator compiles, verifies and times in an isolated
-GPU worker.
+:mod:`optiml.search.landscape` and the replayed GPU landscapes of :mod:`optiml.search.replay`;
+the real evaluator compiles, verifies and times in an isolated GPU worker. Proposers follow
+:class:`optiml.propose.base.Proposer`; those that pay for their proposals (an LLM's) also follow
+:class:`PaidProposer`, and a spent budget reaches the search as :class:`optiml.errors.BudgetSpent`
+— so the search imports nothing of the LLM layer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from optiml.evaluate.results import EvalResult, TimingStats
 from optiml.kernel.source import KernelSource
+from optiml.propose.base import Proposal, Spend
 
 
 class Evaluator(Protocol):
@@ -33,6 +37,20 @@ class Evaluator(Protocol):
         ...
 
 
+class Finding(Protocol):
+    """One bottleneck a diagnosis names."""
+
+    @property
+    def name(self) -> str:
+        """Stable name (``optiml.profile.findings``), e.g. ``low_occupancy``."""
+        ...
+
+    @property
+    def severity(self) -> float:
+        """0..1, most severe first in a diagnosis."""
+        ...
+
+
 class Diagnosis(Protocol):
     """What the search reads from a profiler diagnosis."""
 
@@ -44,17 +62,51 @@ class Diagnosis(Protocol):
     @property
     def roofline_fraction(self) -> float | None: ...
 
+    @property
+    def bound(self) -> str:
+        """``"memory"``, ``"compute"``, ``"latency"``, ``"launch_overhead"`` or ``"unknown"``."""
+        ...
+
+    @property
+    def bottlenecks(self) -> Sequence[Finding]: ...
+
     def render(self) -> str:
         """Compact text for prompts."""
         ...
 
 
 class Profiler(Protocol):
-    """Diagnoses verified kernels. A profiler may also offer ``diagnose_many(items)`` — the same
-    for several (kernel, result) pairs in one go (one ncu launch); the search uses it when present."""
+    """Diagnoses verified kernels, several at a time (one ncu launch shares its start-up among them).
 
-    def diagnose(self, kernel: KernelSource, result: EvalResult) -> Diagnosis | None:
-        """Profile a verified kernel; None when profiling is unavailable for it."""
+    Profiling is advisory: the search never waits for it to rank a node, it only passes the
+    diagnoses to later proposals (see :mod:`optiml.search.engine`)."""
+
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> Sequence[Diagnosis | None]:
+        """Diagnoses of ``items`` in order; None where profiling is unavailable for one."""
+        ...
+
+
+@runtime_checkable
+class PaidProposer(Protocol):
+    """A proposer whose proposals cost money (an LLM's). Proposers that pay nothing (the offline
+    ones) need not implement it; the search counts the spend of those that do against its budgets.
+    When a limit binds inside a proposer, ``propose`` raises :class:`optiml.errors.BudgetSpent`."""
+
+    def spent(self) -> Spend:
+        """What it has spent in this process so far."""
+        ...
+
+    def spent_by_run(self, run_id: str) -> Spend:
+        """The calls and tokens recorded for ``run_id`` before now (earlier sessions, the root's
+        generation), as the service's own records count them; dollars are not included."""
+        ...
+
+    def cap(self, *, calls: int | None, tokens: int | None) -> None:
+        """Make no call that would take :meth:`spent` beyond these totals (None: no cap)."""
+        ...
+
+    def from_cache(self, proposal: Proposal) -> bool:
+        """Whether one of its recent proposals was answered from a cache (paid for earlier)."""
         ...
 
 
@@ -73,11 +125,10 @@ class DiagnosisSnapshot:
 
     @classmethod
     def of(cls, diagnosis: Diagnosis) -> DiagnosisSnapshot:
-        found = getattr(diagnosis, "bottlenecks", ()) or ()
         return cls(
             proxy_score=min(max(float(diagnosis.proxy_score), 0.0), 1.0),
             roofline_fraction=diagnosis.roofline_fraction,
             text=diagnosis.render(),
-            bound=str(getattr(diagnosis, "bound", "unknown")),
-            bottlenecks=tuple((str(b.name), float(b.severity)) for b in found if hasattr(b, "name")),
+            bound=diagnosis.bound,
+            bottlenecks=tuple((b.name, float(b.severity)) for b in diagnosis.bottlenecks),
         )

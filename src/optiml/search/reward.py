@@ -1,44 +1,48 @@
-"""The composite reward of one candidate, and the noise-aware comparison of two timings.
+"""The value model: what a node is worth, on one scale for the whole tree; and the noise-aware comparison.
 
-Formula (weights are :class:`optiml.search.config.RewardWeights`, defaults in brackets)::
+A node's reward is its *value*, and it depends on the node alone — never on its parent — so the
+sums and maxima the tree backs up (:meth:`optiml.search.tree.Tree.finalise`) compare like with
+like wherever they are taken. Formula (weights are :class:`optiml.search.config.RewardWeights`,
+defaults in brackets)::
 
-    failed candidate (its status decides):
-        rejected, compile_error, load_error              r = build_failure   [-1.0]
-        runtime_error, crash, timeout, out_of_memory     r = run_failure     [-1.0]
-        wrong_answer                                     r = wrong_answer    [-1.0]
-        integrity                                        r = integrity       [-1.5]
+    verified kernel with median time t, the root's median t_r:
+        v = tanh( ln(t_r / t) / scale )                  [scale = ln 2]
+          in (-1, 1): the root scores 0, a 2x speedup over it tanh(1) = 0.76, 4x 0.96,
+          half the root's speed -0.76; strictly increasing in speed, never saturated flat
 
-    verified candidate with median time t (parent t_p, root t_r):
-        g(a, b) = clip(ln(a / b), -c, +c) / c            in [-1, 1], c = clip [ln 4: 4x saturates]
-        r =   parent * g(t_p, t)                         [0.5]  gain over the parent
-            + root   * g(t_r, t)                         [0.5]  gain over the root
-            + proxy  * (s - s_p)                         [0.2]  bottleneck-proxy gain, only when
-                                                                the candidate and its parent were
-                                                                both profiled (s, s_p in [0, 1])
-            - regression  if slower than the parent beyond the noise          [0.25]
+    failed kernel (its status decides; each must be <= -1, below every verified kernel):
+        rejected, compile_error, load_error              v = build_failure   [-1.0]
+        runtime_error, crash, timeout, out_of_memory     v = run_failure     [-1.0]
+        wrong_answer                                     v = wrong_answer    [-1.0]
+        integrity                                        v = integrity       [-1.5]
 
-    the root itself gets r = 0.
+Why this shape (issue 12, "the value of search"): the earlier reward added parent-relative and
+root-relative terms, a regression penalty and a profiler-proxy term; a verified kernel 3x slower
+than its parent scored below a compile error, the mean of a subtree mixed gains over different
+parents, and the proxy term counted only where a node and its parent had both been profiled.
+Here every verified kernel ranks above every failure, a faster kernel always has the higher
+value, and profiling is advisory: a node is final once it is timed, and its diagnosis (when it
+arrives) feeds the proposers, not the value. ``tanh`` keeps the value bounded for PUCT's
+exploration term without the flat region a clip has, so the best of a subtree is always the
+fastest kernel in it.
 
-"Beyond the noise" (:func:`compare`): with ``Speedup.between(parent, candidate)`` — a band from
-the two timings' half inter-quartile ranges — the candidate is *faster* when the whole band is
-above 1 and the speedup is at least ``1 + noise_threshold`` [2 %], *slower* when the band is
-below 1 and the speedup at most ``1 / (1 + noise_threshold)``, else *the same*.
-
-So a verified candidate scores in about [-1.45, 1.2]: any verified kernel beats any failure,
-a 4x speedup over both parent and root saturates at 1, and a regression is always negative.
-The message of every failure or regression reaches the proposers through the path history.
+"Beyond the noise" (:func:`compare`, used by the final re-timing and by MCTS's ``deepen_first``):
+with ``Speedup.between(reference, candidate)`` — a band from the two timings' half inter-quartile
+ranges — the candidate is *faster* when the whole band is above 1 and the speedup is at least
+``1 + noise_threshold`` [2 %], *slower* when the band is below 1 and the speedup at most
+``1 / (1 + noise_threshold)``, else *the same*.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from enum import Enum
 
 from optiml.evaluate.results import EvalResult, EvalStatus, Speedup, TimingStats
 from optiml.search.config import RewardWeights
 
 _BUILD_FAILURES = {EvalStatus.REJECTED, EvalStatus.COMPILE_ERROR, EvalStatus.LOAD_ERROR}
+_SLOWEST = math.nextafter(-1.0, 0.0)  # tanh rounds to -1 in floating point past ~5e5x slower: stay above failures
 
 
 class Change(str, Enum):
@@ -57,62 +61,27 @@ def compare(reference: TimingStats, candidate: TimingStats, noise_threshold: flo
     return Change.SAME
 
 
-@dataclass(frozen=True)
-class Reward:
-    """A reward and its terms, for logs and tests."""
-
-    total: float
-    parent_term: float = 0.0
-    root_term: float = 0.0
-    proxy_term: float = 0.0
-    penalty: float = 0.0
-    change: Change | None = None  # versus the parent; None for failures
-
-
-def failure_reward(status: EvalStatus, weights: RewardWeights) -> Reward:
+def failure_value(status: EvalStatus, weights: RewardWeights) -> float:
     if status in _BUILD_FAILURES:
-        value = weights.build_failure
-    elif status is EvalStatus.WRONG_ANSWER:
-        value = weights.wrong_answer
-    elif status is EvalStatus.INTEGRITY:
-        value = weights.integrity
-    else:
-        value = weights.run_failure
-    return Reward(total=value, penalty=value)
+        return weights.build_failure
+    if status is EvalStatus.WRONG_ANSWER:
+        return weights.wrong_answer
+    if status is EvalStatus.INTEGRITY:
+        return weights.integrity
+    return weights.run_failure
 
 
-def compute_reward(
-    result: EvalResult,
-    *,
-    parent: TimingStats,
-    root: TimingStats,
-    proxy: float | None,
-    parent_proxy: float | None,
-    weights: RewardWeights,
-    noise_threshold: float,
-) -> Reward:
-    """The reward of a candidate evaluated as ``result``, a child of a node timed as ``parent``."""
-    if result.status.is_failure or result.timing is None:
-        return failure_reward(result.status if result.status.is_failure else EvalStatus.RUNTIME_ERROR, weights)
-    timing = result.timing
-    parent_term = weights.parent * _clipped_log_ratio(parent.median_ms, timing.median_ms, weights.clip)
-    root_term = weights.root * _clipped_log_ratio(root.median_ms, timing.median_ms, weights.clip)
-    proxy_term = 0.0
-    if proxy is not None and parent_proxy is not None:
-        proxy_term = weights.proxy * (proxy - parent_proxy)
-    change = compare(parent, timing, noise_threshold)
-    penalty = -weights.regression if change is Change.SLOWER else 0.0
-    return Reward(
-        total=parent_term + root_term + proxy_term + penalty,
-        parent_term=parent_term,
-        root_term=root_term,
-        proxy_term=proxy_term,
-        penalty=penalty,
-        change=change,
-    )
-
-
-def _clipped_log_ratio(before_ms: float, after_ms: float, clip: float) -> float:
-    if before_ms <= 0 or after_ms <= 0:
+def speed_value(time_ms: float, root_ms: float, weights: RewardWeights) -> float:
+    """The value of a verified kernel timed at ``time_ms`` in a tree whose root takes ``root_ms``."""
+    if time_ms <= 0 or root_ms <= 0:
         return 0.0
-    return max(-clip, min(clip, math.log(before_ms / after_ms))) / clip
+    return max(math.tanh(math.log(root_ms / time_ms) / weights.scale), _SLOWEST)
+
+
+def node_value(result: EvalResult, root: TimingStats, weights: RewardWeights) -> float:
+    """The value of a candidate evaluated as ``result`` (see the module docstring)."""
+    if result.status.is_failure:
+        return failure_value(result.status, weights)
+    if result.timing is None:  # verified but untimed: not a kernel the search can rank
+        return failure_value(EvalStatus.RUNTIME_ERROR, weights)
+    return speed_value(result.timing.median_ms, root.median_ms, weights)

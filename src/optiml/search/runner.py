@@ -28,7 +28,7 @@ from optiml.search.greedy import Greedy
 from optiml.search.journal import Journal
 from optiml.search.mcts import MCTS
 from optiml.search.outcome import SearchOutcome, build_outcome
-from optiml.search.protocols import Evaluator, Profiler
+from optiml.search.protocols import Evaluator, PaidProposer, Profiler
 from optiml.search.strategy import Strategy
 from optiml.search.tree import Tree
 from optiml.search.verdict import confirm_best
@@ -208,10 +208,11 @@ def _check_proposers(proposers: Sequence[Proposer]) -> None:
 
 
 def _session_cost(proposers: Sequence[Proposer]) -> Callable[[], float]:
-    """What this session's proposers have spent on LLM calls (those without ``spent_usd`` cost 0)."""
+    """What this session's paid proposers have spent, in dollars (offline proposers cost nothing)."""
+    paid = [p for p in proposers if isinstance(p, PaidProposer)]
 
     def cost() -> float:
-        return float(sum(getattr(p, "spent_usd", 0.0) for p in proposers))
+        return float(sum(p.spent().usd for p in paid))
 
     return cost
 
