@@ -85,15 +85,15 @@ def event_ms(fn: Any, reps: int) -> float:
     return statistics.median(times)
 
 
-def sweep(spec: str, compiler: Compiler, directory: Path, reps: int, limit: int) -> dict[str, Any]:
+def sweep(spec: str, compiler: Compiler, directory: Path, reps: int, limit: int, match: str) -> dict[str, Any]:
     dtype, m, n, k, layout = spec.split(":")
     m, n, k = int(m), int(n), int(k)
     task = load_task(task_file(directory, dtype, m, n, k, layout))
     kernels = TemplateKernels.for_task(task)
     default = kernels.default()[0]
     variant = "mma" if dtype in ("float16", "bfloat16") else "simt"
-    configs = configs_of(kernels, variant, limit)
-    if default not in configs:
+    configs = [c for c in configs_of(kernels, variant, 10**6) if match in c.label()][:limit]
+    if default not in configs and not match:
         configs.insert(0, default)
     start = time.perf_counter()
     built = compiler.compile_many([kernels.render([c]) for c in configs])
@@ -183,6 +183,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=400, help="at most this many configurations per problem")
     parser.add_argument("--out", type=Path, default=Path("gemm_sweep.json"))
     parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--match", default="", help="only configurations whose label contains this (e.g. for ncu)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("gemm_sweep: no CUDA GPU", file=sys.stderr)
@@ -191,7 +192,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         compiler = Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache"))
         for spec in args.problems:
-            results.append(sweep(spec, compiler, Path(tmp), args.reps, args.limit))
+            results.append(sweep(spec, compiler, Path(tmp), args.reps, args.limit, args.match))
             write_result(args.out, "gemm_sweep", args.commit, problems=results)
     return 0
 

@@ -692,9 +692,10 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
 def _mma_helper(p: str, dtype: str) -> str:
     kind = "bf16" if dtype == "bfloat16" else "f16"
     return f"""\
-// D = A . B + D for one 16x8x16 tile (A row-major, B column-major fragments; fp32 accumulation).
+// D = A . B + D for one 16x8x16 tile (A row-major, B column-major fragments; fp32 accumulation). Not
+// volatile: a pure register operation the compiler may schedule freely.
 __device__ __forceinline__ void {p}_mma(float* c, const unsigned* a, const unsigned* b) {{
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, "
                "{{%8, %9}}, {{%0, %1, %2, %3}};\\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
