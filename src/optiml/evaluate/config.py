@@ -13,7 +13,8 @@ class EvalConfig:
     Verification: ``seeds`` trials on the default shape set (fresh seeded inputs, input
     distributions cycling through the task's list), one trial on every extra shape set, and a
     fresh-seed trial again after timing. Timing: ``warmup_calls`` untimed calls, then between
-    ``min_trials`` and ``max_trials`` timed calls (stopping once ``timing_seconds`` have passed),
+    ``min_trials`` and ``max_trials`` timed calls (stopping early once the median is known within
+    ``timing_precision``, or is clearly slower than the incumbent, and once ``timing_seconds`` have passed),
     rotating among ``timing_inputs`` input sets, L2 flushed and persisting L2 reset before
     each call, every timed call's output checked.
     """
@@ -25,6 +26,7 @@ class EvalConfig:
     min_trials: int = 10
     max_trials: int = 100
     timing_seconds: float = 1.0
+    timing_precision: float = 0.01  # stop once the median's 95 % interval is within ±this fraction
     timing_inputs: int = 2
     flush_l2: bool = True
     reference_modes: tuple[str, ...] = ("eager",)  # add "compile" to time torch.compile too

@@ -1,4 +1,9 @@
-"""A few CUDA runtime calls torch does not expose, through the libcudart torch already loaded."""
+"""A few CUDA runtime calls torch does not expose, through the libcudart torch already loaded.
+
+Besides the persisting-L2 controls, the judge uses it to own memory it shares with a candidate
+process: :func:`malloc` / :func:`free` a block outside torch's caching allocator (so a CUDA IPC
+handle exposes that block and nothing else) and :func:`ipc_handle` to export it.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,24 @@ from pathlib import Path
 _LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 
 
+IPC_HANDLE_BYTES = 64  # sizeof(cudaIpcMemHandle_t)
+
+
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+
+
+class CudaError(RuntimeError):
+    """A runtime call failed; ``code`` is the cudaError_t."""
+
+    def __init__(self, call: str, code: int) -> None:
+        super().__init__(f"{call} failed: {error_name(code)} ({code})")
+        self.code = code
+
+
 @lru_cache(maxsize=1)
-def _cudart() -> ctypes.CDLL | None:
-    """The libcudart mapped into this process (torch's), or any findable one."""
+def _located() -> tuple[ctypes.CDLL, str] | None:
+    """The libcudart mapped into this process (torch's), or any findable one, with its path."""
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
@@ -21,15 +41,55 @@ def _cudart() -> ctypes.CDLL | None:
         path = line.split()[-1] if line.split() else ""
         if "libcudart" in Path(path).name:
             try:
-                return ctypes.CDLL(path)
+                return ctypes.CDLL(path), path
             except OSError:
                 continue
     for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
         try:
-            return ctypes.CDLL(name)
+            return ctypes.CDLL(name), name
         except OSError:
             continue
     return None
+
+
+def _cudart() -> ctypes.CDLL | None:
+    located = _located()
+    return located[0] if located is not None else None
+
+
+def library_path() -> str | None:
+    """Path of the libcudart this process uses (a candidate process loads the same one)."""
+    located = _located()
+    return located[1] if located is not None else None
+
+
+def _required() -> ctypes.CDLL:
+    lib = _cudart()
+    if lib is None:
+        raise CudaError("loading libcudart", -1)
+    return lib
+
+
+def malloc(nbytes: int) -> int:
+    """``cudaMalloc`` on the current device, outside torch's allocator; returns the device address."""
+    ptr = ctypes.c_void_p()
+    code = _required().cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(max(1, nbytes)))
+    if code != 0:
+        raise CudaError(f"cudaMalloc({nbytes})", code)
+    return int(ptr.value or 0)
+
+
+def free(address: int) -> None:
+    _required().cudaFree(ctypes.c_void_p(address))
+
+
+def ipc_handle(address: int) -> bytes:
+    """The CUDA IPC handle of the allocation that starts at ``address`` (from :func:`malloc`)."""
+    handle = IpcHandle()
+    code = _required().cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(address))
+    if code != 0:
+        raise CudaError("cudaIpcGetMemHandle", code)
+    return ctypes.string_at(ctypes.addressof(handle), IPC_HANDLE_BYTES)  # all 64 bytes, NULs too
 
 
 def error_name(code: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from optiml.errors import NoGPUError, TaskError, WorkerError
@@ -32,6 +32,7 @@ class TaskFacts:
     flops: float | None
     bandwidth: float
     prepare_seconds: float
+    round_trip_ms: float = 0.0  # the judge's calibrated window around an empty candidate call (host clock)
 
 
 def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, screen: bool = True) -> EvalResult:
@@ -73,6 +74,7 @@ class Evaluator:
         self.peak_flops = peak_flops
         self.reference: dict[str, TimingStats] = {}
         self.facts: TaskFacts | None = None
+        self.incumbent: TimingStats | None = None  # fastest verified so far: slower candidates stop timing early
         self._gpu = threading.Lock()
         self._screen_warnings: dict[str, list[str]] = {}
 
@@ -170,6 +172,7 @@ class Evaluator:
             flops=reply.get("flops"),
             bandwidth=reply["bandwidth"],
             prepare_seconds=reply["seconds"],
+            round_trip_ms=float(reply.get("round_trip", {}).get("host_ms", 0.0)),
         )
         return self.facts
 
@@ -199,6 +202,7 @@ class Evaluator:
                             "bandwidth": self.facts.bandwidth if self.facts else 0.0,
                             "flops": self.peak_flops,
                         },
+                        "incumbent": asdict(self.incumbent) if self.incumbent is not None else None,
                     },
                     timeout_s=self.config.timeout_s,
                 )
@@ -220,6 +224,9 @@ class Evaluator:
         self._fill_from_report(result, reply)
         if reply.get("fatal"):
             self.facts = None
+        if result.ok and result.timing is not None:
+            if self.incumbent is None or result.timing.median_ms < self.incumbent.median_ms:
+                self.incumbent = result.timing
         return result
 
     @staticmethod

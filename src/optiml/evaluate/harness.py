@@ -1,46 +1,45 @@
-"""Verify and time one candidate inside the GPU worker, following docs/evaluation.md's protocol.
+"""Verify and time one candidate from the judge, following DESIGN.md's protocol.
 
-Order: load → verification trials (seeds × distributions on the default shape set, then
-every extra shape set) → timing (every timed call's output checked) → stream/thread/L2
-integrity checks → physics check → a fresh-seed trial after timing. The first failure
-ends the evaluation with its status and message.
+The candidate's shared object runs in a candidate process (``optiml.evaluate.judge``); every
+verdict is computed here, in the judge, on buffers the judge owns and on the judge's clock.
+
+Order: load → verification trials (seeds × distributions on the default shape set, then every
+extra shape set) → timing → physics check → a fresh-seed trial after timing. The first failure
+ends the evaluation with its status and message; what was recorded before it is kept.
+
+Timing (:func:`time_candidate`): every timed call gets inputs whose contents no earlier call had
+(each element drawn from one of two seeded cases by a fresh random mask, so the values keep the
+task's distribution and any per-position structure the two share), its reference output computed
+by the judge for exactly those inputs, a poisoned workspace and poisoned outputs, a flushed L2;
+its output is checked. A cache keyed on contents misses, and one that "hits" anyway returns a
+stale answer that the check rejects.
 """
 
 from __future__ import annotations
 
-import functools
+import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
-from optiml.evaluate import cudart
-from optiml.evaluate.abi import AbiError, KernelLibrary, TensorArray
-from optiml.evaluate.checks import (
-    TrialBuffers,
-    clone_args,
-    compare,
-    fresh_outputs,
-    modified_inputs,
-    poison_,
-    quick_match,
-)
+from optiml.evaluate.arena import SharedBuffers
+from optiml.evaluate.candidate_link import CandidateFailure
+from optiml.evaluate.checks import chunks, compare, modified_inputs
 from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
+from optiml.evaluate.judge import Calibration, CandidateSession, Judge
 from optiml.evaluate.results import EvalStatus, TimingStats, TrialCheck
 from optiml.evaluate.runtime import Case, TaskRuntime
-from optiml.evaluate.timing import DeviceTimer, TimedCall, run_trials
+from optiml.evaluate.timing import StopRule
 
+__all__ = ["CandidateFailure", "CandidateReport", "CandidateRunner", "Peaks", "evaluate_candidate", "time_candidate"]
 
-class CandidateFailure(Exception):
-    """Ends a candidate's evaluation with a status (not a harness bug)."""
-
-    def __init__(self, status: EvalStatus, message: str, fatal: bool = False) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.fatal = fatal  # the CUDA context is unusable: the worker must be replaced
+#: The judge's time may exceed the candidate stream's own event time by this factor (plus the
+#: configured slack) before the difference is called work outside the given stream.
+STREAM_FACTOR = 1.5
+MIN_SAMPLE_MS = 1e-4  # a calibrated sample is never taken as zero (speedups divide by it)
+TIMEOUT_MARGIN_S = 3.0  # the judge answers this long before the orchestrator's own timeout
 
 
 @dataclass
@@ -64,8 +63,9 @@ class Peaks:
 
 
 def verification_plan(runtime: TaskRuntime, config: EvalConfig) -> list[tuple[int, int, str]]:
-    distributions = runtime.task.meta.distributions
-    plan = [(config.base_seed + i, 0, distributions[i % len(distributions)]) for i in range(config.seeds)]
+    distributions = runtime.distributions()  # the task's, less a default signed one the reference is not finite on
+    count = max(config.seeds, len(distributions))  # every distribution gets a trial
+    plan = [(config.base_seed + i, 0, distributions[i % len(distributions)]) for i in range(count)]
     if config.check_shape_sets:
         plan += [(config.base_seed, s, "native") for s in range(1, runtime.task.num_shape_sets)]
     return plan
@@ -81,139 +81,216 @@ def physical_floor_ms(case: Case, flops: float | None, peaks: Peaks) -> float | 
     return max(times) if times else None
 
 
-class CandidateRunner:
-    """Calls one loaded candidate on cases of one task, on a private stream."""
+def timing_cases(runtime: TaskRuntime, config: EvalConfig) -> list[Case]:
+    return [runtime.case(config.base_seed + i) for i in range(max(2, config.timing_inputs))]
 
-    def __init__(self, runtime: TaskRuntime, library: KernelLibrary, stream: torch.cuda.Stream) -> None:
-        self.runtime = runtime
-        self.library = library
-        self.stream = stream
-        self._workspace: torch.Tensor | None = None
-        self._buffers: dict[int, TrialBuffers] = {}  # per shape set: reused, so addresses repeat
 
-    def bind(self, args: list[Any], outputs: list[torch.Tensor]) -> Callable[[], None]:
-        """A zero-argument call of the candidate on these buffers; raises CandidateFailure on rc != 0."""
-        inputs, outs = TensorArray(args), TensorArray(outputs)
-        needed = self.library.workspace_bytes(inputs)
-        if needed and (self._workspace is None or self._workspace.numel() < needed):
-            self._workspace = torch.empty(needed, dtype=torch.uint8, device=self.runtime.device)
-        workspace = self._workspace if needed else None
+class FreshInputs:
+    """Inputs never seen before for every timed call, and the judge's reference output for them.
 
-        def call() -> None:
-            rc = self.library.forward(inputs, outs, workspace, self.stream)
-            if rc != 0:
-                raise CandidateFailure(
-                    EvalStatus.RUNTIME_ERROR, f"optiml_forward returned {rc} ({cudart.error_name(rc)})"
-                )
+    Each floating, integer or boolean forward argument becomes, element by element, the value of
+    one of two seeded cases, chosen by a fresh random mask; parameters and scalars are the first
+    case's. The reference is the first case's model run on exactly these inputs.
+    """
 
-        return call
+    def __init__(self, runtime: TaskRuntime, first: Case, second: Case, seed: int) -> None:
+        self.runtime, self.first, self.second = runtime, first, second
+        self.generator = torch.Generator(device=runtime.device).manual_seed(seed)
 
-    def trial(self, case: Case) -> TrialCheck:
-        """One verification trial: own input copies, poisoned outputs, guards, inputs-unchanged check."""
-        task = self.runtime.task
-        # The case's tensors were made on the default stream; the refill below runs on ours. Without
-        # this wait a large (or busy-GPU) case is copied before it is finished, and the stale copy
-        # later reads as "the candidate modified its inputs".
-        torch.cuda.synchronize()
-        with torch.cuda.stream(self.stream):
-            buffers = self._buffers.get(case.shape_set)
-            if buffers is not None and buffers.matches(case.abi_inputs, case.expected):
-                buffers.refill(case.abi_inputs)
-            else:
-                buffers = TrialBuffers(case.abi_inputs, case.expected)
-                self._buffers[case.shape_set] = buffers
-        torch.cuda.synchronize()
-        threads_before = cudart.thread_count()
-        self.bind(buffers.args, buffers.outputs)()
-        synchronize_or_fail()
-        if cudart.thread_count() > threads_before:
-            # the thread may launch work later into freed buffers: this worker cannot be trusted again
+    def fill(self, buffers: SharedBuffers) -> list[torch.Tensor]:
+        count = len(self.first.args)
+        for index, (a, b) in enumerate(zip(self.first.args, self.second.args, strict=True)):
+            if isinstance(a, torch.Tensor):
+                _mix_into(buffers.args[index], a, b, self.generator)
+        return self.runtime.run_reference(self.first.model, buffers.args[:count])
+
+
+def _mix_into(target: torch.Tensor, a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> None:
+    flat_t, flat_a, flat_b = target.reshape(-1), a.reshape(-1), b.reshape(-1)
+    for lo, hi in chunks(flat_t.numel()):
+        mask = torch.rand(hi - lo, generator=generator, device=target.device) < 0.5
+        torch.where(mask, flat_a[lo:hi], flat_b[lo:hi], out=flat_t[lo:hi])
+
+
+def mismatch_flag(outputs: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float) -> torch.Tensor:
+    """A device boolean, true when any output element is off (allclose's rule): enqueued, not awaited."""
+    flag = torch.zeros((), dtype=torch.bool, device=expected[0].device)
+    for out, ref in zip(outputs, expected, strict=True):
+        if out.shape != ref.shape:
+            return torch.ones((), dtype=torch.bool, device=ref.device)
+        flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
+        for lo, hi in chunks(flat_ref.numel()):
+            o, r = flat_out[lo:hi], flat_ref[lo:hi]
+            bad = ~torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True) if r.is_floating_point() else o != r
+            flag |= bad.any()
+    return flag
+
+
+def _synchronize(judge: Judge) -> None:
+    if judge.cuda:
+        torch.cuda.synchronize(judge.device)
+
+
+def trial(session: CandidateSession, runtime: TaskRuntime, case: Case) -> TrialCheck:
+    """One verification trial: own input copies, poisoned outputs and workspace, guards, inputs unchanged."""
+    judge = session.judge
+    _synchronize(judge)  # the case was made on the default stream
+    buffers = judge.buffers(case.abi_inputs, case.expected)
+    buffers.refill(case.abi_inputs)
+    binding = session.bind(buffers)
+    session.poison_workspace(buffers)
+    _synchronize(judge)
+    threads = session.process.thread_count()
+    session.call(binding)
+    _synchronize(judge)
+    if session.process.thread_count() > threads:
+        raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
+    overrun = buffers.overrun()
+    if overrun is not None:
+        raise CandidateFailure(
+            EvalStatus.INTEGRITY, f"the candidate wrote past the end of {overrun} (guard bytes changed)"
+        )
+    changed = modified_inputs(case.abi_inputs, buffers.args)
+    if changed:
+        raise CandidateFailure(EvalStatus.INTEGRITY, f"the candidate modified input(s) {changed}: inputs are read-only")
+    result = compare(buffers.outputs, case.expected, case.atol, case.rtol)  # the case's tolerance (tolerance.py)
+    return TrialCheck(
+        seed=case.seed,
+        shape_set=case.shape_set,
+        distribution=case.distribution,
+        passed=result.passed,
+        max_abs_err=result.max_abs_err,
+        max_rel_err=result.max_rel_err,
+        mismatched=result.mismatched,
+        total=result.total,
+        nan_count=result.nan_count,
+        message=result.message,
+    )
+
+
+@dataclass
+class TimedSeries:
+    """Calibrated samples of one candidate: judge events, judge host clock, the candidate's own stream events."""
+
+    event_ms: list[float] = field(default_factory=list)
+    host_ms: list[float] = field(default_factory=list)
+    inner_ms: list[float] = field(default_factory=list)
+    stop: str = ""
+
+
+class TimingBench:
+    """One candidate's timed calls on fresh inputs (shared by evaluation and interleaved re-timing)."""
+
+    def __init__(self, session: CandidateSession, runtime: TaskRuntime, cases: list[Case], seed: int) -> None:
+        self.session, self.runtime = session, runtime
+        self.buffers = session.judge.buffers(cases[0].abi_inputs, cases[0].expected)
+        self.fresh = FreshInputs(runtime, cases[0], cases[1 % len(cases)], seed)
+        _synchronize(session.judge)
+        self.buffers.refill(cases[0].abi_inputs)  # parameters and scalars stay the first case's
+        self.binding = session.bind(self.buffers)
+        self.calls = 0
+
+    def call(self, calibration: Calibration) -> tuple[float, float, float]:
+        """One checked timed call: (event ms, host ms, candidate-reported ms), calibration removed."""
+        judge, meta = self.session.judge, self.runtime.task.meta
+        expected = self.fresh.fill(self.buffers)
+        self.buffers.poison_outputs()
+        self.session.poison_workspace(self.buffers)
+        judge.before_call()
+        window = self.session.timed_call(
+            self.binding, lambda: mismatch_flag(self.buffers.outputs, expected, meta.atol, meta.rtol)
+        )
+        index, self.calls = self.calls, self.calls + 1
+        if bool(window.check.item()):
             raise CandidateFailure(
-                EvalStatus.INTEGRITY, "the candidate left a host thread running after the call", fatal=True
+                EvalStatus.WRONG_ANSWER,
+                f"timed call {index} produced a wrong output (work skipped, cached or stale between calls, "
+                "or still running when the call returned)",
             )
-        overrun = buffers.overrun()
-        if overrun is not None:
-            raise CandidateFailure(
-                EvalStatus.INTEGRITY, f"the candidate wrote past the end of {overrun} (guard bytes changed)"
-            )
-        changed = modified_inputs(case.abi_inputs, buffers.args)
-        if changed:
-            raise CandidateFailure(
-                EvalStatus.INTEGRITY, f"the candidate modified input(s) {changed}: inputs are read-only"
-            )
-        result = compare(buffers.outputs, case.expected, task.meta.atol, task.meta.rtol)
-        return TrialCheck(
-            seed=case.seed,
-            shape_set=case.shape_set,
-            distribution=case.distribution,
-            passed=result.passed,
-            max_abs_err=result.max_abs_err,
-            max_rel_err=result.max_rel_err,
-            mismatched=result.mismatched,
-            total=result.total,
-            nan_count=result.nan_count,
-            message=result.message,
+        return (
+            max(MIN_SAMPLE_MS, window.event_ms - calibration.event_ms),
+            max(MIN_SAMPLE_MS, window.host_ms - calibration.host_ms),
+            float(window.reply.get("result", {}).get("inner_ms", 0.0)),
         )
 
-    def timed_calls(self, cases: list[Case]) -> list[TimedCall]:
-        """Per case: the bound call, a re-poisoning of its outputs, and a check of what it wrote."""
-        atol, rtol = self.runtime.task.meta.atol, self.runtime.task.meta.rtol
-        calls: list[TimedCall] = []
-        self.stream.wait_stream(torch.cuda.current_stream())  # the cases were made on the default stream
-        for case in cases:
-            with torch.cuda.stream(self.stream):
-                args = clone_args(case.abi_inputs)
-                outputs = fresh_outputs(case.expected)
-            prepare = functools.partial(_poison_all, outputs)
-            check = functools.partial(quick_match, outputs, case.expected, atol, rtol)
-            calls.append((self.bind(args, outputs), prepare, check))
-        return calls
+    def series(self, calibration: Calibration, warmup: int, rule: StopRule) -> TimedSeries:
+        for _ in range(warmup):
+            self.call(calibration)
+        samples = TimedSeries()
+        start = time.perf_counter()
+        while not samples.stop:
+            event, host, inner = self.call(calibration)
+            samples.event_ms.append(event)
+            samples.host_ms.append(host)
+            samples.inner_ms.append(inner)
+            samples.stop = rule.stop(samples.event_ms, time.perf_counter() - start)
+        return samples
 
 
-def _poison_all(outputs: list[torch.Tensor]) -> None:
-    for out in outputs:
-        poison_(out)
-
-
-def synchronize_or_fail() -> None:
-    try:
-        torch.cuda.synchronize()
-    except torch.cuda.OutOfMemoryError as exc:
-        raise CandidateFailure(EvalStatus.OUT_OF_MEMORY, str(exc).splitlines()[0], fatal=True) from exc
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CandidateFailure(EvalStatus.RUNTIME_ERROR, f"CUDA error after the call: {first}", fatal=True) from exc
+def time_candidate(
+    session: CandidateSession,
+    runtime: TaskRuntime,
+    config: EvalConfig,
+    incumbent: TimingStats | None = None,
+) -> TimingStats:
+    """Time on the judge's clock with the calibrated round trip removed; see the module docstring."""
+    calibration = session.judge.calibration()
+    bench = TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + 7777)
+    threads = session.process.thread_count()
+    rule = StopRule(
+        min_trials=config.min_trials,
+        max_trials=config.max_trials,
+        seconds=config.timing_seconds,
+        precision=config.timing_precision,
+        incumbent=(incumbent.median_ms, incumbent.spread_ms) if incumbent is not None else None,
+    )
+    samples = bench.series(calibration, config.warmup_calls, rule)
+    if session.process.thread_count() > threads:
+        raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
+    stats = TimingStats.from_samples(samples.event_ms, samples.host_ms, stop=samples.stop)
+    inner = statistics.median(samples.inner_ms)
+    if stats.median_ms > STREAM_FACTOR * inner + config.stream_slack_ms:
+        raise CandidateFailure(
+            EvalStatus.INTEGRITY,
+            f"work ran outside the given stream: the judge measured {stats.median_ms:.3f} ms per call "
+            f"but the given stream's own events only {inner:.3f} ms",
+        )
+    return stats
 
 
 def evaluate_candidate(
-    runtime: TaskRuntime, so_path: str, config: EvalConfig, peaks: Peaks, flops: float | None
+    judge: Judge,
+    runtime: TaskRuntime,
+    so_path: str,
+    config: EvalConfig,
+    peaks: Peaks,
+    flops: float | None,
+    incumbent: TimingStats | None = None,
 ) -> CandidateReport:
     """Run the whole protocol for one shared object; never raises for candidate faults."""
     report = CandidateReport(status=EvalStatus.OK)
     clock = time.perf_counter()
+    session: CandidateSession | None = None
     try:
-        try:
-            library = KernelLibrary(so_path)
-        except AbiError as exc:
-            raise CandidateFailure(EvalStatus.LOAD_ERROR, str(exc)) from exc
-        stream = torch.cuda.Stream(device=runtime.device)
-        runner = CandidateRunner(runtime, library, stream)
+        process = judge.take_process()
+        deadline = time.monotonic() + max(1.0, config.timeout_s - TIMEOUT_MARGIN_S)
+        session = CandidateSession(judge, process, deadline)
+        session.load(so_path)
         report.phase_seconds["load"] = _lap(clock)
 
         clock = time.perf_counter()
-        _verify(runner, runtime, verification_plan(runtime, config), report)
+        _verify(session, runtime, verification_plan(runtime, config), report)
         report.phase_seconds["verify"] = _lap(clock)
 
         clock = time.perf_counter()
-        timing_cases = [runtime.case(config.base_seed + i) for i in range(max(1, config.timing_inputs))]
-        report.timing = _time(runner, timing_cases, config)
+        report.timing = time_candidate(session, runtime, config, incumbent)
         report.phase_seconds["time"] = _lap(clock)
 
         clock = time.perf_counter()
-        report.floor_ms = physical_floor_ms(timing_cases[0], flops, peaks)
+        report.floor_ms = physical_floor_ms(timing_cases(runtime, config)[0], flops, peaks)
         if report.floor_ms and report.timing.median_ms < config.suspect_margin * report.floor_ms:
-            _recheck_suspect(runner, runtime, timing_cases, config, report)
-        _verify(runner, runtime, [(config.base_seed + 97, 0, "native")], report)  # after timing, fresh seed
+            _recheck_suspect(session, runtime, config, report)
+        _verify(session, runtime, [(config.base_seed + 97, 0, "native")], report)  # after timing, fresh seed
         report.phase_seconds["recheck"] = _lap(clock)
     except CandidateFailure as failure:
         report.status, report.message, report.fatal = failure.status, failure.message, failure.fatal
@@ -221,57 +298,24 @@ def evaluate_candidate(
         report.status, report.message = EvalStatus.OUT_OF_MEMORY, str(exc).splitlines()[0]
         report.fatal = True
     finally:
-        if cudart.persisting_l2_limit() > 0 and report.status is EvalStatus.OK:
-            report.status = EvalStatus.INTEGRITY
-            report.message = "the candidate set a persisting-L2 carve-out (cudaLimitPersistingL2CacheSize)"
-        cudart.reset_persisting_l2()
+        if session is not None:
+            session.close()
     return report
 
 
 def _verify(
-    runner: CandidateRunner, runtime: TaskRuntime, plan: list[tuple[int, int, str]], report: CandidateReport
+    session: CandidateSession, runtime: TaskRuntime, plan: list[tuple[int, int, str]], report: CandidateReport
 ) -> None:
     for seed, shape_set, distribution in plan:
-        check = runner.trial(runtime.case(seed, shape_set, distribution))
+        check = trial(session, runtime, runtime.case(seed, shape_set, distribution))
         report.trials.append(check)
         if not check.passed:
             where = f"seed {seed}, shape set {shape_set}, {distribution} inputs"
             raise CandidateFailure(EvalStatus.WRONG_ANSWER, f"wrong answer ({where}): {check.message}")
 
 
-def _time(runner: CandidateRunner, cases: list[Case], config: EvalConfig) -> TimingStats:
-    timer = DeviceTimer(runner.stream, flush_l2=config.flush_l2)
-    samples, failed_at = run_trials(
-        timer,
-        runner.timed_calls(cases),
-        warmup=config.warmup_calls,
-        min_trials=config.min_trials,
-        max_trials=config.max_trials,
-        seconds=config.timing_seconds,
-    )
-    synchronize_or_fail()
-    if failed_at is not None:
-        raise CandidateFailure(
-            EvalStatus.WRONG_ANSWER,
-            f"timed call {failed_at} produced a wrong output (work skipped, cached or stale between calls)",
-        )
-    stats = TimingStats.from_samples(samples.event_ms, samples.wall_ms)
-    hidden_ms = stats.wall_median_ms - 2 * stats.median_ms - config.stream_slack_ms
-    if hidden_ms > 0:
-        raise CandidateFailure(
-            EvalStatus.INTEGRITY,
-            f"work ran outside the given stream: the host saw {stats.wall_median_ms:.3f} ms per call "
-            f"but the stream's events only {stats.median_ms:.3f} ms",
-        )
-    return stats
-
-
 def _recheck_suspect(
-    runner: CandidateRunner,
-    runtime: TaskRuntime,
-    cases: list[Case],
-    config: EvalConfig,
-    report: CandidateReport,
+    session: CandidateSession, runtime: TaskRuntime, config: EvalConfig, report: CandidateReport
 ) -> None:
     assert report.timing is not None and report.floor_ms is not None
     first = report.timing.median_ms
@@ -280,8 +324,8 @@ def _recheck_suspect(
         f"{report.floor_ms:.4f} ms; re-verified with fresh inputs and re-timed"
     )
     fresh = [(config.base_seed + 500 + i, 0, d) for i, d in enumerate(("normal", "uniform_pm1", "native"))]
-    _verify(runner, runtime, fresh, report)
-    report.timing = _time(runner, cases, config)
+    _verify(session, runtime, fresh, report)
+    report.timing = time_candidate(session, runtime, config)
     if report.timing.median_ms < config.suspect_margin * report.floor_ms:
         raise CandidateFailure(
             EvalStatus.INTEGRITY,

@@ -75,6 +75,7 @@ class TimingStats:
     max_ms: float
     trials: int
     wall_median_ms: float = 0.0  # host clock around call + device-wide sync, for cross-checks
+    stop: str = ""  # why timing stopped: tight (estimate converged), slower (than the incumbent), trials, time
 
     @property
     def spread_ms(self) -> float:
@@ -82,7 +83,7 @@ class TimingStats:
         return (self.q3_ms - self.q1_ms) / 2
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float], wall_ms: list[float] | None = None) -> TimingStats:
+    def from_samples(cls, samples_ms: list[float], wall_ms: list[float] | None = None, stop: str = "") -> TimingStats:
         if not samples_ms:
             raise ValueError("no timing samples")
         ordered = sorted(samples_ms)
@@ -95,6 +96,7 @@ class TimingStats:
             max_ms=ordered[-1],
             trials=len(ordered),
             wall_median_ms=_quantile(walls, 0.5) if walls else 0.0,
+            stop=stop,
         )
 
 

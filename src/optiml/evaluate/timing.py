@@ -1,12 +1,16 @@
-"""Timing on the device: CUDA events, L2 flush, persisting-L2 reset, device-wide sync (worker side).
+"""Timing in the judge: when to stop, and the reference's timer (CUDA events, L2 flush, sync).
 
-Every timed call is bracketed by events on the candidate's stream *and* by the host clock
-around the call plus a device-wide synchronisation. Work hidden on another stream or a
-host thread shows up as host time far above event time; the caller compares the two.
+:class:`StopRule` decides when a series of timed calls has said enough: after ``min_trials``,
+stop as soon as the median is known to within ``precision`` (a distribution-free 95 % interval
+from order statistics), or as soon as the candidate is clearly slower than the incumbent — its
+interval's lower end above the incumbent's median plus spread, with a margin — and in any case
+at ``max_trials`` or after ``seconds``. A candidate's own calls are timed by the judge's window
+(``optiml.evaluate.judge``); :class:`DeviceTimer` times the PyTorch references in the judge.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,10 +25,61 @@ MIN_FLUSH_BYTES = 256 * 1024 * 1024
 TimedCall = tuple[Callable[[], None], Callable[[], None] | None, Callable[[], bool] | None]
 
 
+SLOWER_MARGIN = 0.05  # "clearly slower": 5 % beyond the incumbent's median + spread
+Z95 = 1.96
+
+
 @dataclass
 class Samples:
     event_ms: list[float] = field(default_factory=list)
     wall_ms: list[float] = field(default_factory=list)
+    stop: str = ""  # why timing stopped: tight, slower, trials, time
+
+
+def median_interval(samples: Sequence[float]) -> tuple[float, float]:
+    """A distribution-free ~95 % confidence interval for the median (order statistics).
+
+    With n sorted samples the interval runs from rank ⌊(n − 1.96√n)/2⌋ to ⌈(n + 1.96√n)/2⌉
+    (1-based, clamped): no assumption on the shape of the noise, which is skewed for timings.
+    """
+    ordered = sorted(samples)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("no samples")
+    half = Z95 * math.sqrt(n) / 2
+    low = max(1, math.floor(n / 2 - half))
+    high = min(n, math.ceil(n / 2 + half + 1))
+    return ordered[low - 1], ordered[high - 1]
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When to stop timing (see the module docstring). ``incumbent`` is (median ms, spread ms)."""
+
+    min_trials: int = 10
+    max_trials: int = 100
+    seconds: float = 1.0
+    precision: float = 0.01
+    incumbent: tuple[float, float] | None = None
+
+    def stop(self, samples: Sequence[float], elapsed_s: float) -> str:
+        """The reason to stop now, or "" to take another sample."""
+        n = len(samples)
+        if n >= self.max_trials:
+            return "trials"
+        if n < self.min_trials:
+            return ""
+        low, high = median_interval(samples)
+        if self.incumbent is not None:
+            median, spread = self.incumbent
+            if low > (median + spread) * (1 + SLOWER_MARGIN):
+                return "slower"
+        middle = sorted(samples)[n // 2]
+        if (high - low) / 2 <= self.precision * max(middle, 1e-9):
+            return "tight"
+        if elapsed_s >= self.seconds:
+            return "time"
+        return ""
 
 
 class DeviceTimer:
@@ -76,31 +131,30 @@ class DeviceTimer:
         return walls[len(walls) // 2]
 
 
-def run_trials(
-    timer: DeviceTimer,
-    calls: Sequence[TimedCall],
-    *,
-    warmup: int,
-    min_trials: int,
-    max_trials: int,
-    seconds: float,
-) -> tuple[Samples, int | None]:
-    """Time ``calls`` round-robin (call, prepare, check). Returns samples and the index of the first
-    timed call whose check failed (None if all passed)."""
+def run_trials(timer: DeviceTimer, calls: Sequence[TimedCall], *, warmup: int, rule: StopRule) -> Samples:
+    """Time ``calls`` round-robin (call, prepare, check) until ``rule`` says stop. A failed check
+    raises :class:`CheckFailed` with the index of the timed call."""
     for i in range(warmup):
         call, prepare, _ = calls[i % len(calls)]
         timer._before_call(prepare)
         call()
         torch.cuda.synchronize()
     samples = Samples()
-    deadline = time.perf_counter() + seconds
-    trial = 0
-    while trial < max_trials and (trial < min_trials or time.perf_counter() < deadline):
-        call, prepare, check = calls[trial % len(calls)]
+    start = time.perf_counter()
+    while not samples.stop:
+        call, prepare, check = calls[len(samples.event_ms) % len(calls)]
         event_ms, wall_ms = timer.time_call(call, prepare)
         samples.event_ms.append(event_ms)
         samples.wall_ms.append(max(0.0, wall_ms - timer.sync_overhead_ms))
         if check is not None and not check():
-            return samples, trial
-        trial += 1
-    return samples, None
+            raise CheckFailed(len(samples.event_ms) - 1)
+        samples.stop = rule.stop(samples.event_ms, time.perf_counter() - start)
+    return samples
+
+
+class CheckFailed(Exception):
+    """A timed call's output was wrong; ``index`` is the timed call's number."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"timed call {index} produced a wrong output")
+        self.index = index

@@ -1,50 +1,78 @@
-"""The isolated GPU worker: a child process that verifies and times candidates.
+"""The judge: the isolated GPU worker that verifies and times candidates.
 
 Run as ``python -m optiml.evaluate.worker``. It speaks JSON lines: one request per line on
-stdin, one reply per line on the original stdout (fd 1 is redirected to stderr at start, so a
-candidate's printf cannot corrupt the protocol). Requests::
+stdin, one reply per line on the original stdout (fd 1 is redirected to stderr at start).
+Requests::
 
     {"op": "hello"}                                        → device facts
-    {"op": "prepare", "task": PATH, "config": {...}}       → reference timings, bytes, flops
-    {"op": "evaluate", "task": PATH, "so": PATH, "config": {...}, "peaks": {...}}
+    {"op": "prepare", "task": PATH, "config": {...}}       → reference timings, bytes, flops, round trip
+    {"op": "evaluate", "task": PATH, "so": PATH, "config": {...}, "peaks": {...}, "incumbent": {...}}
     {"op": "retime", "task": PATH, "so": [PATH, ...], "rounds": N, "config": {...}}
     {"op": "shutdown"}
 
 Replies are ``{"ok": true, "result": {...}}`` or ``{"ok": false, "error": "one line"}``.
-After a fatal CUDA error (the context is poisoned) the worker replies and exits with code 3;
-the client starts a fresh one. Imports: standard library, NumPy and torch only.
+
+This process never loads a candidate: each one runs in a candidate process of its own
+(``optiml.evaluate.judge``), so a candidate's host code — static constructors included — cannot
+reach the interpreter that compares, checks and times. It also makes itself non-dumpable, so a
+candidate process of the same user cannot ptrace it or read its memory through /proc. A
+candidate's CUDA fault poisons only its own process's context; after a fatal error of the
+judge's own context (out of memory here) the worker replies and exits with code 3, and the
+client starts a fresh one. Imports: standard library, NumPy and torch only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import json
 import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import IO, Any
 
 import torch
 
 from optiml.errors import TaskError
-from optiml.evaluate.abi import KernelLibrary
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import (
     CandidateFailure,
-    CandidateRunner,
     Peaks,
+    TimingBench,
     evaluate_candidate,
-    synchronize_or_fail,
+    timing_cases,
 )
-from optiml.evaluate.results import EvalStatus, TimingStats
+from optiml.evaluate.judge import CandidateSession, Judge
+from optiml.evaluate.memory import reset_peak
+from optiml.evaluate.results import TimingStats
 from optiml.evaluate.runtime import TaskRuntime
-from optiml.evaluate.timing import DeviceTimer, TimedCall, run_trials
+from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
 from optiml.task import Task, load_task
 
 EXIT_FATAL = 3
+PR_SET_DUMPABLE = 4
+
+#: Reference modes: exact fp32 eager (TF32 off: what candidates are verified against), eager with
+#: PyTorch's default settings as this process found them at start (TF32 convolutions through cuDNN;
+#: TF32 matmuls only where the environment turns them on), and torch.compile (exact fp32).
+REFERENCE_MODES = ("eager", "eager_tf32", "compile")
+TORCH_DEFAULTS = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+
+
+@contextlib.contextmanager
+def torch_default_precision() -> Iterator[None]:
+    """PyTorch's own float32 settings for the duration (TaskRuntime turns TF32 off for the judge)."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = TORCH_DEFAULTS
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 class Worker:
@@ -55,6 +83,7 @@ class Worker:
         self.runtimes: dict[str, TaskRuntime] = {}
         self.references: dict[tuple[str, str], TimingStats] = {}
         self._bandwidth: float | None = None
+        self.judge = Judge(self.device, Path.cwd())
 
     # -- ops ---------------------------------------------------------------------------------
     def hello(self, _: dict[str, Any]) -> dict[str, Any]:
@@ -74,14 +103,18 @@ class Worker:
         runtime = self.runtime(request["task"])
         config = EvalConfig.from_dict(request.get("config", {}))
         start = time.perf_counter()
+        notes = runtime.settle(config.base_seed)  # distributions used, tolerances adjusted (runtime.py)
         case = runtime.case(config.base_seed)
-        references = {mode: asdict(self.reference_timing(runtime, mode, config)) for mode in config.reference_modes}
+        modes = [m for m in REFERENCE_MODES if m in (*config.reference_modes, "eager_tf32")]
+        references = {mode: asdict(self.reference_timing(runtime, mode, config)) for mode in modes}
         return {
             "reference": references,
             "input_bytes": case.input_bytes(),
             "output_bytes": case.output_bytes(),
             "flops": runtime.task.flops(0),
             "bandwidth": self.bandwidth(),
+            "round_trip": asdict(self.judge.calibration()),
+            "notes": notes,
             "seconds": time.perf_counter() - start,
         }
 
@@ -93,43 +126,55 @@ class Worker:
             bandwidth=float(peaks_in.get("bandwidth") or self.bandwidth()),
             flops=float(peaks_in.get("flops", 0.0)),
         )
-        report = evaluate_candidate(runtime, request["so"], config, peaks, runtime.task.flops(0))
+        incumbent = request.get("incumbent")
+        reset_peak(runtime.device)
+        report = evaluate_candidate(
+            self.judge,
+            runtime,
+            request["so"],
+            config,
+            peaks,
+            runtime.task.flops(0),
+            TimingStats(**incumbent) if incumbent else None,
+        )
         result = asdict(report)
         result["status"] = report.status.value
+        result["memory"] = runtime.memory_report()  # peak since reset_peak, against the footprint (memory.py)
         return result
 
     def retime(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Interleaved timing (A B C A B C …) of already verified candidates on the same inputs."""
+        """Interleaved timing (A B C A B C …) of already verified candidates, each in its own process."""
         runtime = self.runtime(request["task"])
         config = EvalConfig.from_dict(request.get("config", {}))
         rounds = int(request.get("rounds", 5))
-        stream = torch.cuda.Stream(device=self.device)
-        timer = DeviceTimer(stream, flush_l2=config.flush_l2)
-        cases = [runtime.case(config.base_seed + i) for i in range(max(1, config.timing_inputs))]
-        groups = [CandidateRunner(runtime, KernelLibrary(path), stream).timed_calls(cases) for path in request["so"]]
-        samples: list[list[float]] = [[] for _ in groups]
-        for _ in range(rounds):
-            for index, calls in enumerate(groups):
-                got, failed_at = run_trials(
-                    timer,
-                    calls,
-                    warmup=1,
-                    min_trials=max(3, config.min_trials // 2),
-                    max_trials=config.min_trials,
-                    seconds=0.0,
-                )
-                if failed_at is not None:
-                    raise CandidateFailure(
-                        EvalStatus.WRONG_ANSWER, f"candidate {index} produced a wrong output while re-timing"
-                    )
-                samples[index].extend(got.event_ms)
-        synchronize_or_fail()
+        per_round = StopRule(min_trials=max(3, config.min_trials // 2), max_trials=config.min_trials, seconds=0.0)
+        calibration = self.judge.calibration()
+        deadline = time.monotonic() + max(1.0, config.timeout_s * max(1, len(request["so"])) * rounds / 2 - 3)
+        sessions: list[CandidateSession] = []
+        try:
+            benches = []
+            for index, path in enumerate(request["so"]):
+                session = CandidateSession(self.judge, self.judge.take_process(), deadline)
+                sessions.append(session)
+                session.load(path)
+                benches.append(TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + index))
+            samples: list[list[float]] = [[] for _ in benches]
+            for round_ in range(rounds):
+                for index, bench in enumerate(benches):
+                    series = bench.series(calibration, warmup=1 if round_ == 0 else 0, rule=per_round)
+                    samples[index].extend(series.event_ms)
+        except CandidateFailure as failure:
+            raise CandidateFailure(failure.status, f"while re-timing: {failure.message}") from failure
+        finally:
+            for session in sessions:
+                session.close()
         return {"timings": [asdict(TimingStats.from_samples(s)) for s in samples]}
 
     # -- helpers -----------------------------------------------------------------------------
     def runtime(self, task_path: str) -> TaskRuntime:
         if task_path not in self.runtimes:
             task: Task = load_task(task_path)
+            self.judge.forget_buffers()
             self.runtimes = {task_path: TaskRuntime(task, str(self.device))}  # one task at a time in memory
             self.references = {k: v for k, v in self.references.items() if k[0] == task_path}
         return self.runtimes[task_path]
@@ -138,24 +183,22 @@ class Worker:
         key = (str(runtime.task.path), mode)
         if key in self.references:
             return self.references[key]
+        if mode not in REFERENCE_MODES:
+            raise ValueError(f"unknown reference mode {mode!r} ({', '.join(REFERENCE_MODES)})")
         stream = torch.cuda.Stream(device=self.device)
         timer = DeviceTimer(stream, flush_l2=config.flush_l2)
-        if mode not in ("eager", "compile"):
-            raise ValueError(f"unknown reference mode {mode!r} (eager or compile)")
         calls: list[TimedCall] = []
         for i in range(max(1, config.timing_inputs)):
             case = runtime.case(config.base_seed + i)
             forward: Callable[..., Any] = torch.compile(case.model) if mode == "compile" else case.model
             calls.append((functools.partial(_run_reference, forward, case.args, stream), None, None))
-        samples, _ = run_trials(
-            timer,
-            calls,
-            warmup=max(config.warmup_calls, 3 if mode == "compile" else 1),
-            min_trials=config.min_trials,
-            max_trials=config.max_trials,
-            seconds=config.timing_seconds,
-        )
-        stats = TimingStats.from_samples(samples.event_ms, samples.wall_ms)
+        rule = StopRule(config.min_trials, config.max_trials, config.timing_seconds, config.timing_precision)
+        precision = torch_default_precision() if mode == "eager_tf32" else contextlib.nullcontext()
+        with precision:
+            samples = run_trials(
+                timer, calls, warmup=max(config.warmup_calls, 3 if mode == "compile" else 1), rule=rule
+            )
+        stats = TimingStats.from_samples(samples.event_ms, samples.wall_ms, stop=samples.stop)
         self.references[key] = stats
         return stats
 
@@ -189,6 +232,13 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
     except Exception as exc:
         _reply(replies, {"ok": False, "error": f"worker could not start: {exc}", "fatal": True})
         return EXIT_FATAL
+    try:
+        return _serve(worker, requests, replies)
+    finally:
+        worker.judge.close()  # the spare candidate process dies with the judge
+
+
+def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
     handlers = {
         "hello": worker.hello,
         "prepare": worker.prepare,
@@ -228,6 +278,7 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
             )
             if failure.fatal:
                 return EXIT_FATAL
+            worker.judge.keep_spare()
             continue
         except Exception as exc:  # a harness bug must not take the orchestrator down with it
             traceback.print_exc(file=sys.stderr)
@@ -236,6 +287,7 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
         _reply(replies, {"ok": True, "result": result})
         if result.get("fatal"):
             return EXIT_FATAL
+        worker.judge.keep_spare()  # the next candidate's process starts while the orchestrator compiles
     return 0
 
 
@@ -244,9 +296,16 @@ def _reply(stream: IO[str], message: dict[str, Any]) -> None:
     stream.flush()
 
 
+def _not_dumpable() -> None:
+    """No ptrace and no /proc/<pid>/mem for other processes of this user (candidate processes)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 def main() -> int:
+    _not_dumpable()
     protocol_fd = os.dup(1)
-    os.dup2(2, 1)  # anything the candidate prints goes to stderr, never into the protocol
+    os.dup2(2, 1)  # nothing printed here can corrupt the protocol
     replies = os.fdopen(protocol_fd, "w", buffering=1)
     sys.stdout = sys.stderr
     return serve(sys.stdin, replies)

@@ -1,0 +1,284 @@
+"""The judge's side of a candidate: its process, the buffers it is lent, and the judge's clock.
+
+The judge process (``optiml.evaluate.worker``) computes every verdict; a candidate's shared
+object only ever runs in a :class:`CandidateProcess` that the judge starts. :class:`Judge` keeps
+what lasts across candidates on one device (shared buffers per shape set, a workspace block, a
+spare process already holding its CUDA context, the calibrated round trip); a
+:class:`CandidateSession` is one candidate's process with its mappings and bindings.
+
+**The judge's window.** A timed call is ``e0`` recorded on the judge's stream, the host clock
+read, the request written, the reply read, ``e1`` recorded, the output check enqueued behind
+``e1``, then ``e1`` awaited and the host clock read again. The candidate process synchronises
+the whole device before it replies, so all the call's device work — on the given stream, the
+legacy stream, any other stream — lies inside the window. A candidate that replies early
+(rewriting the candidate process's own code so it does not synchronise) gains nothing: contexts
+of different processes take turns on the GPU, so ``e1`` and the check behind it run either after
+the leftover work (which is then counted) or while it is suspended half done (and the check sees
+an unfinished output). Both ends are the judge's: host time ``t1 − t0`` and event time
+``e0 → e1``, each minus the same window measured around an *empty* call in a process of the
+judge's own that never loads a candidate (:meth:`Judge.calibration`), so a candidate cannot
+inflate the part that is subtracted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from optiml.evaluate import cudart
+from optiml.evaluate.arena import Block, SharedBuffers, abi_spec, layout_key
+from optiml.evaluate.candidate_link import CandidateFailure, CandidateProcess
+from optiml.evaluate.results import EvalStatus
+from optiml.evaluate.timing import DeviceTimer
+
+CALIBRATION_CALLS = 41
+POISON_WORKSPACE = 0xFF
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The judge's window around an empty call: what every timed call's window has on top of its work."""
+
+    event_ms: float
+    host_ms: float
+    host_spread_ms: float  # half the inter-quartile range of the host window
+    calls: int
+
+
+@dataclass(frozen=True)
+class Window:
+    """One timed call as the judge saw it (raw, before the calibration is removed)."""
+
+    event_ms: float
+    host_ms: float
+    reply: dict[str, Any]
+    check: Any  # what the check enqueued behind e1 returned (a device tensor, usually)
+
+
+class Judge:
+    """Per-device state of the judge; one candidate at a time."""
+
+    def __init__(self, device: torch.device, workdir: Path, flush_l2: bool = True) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.workdir = workdir
+        self.flush_l2 = flush_l2
+        self.cudart_path = cudart.library_path() if self.cuda else None
+        self._timer: DeviceTimer | None = None
+        self._buffers: dict[tuple[Any, ...], SharedBuffers] = {}
+        self._workspace: Block | None = None
+        self._spare: CandidateProcess | None = None
+        self._calibration: Calibration | None = None
+        self._names = itertools.count()
+
+    # -- processes ---------------------------------------------------------------------------
+    def spawn(self) -> CandidateProcess:
+        index = self.device.index if self.device.index is not None else 0
+        return CandidateProcess(self.cudart_path, index, self.workdir, f"candidate-{next(self._names)}")
+
+    def take_process(self) -> CandidateProcess:
+        """The spare process (started earlier, so its CUDA context is likely up), or a new one."""
+        process, self._spare = self._spare, None
+        if process is None or not process.alive:
+            if process is not None:
+                process.close()
+            process = self.spawn()
+        process.wait_ready()
+        return process
+
+    def keep_spare(self) -> None:
+        """Start the next candidate's process now (called after a reply, while the orchestrator compiles)."""
+        if self._spare is None or not self._spare.alive:
+            self._spare = self.spawn()
+
+    # -- memory ------------------------------------------------------------------------------
+    def buffers(self, args: list[Any], expected: list[torch.Tensor]) -> SharedBuffers:
+        key = layout_key(args, expected)
+        if key not in self._buffers:
+            self._buffers[key] = SharedBuffers(args, expected, str(self.workdir))
+        return self._buffers[key]
+
+    def workspace(self, nbytes: int) -> Block:
+        """A shared block of at least ``nbytes``; a larger request replaces it (sessions keep the old alive)."""
+        if self._workspace is None or self._workspace.nbytes < nbytes:
+            if self._workspace is not None:
+                self._workspace.close()
+            self._workspace = Block(nbytes, self.device, str(self.workdir))
+        return self._workspace
+
+    def forget_buffers(self) -> None:
+        """Drop the shared buffers (another task is coming)."""
+        for buffers in self._buffers.values():
+            buffers.block.close()
+        self._buffers = {}
+
+    # -- the clock ---------------------------------------------------------------------------
+    def before_call(self) -> None:
+        """Untimed, before every call: L2 flushed by the judge, persisting L2 reset, device idle."""
+        if not self.cuda:
+            return
+        if self._timer is None:
+            self._timer = DeviceTimer(torch.cuda.current_stream(self.device), flush_l2=self.flush_l2)
+        self._timer._before_call(None)
+
+    def window(
+        self, process: CandidateProcess, message: dict[str, Any], deadline: float, check: Callable[[], Any]
+    ) -> Window:
+        """Time one request on the judge's clock; ``check`` is enqueued right behind the end event."""
+        if not self.cuda:
+            t0 = time.perf_counter()
+            process.send(message)
+            reply = process.receive(deadline)
+            host = (time.perf_counter() - t0) * 1e3
+            return Window(host, host, reply, check())
+        stream = torch.cuda.current_stream(self.device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        t0 = time.perf_counter()
+        process.send(message)
+        reply = process.receive(deadline)
+        end.record(stream)
+        pending = check()
+        end.synchronize()
+        host = (time.perf_counter() - t0) * 1e3
+        return Window(start.elapsed_time(end), host, reply, pending)
+
+    def calibration(self) -> Calibration:
+        """The window around an empty call, in a process of the judge's own (never a candidate's)."""
+        if self._calibration is None:
+            process = self.spawn()
+            try:
+                process.wait_ready()
+                deadline = time.monotonic() + 60
+                events, hosts = [], []
+                for index in range(CALIBRATION_CALLS + 5):
+                    self.before_call()
+                    window = self.window(process, {"op": "call", "id": -1}, deadline, lambda: None)
+                    CandidateProcess.result(window.reply)
+                    if index >= 5:
+                        events.append(window.event_ms)
+                        hosts.append(window.host_ms)
+            finally:
+                process.close()
+            quartiles = statistics.quantiles(hosts, n=4)
+            self._calibration = Calibration(
+                event_ms=statistics.median(events),
+                host_ms=statistics.median(hosts),
+                host_spread_ms=(quartiles[2] - quartiles[0]) / 2,
+                calls=len(hosts),
+            )
+        return self._calibration
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
+        self.forget_buffers()
+        if self._workspace is not None:
+            self._workspace.close()
+            self._workspace = None
+
+
+class CandidateSession:
+    """One candidate's process: its library, the blocks it has mapped, its bindings."""
+
+    def __init__(self, judge: Judge, process: CandidateProcess, deadline: float) -> None:
+        self.judge = judge
+        self.process = process
+        self.deadline = deadline
+        self._mapped: dict[int, Block] = {}  # kept alive while the process may touch them
+        self._workspace_needs: dict[tuple[Any, ...], int] = {}
+        self._bindings: dict[tuple[Any, ...], tuple[int, Block | None, int]] = {}
+        self._ids = itertools.count(1)
+
+    def load(self, so_path: str) -> None:
+        self.process.send({"op": "load", "so": so_path})
+        CandidateProcess.result(self.process.receive(self.deadline), EvalStatus.LOAD_ERROR)
+
+    def workspace_bytes(self, values: list[Any]) -> int:
+        """``optiml_workspace_bytes`` on shapes only (null data pointers), once per layout."""
+        key = layout_key(values, [])
+        if key not in self._workspace_needs:
+            spec = abi_spec(values, None)
+            result = self.process.request({"op": "workspace", "inputs": spec}, self.deadline)
+            self._workspace_needs[key] = int(result["bytes"])
+        return self._workspace_needs[key]
+
+    def bind(self, buffers: SharedBuffers) -> int:
+        """A binding id for the current contents' scalars of ``buffers`` (cached)."""
+        scalars = tuple(a for a in buffers.args if not isinstance(a, torch.Tensor))
+        key = (buffers.key, scalars)
+        if key in self._bindings:
+            return self._bindings[key][0]
+        need = self.workspace_bytes(buffers.args)
+        workspace: Block | None = None
+        if need:
+            try:
+                workspace = self.judge.workspace(need)
+            except (torch.cuda.OutOfMemoryError, cudart.CudaError) as exc:
+                raise CandidateFailure(
+                    EvalStatus.OUT_OF_MEMORY, f"the candidate asked for {need} bytes of workspace: {exc}"
+                ) from exc
+            self._map(workspace)
+        self._map(buffers.block)
+        binding = next(self._ids)
+        self.process.request(
+            {
+                "op": "bind",
+                "id": binding,
+                "inputs": abi_spec(buffers.args, buffers.block),
+                "outputs": abi_spec(buffers.outputs, buffers.block),
+                "workspace": [workspace.id, 0, need] if workspace is not None else None,
+            },
+            self.deadline,
+        )
+        self._bindings[key] = (binding, workspace, need)
+        return binding
+
+    def poison_workspace(self, buffers: SharedBuffers) -> None:
+        """Overwrite the workspace before a call: nothing a previous call left there survives."""
+        scalars = tuple(a for a in buffers.args if not isinstance(a, torch.Tensor))
+        _, workspace, need = self._bindings[(buffers.key, scalars)]
+        if workspace is not None and need:
+            workspace.bytes[:need].fill_(POISON_WORKSPACE)
+
+    def call(self, binding: int) -> dict[str, Any]:
+        """An untimed call (verification); raises for a nonzero return code or a CUDA error."""
+        return self.judge_reply(self.process.request({"op": "call", "id": binding}, self.deadline))
+
+    def timed_call(self, binding: int, check: Callable[[], Any]) -> Window:
+        window = self.judge.window(self.process, {"op": "call", "id": binding}, self.deadline, check)
+        self.judge_reply(CandidateProcess.result(window.reply))
+        return window
+
+    @staticmethod
+    def judge_reply(result: dict[str, Any]) -> dict[str, Any]:
+        """What the candidate process says about the call, checked for what it can tell us."""
+        rc, sync = int(result.get("rc", 0)), int(result.get("sync", 0))
+        if rc != 0:
+            raise CandidateFailure(EvalStatus.RUNTIME_ERROR, f"optiml_forward returned {rc} ({cudart.error_name(rc)})")
+        if sync != 0:
+            raise CandidateFailure(
+                EvalStatus.RUNTIME_ERROR, f"CUDA error after the call: {cudart.error_name(sync)} ({sync})"
+            )
+        if int(result.get("l2", 0)) > 0:
+            raise CandidateFailure(
+                EvalStatus.INTEGRITY, "the candidate set a persisting-L2 carve-out (cudaLimitPersistingL2CacheSize)"
+            )
+        return result
+
+    def close(self) -> None:
+        self.process.close()
+        self._mapped = {}
+
+    def _map(self, block: Block) -> None:
+        if block.id not in self._mapped:
+            self.process.request({"op": "map", **block.share}, self.deadline)
+            self._mapped[block.id] = block

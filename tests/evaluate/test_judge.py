@@ -1,0 +1,249 @@
+"""The judge and its candidate process, end to end on the CPU.
+
+Without a GPU the judge lends its buffers as file mappings instead of CUDA IPC blocks and the
+candidate is a host library with the same ABI (built with gcc here); everything else is the real
+protocol: the real candidate process, the real harness (trials, fresh inputs per timed call,
+checks, the judge's clock, calibration). The candidates below misbehave the way GPU candidates
+would — and one rewrites the candidate process's own Python from a static constructor.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+import torch
+
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.harness import Peaks, evaluate_candidate
+from optiml.evaluate.judge import Judge
+from optiml.evaluate.results import EvalStatus
+from optiml.evaluate.runtime import TaskRuntime
+from optiml.task import load_task
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+TASK = """
+import torch
+import torch.nn as nn
+
+N = 4099
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return 2.5 * x + y
+
+
+def get_inputs():
+    return [torch.rand(N), torch.rand(N)]
+
+
+def get_init_inputs():
+    return []
+
+
+OPTIML = {"dtype": "float32", "shape_sets": [{"N": 515}], "flops": "2 * N"}
+"""
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+typedef struct {
+  void* data; int64_t shape[8]; int64_t stride[8]; int32_t ndim, dtype, memory, reserved;  // optiml.h, ABI 2
+} optiml_tensor;
+static int64_t numel(const optiml_tensor* t) {
+  int64_t n = 1; for (int d = 0; d < t->ndim; ++d) n *= t->shape[d]; return n;
+}
+static void axpy(const optiml_tensor* in, optiml_tensor* out) {
+  const float* x = (const float*)in[0].data; const float* y = (const float*)in[1].data; float* o = (float*)out[0].data;
+  for (int64_t i = 0, n = numel(&in[0]); i < n; ++i) o[i] = 2.5f * x[i] + y[i];
+}
+"""
+
+KERNELS = {
+    "honest": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
+    " void* s) { axpy(in, out); return 0; }",
+    # optiml_workspace_bytes must see shapes only: 64 bytes if every data pointer is null, else a tell-tale size
+    "shapes_only": """
+        size_t optiml_workspace_bytes(const optiml_tensor* in, int ni) {
+          for (int i = 0; i < ni; ++i) if (in[i].data) return 12345;
+          return 64;
+        }
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          if (wb != 64 || !ws) return 5;
+          memset(ws, 0, wb); axpy(in, out); return 0;
+        }""",
+    # class 1: a static constructor rewrites the candidate process's Python so calls "succeed" without running
+    "patch_shim": """
+        int PyGILState_Ensure(void); void PyGILState_Release(int); int PyRun_SimpleString(const char*);
+        __attribute__((constructor)) static void patch(void) {
+          int g = PyGILState_Ensure();
+          PyRun_SimpleString("import __main__\\n"
+                             "__main__.Runner.call = lambda self, r: "
+                             "{'rc': 0, 'sync': 0, 'inner_ms': 1e-6, 'l2': 0}\\n");
+          PyGILState_Release(g);
+        }
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          return 0;
+        }""",
+    # class 1: honest but slow (20 ms); the constructor stops the candidate process's clock
+    "patch_clock": """
+        int PyGILState_Ensure(void); void PyGILState_Release(int); int PyRun_SimpleString(const char*);
+        __attribute__((constructor)) static void patch(void) {
+          int g = PyGILState_Ensure();
+          PyRun_SimpleString("import time\\ntime.perf_counter = lambda: 0.0\\n");
+          PyGILState_Release(g);
+        }
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          usleep(20000); axpy(in, out); return 0;
+        }""",
+    # class 3: a cache keyed on the first input element (cheap content key)
+    "content_cache": """
+        static float key_x = -1.f, key_y = -1.f; static float* saved = 0; static int64_t saved_n = 0;
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          int64_t n = numel(&in[0]); float x0 = ((float*)in[0].data)[0], y0 = ((float*)in[1].data)[0];
+          if (saved && saved_n == n && x0 == key_x && y0 == key_y) { memcpy(out[0].data, saved, n * 4); return 0; }
+          axpy(in, out);
+          if (saved_n != n) { free(saved); saved = (float*)malloc(n * 4); saved_n = n; }
+          memcpy(saved, out[0].data, n * 4); key_x = x0; key_y = y0; return 0;
+        }""",
+    # class 3: keeps its last answer in the workspace and serves it when the tag still matches
+    "stale_workspace": """
+        size_t optiml_workspace_bytes(const optiml_tensor* in, int ni) { return (size_t)numel(&in[0]) * 4; }
+        static const void* tag = 0; static float tag_x = -1.f;
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          int64_t n = numel(&in[0]);
+          if (tag == in[0].data && tag_x == ((float*)in[0].data)[0]) { memcpy(out[0].data, ws, n * 4); return 0; }
+          axpy(in, out); memcpy(ws, out[0].data, n * 4); tag = in[0].data; tag_x = ((float*)in[0].data)[0];
+          return 0;
+        }""",
+    "abort": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
+    " void* s) { abort(); }",
+    "hang": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
+    " void* s) { for (;;) sleep(1); }",
+    "return_7": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws,"
+    " size_t wb, void* s) { return 7; }",
+    "modify_input": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws,"
+    " size_t wb, void* s) { axpy(in, out); ((float*)in[1].data)[3] = 0.f; return 0; }",
+    "overrun": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws,"
+    " size_t wb, void* s) { axpy(in, out); ((float*)out[0].data)[numel(&out[0])] = 1.f; return 0; }",
+    "no_entry": "int something_else(void) { return 0; }",
+}
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("libs")
+    built = {}
+    for name, body in KERNELS.items():
+        source = out / f"{name}.c"
+        source.write_text(PRELUDE + textwrap.dedent(body))
+        library = out / f"{name}.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(library), str(source)], check=True)
+        built[name] = str(library)
+    return built
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> TaskRuntime:
+    path = tmp_path_factory.mktemp("task") / "axpy_small.py"
+    path.write_text(TASK)
+    return TaskRuntime(load_task(path), "cpu")
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Judge:
+    judge = Judge(torch.device("cpu"), tmp_path_factory.mktemp("judge"))
+    yield judge
+    judge.close()
+
+
+CONFIG = EvalConfig(min_trials=5, max_trials=12, timing_seconds=0.2, warmup_calls=1, stream_slack_ms=5.0, timeout_s=20)
+
+
+def _evaluate(judge: Judge, runtime: TaskRuntime, library: str, config: EvalConfig = CONFIG):  # type: ignore[no-untyped-def]
+    return evaluate_candidate(judge, runtime, library, config, Peaks(), None)
+
+
+def test_honest_candidate_is_verified_and_timed_by_the_judge(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    report = _evaluate(judge, runtime, libraries["honest"])
+    assert report.status is EvalStatus.OK, report.message
+    assert len(report.trials) == 5 and all(t.passed for t in report.trials)  # 3 seeds, shape set 1, after timing
+    assert report.timing is not None and 5 <= report.timing.trials <= 12
+    assert report.timing.stop in ("tight", "time", "trials")
+    assert set(report.phase_seconds) == {"load", "verify", "time", "recheck"}
+
+
+def test_workspace_size_is_asked_with_shapes_only(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    report = _evaluate(judge, runtime, libraries["shapes_only"])
+    assert report.status is EvalStatus.OK, report.message
+
+
+def test_patching_the_candidate_process_cannot_forge_a_verdict(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    report = _evaluate(judge, runtime, libraries["patch_shim"])
+    assert report.status is EvalStatus.WRONG_ANSWER, report.message
+    assert "NaN" in report.message  # the outputs stayed poisoned: nothing ran
+
+
+def test_stopping_the_candidate_process_clock_cannot_forge_its_time(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    """The candidate process claims ~0 ms per call; the judge's own clock says 20 ms and says so."""
+    config = EvalConfig(min_trials=3, max_trials=3, warmup_calls=0, timing_seconds=0.0, stream_slack_ms=1.0)
+    report = _evaluate(judge, runtime, libraries["patch_clock"], config)
+    assert report.status is EvalStatus.INTEGRITY, report.message
+    assert "the judge measured" in report.message
+    measured = float(report.message.split("the judge measured ")[1].split(" ms")[0])
+    assert measured >= 18.0
+
+
+@pytest.mark.parametrize("name", ["content_cache", "stale_workspace"])
+def test_state_carried_between_timed_calls_is_caught(
+    name: str, judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    report = _evaluate(judge, runtime, libraries[name])
+    assert report.status is EvalStatus.WRONG_ANSWER, report.message
+    assert "timed call" in report.message
+    assert all(t.passed for t in report.trials)  # it behaved during the trials: only the timed calls catch it
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "phrase"),
+    [
+        ("abort", EvalStatus.CRASH, "SIGABRT"),
+        ("return_7", EvalStatus.RUNTIME_ERROR, "returned 7"),
+        ("modify_input", EvalStatus.INTEGRITY, "modified input(s) [1]"),
+        ("overrun", EvalStatus.INTEGRITY, "past the end of output 0"),
+        ("no_entry", EvalStatus.LOAD_ERROR, "optiml_forward"),
+    ],
+)
+def test_faults_are_typed_and_the_judge_carries_on(
+    name: str, status: EvalStatus, phrase: str, judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    report = _evaluate(judge, runtime, libraries[name])
+    assert report.status is status and phrase in report.message, report.message
+    again = _evaluate(judge, runtime, libraries["honest"])
+    assert again.status is EvalStatus.OK, again.message
+
+
+def test_a_hang_is_killed_at_the_deadline(judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]) -> None:
+    report = _evaluate(judge, runtime, libraries["hang"], EvalConfig(timeout_s=4.5))
+    assert report.status is EvalStatus.TIMEOUT and "no answer within" in report.message
+
+
+def test_calibration_is_measured_on_a_process_of_the_judges_own(judge: Judge) -> None:
+    calibration = judge.calibration()
+    assert calibration.calls >= 40
+    assert 0 < calibration.host_ms < 50 and calibration.host_spread_ms >= 0
