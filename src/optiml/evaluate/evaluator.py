@@ -224,9 +224,11 @@ class Evaluator:
         self._fill_from_report(result, reply)
         if reply.get("fatal"):
             self.facts = None
-        if result.ok and result.timing is not None:
-            if self.incumbent is None or result.timing.median_ms < self.incumbent.median_ms:
-                self.incumbent = result.timing
+        faster = result.timing is not None and (
+            self.incumbent is None or result.timing.median_ms < self.incumbent.median_ms
+        )
+        if result.ok and faster:
+            self.incumbent = result.timing
         return result
 
     @staticmethod
