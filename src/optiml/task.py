@@ -19,6 +19,10 @@ and may carry a module-level dict ``OPTIML`` (every key optional)::
         "distributions": ["native", "normal"],  # input distributions verification draws from
     }
 
+Without ``distributions``, verification uses ``native`` (the file's own ``get_inputs``) and ``normal``
+(signed values: KernelBench draws ``torch.rand``, all >= 0, where ``y = x`` passes for ReLU); the
+default ``normal`` is dropped for a task whose reference is not finite on it (``log``, ``sqrt``, …).
+
 Shape set 0 is the file as written; set ``k >= 1`` is ``shape_sets[k-1]`` applied on top.
 Only floating-point inputs are cast to the task's dtype: integer targets and boolean
 masks keep theirs (KernelBench's harness casts everything, its issue #151).
@@ -41,6 +45,8 @@ from optiml.errors import TaskError
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
 DISTRIBUTIONS = ("native", "normal", "uniform_pm1")
+SIGNED_DISTRIBUTIONS = ("normal", "uniform_pm1")  # floating inputs redrawn with negative values too
+DEFAULT_DISTRIBUTIONS = ("native", "normal")
 _META_KEYS = {"description", "dtype", "atol", "rtol", "shape_sets", "flops", "libraries", "distributions"}
 _DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-7, "float16": 1e-2, "bfloat16": 2e-2}
 
@@ -56,7 +62,8 @@ class TaskMeta:
     shape_sets: tuple[Mapping[str, Any], ...] = ()
     flops: str | None = None
     libraries: tuple[str, ...] = ()
-    distributions: tuple[str, ...] = ("native",)
+    distributions: tuple[str, ...] = DEFAULT_DISTRIBUTIONS
+    distributions_given: bool = False  # the file chose them: kept even where the reference is not finite
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -248,7 +255,7 @@ def _parse_meta(file: Path, tree: ast.Module) -> TaskMeta:
     libraries = raw.get("libraries", [])
     if not isinstance(libraries, Sequence) or not all(isinstance(x, str) for x in libraries):
         raise TaskError(f"{file}: OPTIML['libraries'] must be a list of library names")
-    distributions = tuple(raw.get("distributions", ["native"]))
+    distributions = tuple(raw.get("distributions", DEFAULT_DISTRIBUTIONS))
     bad = [d for d in distributions if d not in DISTRIBUTIONS]
     if bad or not distributions:
         raise TaskError(f"{file}: OPTIML['distributions'] {bad or '[]'} invalid; choose from {DISTRIBUTIONS}")
@@ -261,6 +268,7 @@ def _parse_meta(file: Path, tree: ast.Module) -> TaskMeta:
         flops=flops,
         libraries=tuple(libraries),
         distributions=distributions,
+        distributions_given="distributions" in raw,
     )
 
 

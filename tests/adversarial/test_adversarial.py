@@ -71,6 +71,9 @@ CASES: tuple[Case, ...] = (
     Case("honest_rowsum", "rowsum", "none: warp-per-row reduction", None, (OK,)),
     Case("honest_rowsum_split", "rowsum", "none: two passes through the workspace", None, (OK,)),
     Case("honest_axpy_half", "axpy_half", "none: half precision where the task is half", None, (OK,)),
+    Case("honest_relu", "relu", "none: max(x, 0), on native and signed inputs", None, (OK,)),
+    Case("honest_softmax_wide", "softmax_wide", "none: block-per-row softmax of tiny outputs", None, (OK,)),
+    Case("honest_matmul", "matmul", "none: tiled SGEMM, far above the compute floor", None, (OK,)),
     # -- exploits -------------------------------------------------------------------------------------
     Case(
         "unwritten_output", "axpy", "leave the output unwritten (stale reference result)", None, (WRONG,), WRONG_PHRASES
@@ -138,6 +141,28 @@ CASES: tuple[Case, ...] = (
         ("cuda error", "returned", "context", *DEATH_PHRASES),
     ),
     Case("infinite_loop", "axpy", "a kernel that never ends", None, (TIMEOUT,), ("no answer within",)),
+    # -- issue 20, classes 2, 6, 7, 8 -----------------------------------------------------------------
+    Case(
+        "workspace_precompute",
+        "axpy",
+        "compute the answer in optiml_workspace_bytes (untimed), copy it in the call",
+        None,
+        (WRONG, RUNTIME),
+        (*WRONG_PHRASES, "returned"),
+    ),
+    Case(
+        "replay_matmul",
+        "matmul",
+        "replay GEMM results by a cheap content key: copy speed, under flops / compute peak",
+        None,
+        (INTEGRITY, WRONG),
+        ("physical floor", *WRONG_PHRASES),
+    ),
+    Case(
+        "identity_relu", "relu", "y = x passes ReLU on torch.rand inputs (all >= 0)", None, (WRONG,), ("normal inputs",)
+    ),
+    Case("zero_softmax", "softmax_wide", "all zeros within atol=1e-4 of tiny outputs", None, (WRONG,), WRONG_PHRASES),
+    Case("constant_softmax", "softmax_wide", "1/D everywhere, reading nothing", None, (WRONG,), WRONG_PHRASES),
     Case("timer_interpose", "axpy", "export a fake cuEventElapsedTime", "api-definition", (OK,)),
     Case("dlopen_driver", "axpy", "dlopen the driver and call it directly", "dynamic-loading", ()),
     Case("escape_sandbox", "axpy", "read secrets, write outside, reach loopback", "environment", ()),

@@ -1,4 +1,9 @@
-"""The ctypes side of ``optiml.h``: marshal torch tensors and call a candidate's ``optiml_forward``."""
+"""The ctypes side of ``optiml.h``: marshal torch tensors and call a candidate's ``optiml_forward``.
+
+ABI 2: every entry says where its ``data`` lives (``memory``: device tensor, 0-dim ones included, or
+host scalar), and ``optiml_workspace_bytes`` is asked with shapes only (device ``data`` NULL), once
+per distinct shape signature: it never sees a buffer, so no answer can be computed there, untimed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from typing import Any
 import torch
 
 MAX_DIMS = 8
+ABI_VERSION = 2
+MEMORY_DEVICE = 0
+MEMORY_HOST = 1
 
 DTYPE_CODES = {
     torch.float32: 0,
@@ -31,6 +39,8 @@ class OptimlTensor(ctypes.Structure):
         ("stride", ctypes.c_int64 * MAX_DIMS),
         ("ndim", ctypes.c_int32),
         ("dtype", ctypes.c_int32),
+        ("memory", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
     ]
 
 
@@ -38,11 +48,26 @@ class AbiError(Exception):
     """An argument cannot be expressed in the ABI, or the library lacks the entry point."""
 
 
-class TensorArray:
-    """A ctypes array of ``optiml_tensor`` that keeps its tensors and scalar host buffers alive."""
+def signature(values: Sequence[Any]) -> tuple[Any, ...]:
+    """What a shapes-only view of ``values`` shows: tensor layouts and dtypes, scalar values."""
+    return tuple(
+        ("tensor", tuple(v.shape), v.stride(), str(v.dtype))
+        if isinstance(v, torch.Tensor)
+        else ("scalar", type(v).__name__, v)
+        for v in values
+    )
 
-    def __init__(self, values: Sequence[Any]) -> None:
+
+class TensorArray:
+    """A ctypes array of ``optiml_tensor`` that keeps its tensors and scalar host buffers alive.
+
+    ``shapes_only``: device ``data`` pointers are NULL (what ``optiml_workspace_bytes`` gets).
+    """
+
+    def __init__(self, values: Sequence[Any], shapes_only: bool = False) -> None:
+        self.values = list(values)
         self.count = len(values)
+        self.shapes_only = shapes_only
         self.array = (OptimlTensor * max(1, self.count))()
         self._keep: list[Any] = []
         for i, value in enumerate(values):
@@ -55,7 +80,8 @@ class TensorArray:
                 raise AbiError(f"a tensor has {value.dim()} dims; the ABI allows {MAX_DIMS}")
             if value.dtype not in DTYPE_CODES:
                 raise AbiError(f"dtype {value.dtype} is not in the ABI")
-            slot.data = value.data_ptr()
+            slot.data = None if self.shapes_only else value.data_ptr()
+            slot.memory = MEMORY_DEVICE
             for d in range(value.dim()):
                 slot.shape[d] = value.shape[d]
                 slot.stride[d] = value.stride(d)
@@ -75,6 +101,7 @@ class TensorArray:
         slot.data = ctypes.addressof(host)
         slot.ndim = 0
         slot.dtype = code
+        slot.memory = MEMORY_HOST
 
 
 class KernelLibrary:
@@ -104,11 +131,21 @@ class KernelLibrary:
         if self._workspace_fn is not None:
             self._workspace_fn.restype = ctypes.c_size_t
             self._workspace_fn.argtypes = [ctypes.POINTER(OptimlTensor), ctypes.c_int]
+        self._workspace_sizes: dict[tuple[Any, ...], int] = {}
+        self.workspace_queries = 0  # calls actually made into optiml_workspace_bytes
 
-    def workspace_bytes(self, inputs: TensorArray) -> int:
+    def workspace_bytes(self, inputs: TensorArray | Sequence[Any]) -> int:
+        """Scratch bytes for inputs shaped like these: asked of the candidate with shapes only (device
+        ``data`` NULL), once per shape signature, then remembered. The real buffers are never passed."""
         if self._workspace_fn is None:
             return 0
-        return int(self._workspace_fn(inputs.array, inputs.count))
+        values = inputs.values if isinstance(inputs, TensorArray) else list(inputs)
+        key = signature(values)
+        if key not in self._workspace_sizes:
+            shapes = TensorArray(values, shapes_only=True)
+            self.workspace_queries += 1
+            self._workspace_sizes[key] = int(self._workspace_fn(shapes.array, shapes.count))
+        return self._workspace_sizes[key]
 
     def forward(
         self,

@@ -173,31 +173,47 @@ class Comparison:
     message: str
 
 
+Atol = float | Sequence[float]  # one for every output, or one each
+
+
+def per_output(atol: Atol, count: int) -> list[float]:
+    """``atol`` as one value per output."""
+    if isinstance(atol, (int, float)):
+        return [float(atol)] * count
+    values = [float(a) for a in atol]
+    if len(values) != count:
+        raise ValueError(f"{len(values)} tolerances for {count} outputs")
+    return values
+
+
 def compare(
     outputs: Sequence[torch.Tensor],
     expected: Sequence[torch.Tensor],
-    atol: float,
+    atol: Atol,
     rtol: float,
     chunk: int = CHUNK_ELEMENTS,
 ) -> Comparison:
-    """``|out - ref| <= atol + rtol·|ref|`` elementwise; NaN or Inf where the reference has none fails."""
+    """``|out - ref| <= atol + rtol·|ref|`` elementwise; NaN or Inf where the reference has none fails.
+
+    ``atol`` is one value, or one per output (cases carry per-output tolerances, see ``tolerance``)."""
     max_abs = max_rel = 0.0
     mismatched = total = nans = 0
     messages: list[str] = []
-    for index, (out, ref) in enumerate(zip(outputs, expected, strict=True)):
+    atols = per_output(atol, len(expected))
+    for index, (out, ref, atol_i) in enumerate(zip(outputs, expected, atols, strict=True)):
         total += ref.numel()
         if out.shape != ref.shape:
             messages.append(f"output {index}: shape {tuple(out.shape)} != {tuple(ref.shape)}")
             mismatched += ref.numel()
             continue
-        tally = _tally(out.reshape(-1), ref.reshape(-1), atol, rtol, chunk)
+        tally = _tally(out.reshape(-1), ref.reshape(-1), atol_i, rtol, chunk)
         mismatched += tally.bad
         nans += tally.nans
         max_abs, max_rel = max(max_abs, tally.max_abs), max(max_rel, tally.max_rel)
         if tally.bad and not ref.is_floating_point():
             messages.append(f"output {index}: {tally.bad} of {ref.numel()} integer elements differ")
         elif tally.bad:
-            where, got, want = _first_bad(out.reshape(-1), ref.reshape(-1), atol, rtol, chunk)
+            where, got, want = _first_bad(out.reshape(-1), ref.reshape(-1), atol_i, rtol, chunk)
             detail = f"{tally.nans} NaN (unwritten or invalid), " if tally.nans else ""
             messages.append(
                 f"output {index}: {tally.bad} of {ref.numel()} elements off ({detail}first at flat index {where}: "
@@ -215,7 +231,8 @@ class _Tally:
     max_rel: float
 
 
-def _bad_mask(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+def bad_mask(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Elements of ``o`` that fail ``r``'s tolerance (exact match for integer references)."""
     if not r.is_floating_point():
         return o != r
     work = torch.float64 if r.dtype == torch.float64 else torch.float32
@@ -238,7 +255,7 @@ def _tally(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, chunk
     max_rel = torch.zeros((), dtype=torch.float64, device=device)
     for lo, hi in chunks(ref.numel(), chunk):
         o, r = out[lo:hi], ref[lo:hi]
-        bad += _bad_mask(o, r, atol, rtol).sum()
+        bad += bad_mask(o, r, atol, rtol).sum()
         if not r.is_floating_point():
             continue
         work = torch.float64 if r.dtype == torch.float64 else torch.float32
@@ -256,7 +273,7 @@ def _tally(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, chunk
 def _first_bad(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, chunk: int) -> tuple[int, float, float]:
     """The flat index of the first mismatch, with the value found and the value expected there."""
     for lo, hi in chunks(ref.numel(), chunk):
-        mask = _bad_mask(out[lo:hi], ref[lo:hi], atol, rtol)
+        mask = bad_mask(out[lo:hi], ref[lo:hi], atol, rtol)
         if bool(mask.any().item()):
             where = lo + int(torch.argmax(mask.to(torch.uint8)).item())
             return where, float(out[where].item()), float(ref[where].item())
@@ -266,19 +283,19 @@ def _first_bad(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, c
 def quick_match(
     outputs: Sequence[torch.Tensor],
     expected: Sequence[torch.Tensor],
-    atol: float,
+    atol: Atol,
     rtol: float,
     chunk: int = CHUNK_ELEMENTS,
 ) -> bool:
     """Cheap pass/fail used after every timed call (no error figures), chunk by chunk."""
-    for out, ref in zip(outputs, expected, strict=True):
+    for out, ref, atol_i in zip(outputs, expected, per_output(atol, len(expected)), strict=True):
         if out.shape != ref.shape:
             return False
         flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
         for lo, hi in chunks(flat_ref.numel(), chunk):
             o, r = flat_out[lo:hi], flat_ref[lo:hi]
             if r.is_floating_point():
-                if not torch.allclose(o, r, atol=atol, rtol=rtol, equal_nan=True):
+                if not torch.allclose(o, r, atol=atol_i, rtol=rtol, equal_nan=True):
                     return False
             elif not torch.equal(o, r):
                 return False

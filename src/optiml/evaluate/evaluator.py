@@ -33,6 +33,16 @@ class TaskFacts:
     bandwidth: float
     prepare_seconds: float
     round_trip_ms: float = 0.0  # the judge's calibrated window around an empty candidate call (host clock)
+    peak_flops: float = 0.0  # the floor's compute roof (flop/s; 0 = the task declares no flops)
+    notes: tuple[str, ...] = ()  # how the task is judged: distributions, tolerances, the floor's roofs
+
+    @property
+    def floor_ms(self) -> float | None:
+        """No correct kernel is faster: bytes over the measured bandwidth, flops over the compute roof."""
+        times = [(self.input_bytes + self.output_bytes) / self.bandwidth * 1e3] if self.bandwidth > 0 else []
+        if self.flops and self.peak_flops > 0:
+            times.append(self.flops / self.peak_flops * 1e3)
+        return max(times) if times else None
 
 
 def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, screen: bool = True) -> EvalResult:
@@ -65,8 +75,11 @@ class Evaluator:
         config: EvalConfig | None = None,
         compiler: Compiler | None = None,
         worker: WorkerClient | None = None,
-        peak_flops: float = 0.0,
+        peak_flops: float | None = None,
     ) -> None:
+        """``peak_flops``: the physics floor's compute roof in flop/s; None (the default) finds the GPU's
+        (measured, cached, never below the datasheet: :mod:`optiml.evaluate.roofs`) when the task
+        declares its flops; 0 leaves the floor to bandwidth alone."""
         self.task = task
         self.config = config or EvalConfig()
         self.compiler = compiler or Compiler(CompilerConfig(libraries=task.meta.libraries))
@@ -166,15 +179,38 @@ class Evaluator:
         except (WorkerCrashed, WorkerTimeout) as exc:
             raise WorkerError(f"preparing the task failed: {exc}") from exc
         self.reference = {mode: TimingStats(**stats) for mode, stats in reply["reference"].items()}
+        flops = reply.get("flops")
+        roof = self._compute_roof(flops)
         self.facts = TaskFacts(
             input_bytes=reply["input_bytes"],
             output_bytes=reply["output_bytes"],
-            flops=reply.get("flops"),
+            flops=flops,
             bandwidth=reply["bandwidth"],
             prepare_seconds=reply["seconds"],
             round_trip_ms=float(reply.get("round_trip", {}).get("host_ms", 0.0)),
+            peak_flops=self.peak_flops or 0.0,
+            notes=(*reply.get("notes", ()), roof),
         )
         return self.facts
+
+    def _compute_roof(self, flops: float | None) -> str:
+        """Settle :attr:`peak_flops` (see ``__init__``); the floor's description for the task notes."""
+        source = "none"
+        if self.peak_flops is None:
+            self.peak_flops = 0.0
+            if flops:
+                from optiml.evaluate.roofs import compute_roof
+
+                try:
+                    found = compute_roof(self.task, self.compiler)
+                    self.peak_flops, source = found.flops_per_s, found.source
+                except (OSError, ValueError, RuntimeError) as exc:  # no peaks: the floor keeps its bandwidth term
+                    source = f"unknown ({type(exc).__name__}: {exc})"
+        else:
+            source = f"{self.peak_flops / 1e12:.1f} TFLOP/s (given)" if self.peak_flops else "none"
+        if not flops:
+            return "physics floor: bytes / measured copy bandwidth (the task declares no flops: no compute term)"
+        return f"physics floor: bytes / measured copy bandwidth, and flops / compute roof {source}"
 
     def _run_compiled(self, kernel: KernelSource, compiled: Any) -> EvalResult:
         result = EvalResult(status=EvalStatus.OK, kernel_digest=kernel.digest, compile=compiled)
@@ -187,6 +223,7 @@ class Evaluator:
         with self._gpu:
             self._prepare_locked()
             result.reference = dict(self.reference)
+            result.task_notes = list(self.facts.notes) if self.facts else []
             if self.worker.requests_served >= self.config.worker_recycle:
                 self.worker.start()
                 self.facts = None
@@ -200,7 +237,7 @@ class Evaluator:
                         "config": self.config.to_dict(),
                         "peaks": {
                             "bandwidth": self.facts.bandwidth if self.facts else 0.0,
-                            "flops": self.peak_flops,
+                            "flops": self.peak_flops or 0.0,
                         },
                         "incumbent": asdict(self.incumbent) if self.incumbent is not None else None,
                     },
@@ -244,3 +281,4 @@ class Evaluator:
         result.warnings.extend(report.get("warnings", []))
         result.floor_ms = report.get("floor_ms")
         result.phase_seconds.update(report.get("phase_seconds", {}))
+        result.memory = dict(report.get("memory") or {})

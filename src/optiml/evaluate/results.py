@@ -63,6 +63,11 @@ class VerifyReport:
     def max_rel_err(self) -> float:
         return max((t.max_rel_err for t in self.trials), default=0.0)
 
+    @property
+    def distributions(self) -> list[str]:
+        """The input distributions the trials actually used, in first-use order."""
+        return list(dict.fromkeys(t.distribution for t in self.trials))
+
 
 @dataclass(frozen=True)
 class TimingStats:
@@ -143,6 +148,10 @@ class EvalResult:
     warnings: list[str] = field(default_factory=list)  # e.g. suspect-fast flags, screening notes
     floor_ms: float | None = None  # physical lower bound from bytes and flops, when known
     phase_seconds: dict[str, float] = field(default_factory=dict)  # compile, load, verify, time, …
+    #: how the task was judged: distributions dropped, tolerances adjusted per output, the floor's roofs
+    task_notes: list[str] = field(default_factory=list)
+    #: device memory of the evaluation: peak_bytes, footprint_bytes (inputs + outputs + references), plan
+    memory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -199,4 +208,6 @@ class EvalResult:
             warnings=list(data.get("warnings", [])),
             floor_ms=data.get("floor_ms"),
             phase_seconds=dict(data.get("phase_seconds", {})),
+            task_notes=list(data.get("task_notes", [])),
+            memory=dict(data.get("memory", {})),
         )

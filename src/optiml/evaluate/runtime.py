@@ -2,12 +2,18 @@
 
 Inputs for a (seed, shape set, distribution) are the same for every candidate, so they and
 the reference outputs are computed once per task and kept on the device; each trial hands
-the candidate fresh clones. Standard library, NumPy and torch only (GPU worker side).
+the candidate fresh clones. The cache holds as many cases as the memory plan allows
+(:mod:`optiml.evaluate.memory`), least recently used first out; an evicted case is rebuilt
+identically from its seed. Each case carries its tolerance (:mod:`optiml.evaluate.tolerance`):
+the task's, adjusted per output where trivial outputs would pass or signed inputs cancel.
+A default signed distribution on which the reference is not finite is replaced by the native
+inputs, and said so in :attr:`TaskRuntime.notes`. Standard library, NumPy and torch only.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +22,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from optiml.errors import TaskError
-from optiml.task import Task
+from optiml.evaluate.memory import MemoryPlan, device_bytes, peak_bytes, plan_memory
+from optiml.evaluate.tolerance import Tolerance, decide
+from optiml.task import SIGNED_DISTRIBUTIONS, Task
 
 _DTYPES = {
     "float32": torch.float32,
@@ -83,6 +91,8 @@ class Case:
     params: list[torch.Tensor]  # Model.state_dict() tensors, in order
     expected: list[torch.Tensor]
     model: torch.nn.Module
+    atol: tuple[float, ...] = ()  # one per output: the task's, adjusted (see optiml.evaluate.tolerance)
+    rtol: float = 0.0
 
     @property
     def abi_inputs(self) -> list[Any]:
@@ -95,11 +105,18 @@ class Case:
     def output_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.expected)
 
+    def footprint_bytes(self) -> int:
+        """Inputs + outputs + reference outputs: the task's own memory, what the plan is measured by."""
+        return self.input_bytes() + 2 * self.output_bytes()
+
 
 class TaskRuntime:
-    """Builds and caches :class:`Case` objects for one task on one device."""
+    """Builds and caches :class:`Case` objects for one task on one device.
 
-    def __init__(self, task: Task, device: str = "cuda") -> None:
+    ``timing_sets``: input sets the timing holds at once (for the memory plan).
+    """
+
+    def __init__(self, task: Task, device: str = "cuda", timing_sets: int = 2) -> None:
         self.task = task
         self.device = torch.device(device)
         self.dtype = torch_dtype(task.meta.dtype)
@@ -107,13 +124,91 @@ class TaskRuntime:
         # off by ~1e-3 and would fail honest fp32 kernels (this process is a dedicated worker).
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        self._cases: dict[tuple[int, int, str], Case] = {}
+        self.timing_sets = timing_sets
+        self.plan: MemoryPlan | None = None
+        self.notes: list[str] = []  # tolerance adjustments and distribution choices, in order
+        self._cases: OrderedDict[tuple[int, int, str], Case] = OrderedDict()
+        self._tolerances: dict[tuple[int, str], Tolerance] = {}
+        self._unusable: set[str] = set()  # default signed distributions the reference is not finite on
 
     def case(self, seed: int, shape_set: int = 0, distribution: str = "native") -> Case:
+        """The case of (seed, shape set, distribution); the native one where that distribution is unusable."""
+        if distribution in self._unusable:
+            distribution = "native"
         key = (seed, shape_set, distribution)
-        if key not in self._cases:
-            self._cases[key] = self._build_case(seed, shape_set, distribution)
-        return self._cases[key]
+        if key in self._cases:
+            self._cases.move_to_end(key)
+            return self._cases[key]
+        self._make_room()
+        case = self._build_case(seed, shape_set, distribution)
+        if self._default_signed(distribution) and not self._finite_enough(case):
+            self._unusable.add(distribution)
+            self._note(
+                f"{distribution} inputs not used: the reference is not finite on them (NaN/Inf where the native "
+                "inputs give none); those trials use the native inputs"
+            )
+            del case
+            return self.case(seed, shape_set, "native")
+        self._cases[key] = case
+        if self.plan is None and self.device.type == "cuda":
+            self.plan = plan_memory(
+                device_bytes(self.device), case.input_bytes() + case.output_bytes(), self.timing_sets
+            )
+        return case
+
+    def distributions(self) -> list[str]:
+        """The task's input distributions that verification uses (usable so far)."""
+        return [d for d in self.task.meta.distributions if d not in self._unusable] or ["native"]
+
+    def settle(self, base_seed: int, shape_set: int = 0) -> list[str]:
+        """Build the first case of every distribution (the ones verification starts with), which
+        settles which distributions are usable and their tolerances; returns :attr:`notes`."""
+        for index, distribution in enumerate(self.task.meta.distributions):
+            self.case(base_seed + index, shape_set, distribution)
+        return list(self.notes)
+
+    def memory_report(self) -> dict[str, Any]:
+        """Peak device memory since the last reset, against the task's footprint and the plan."""
+        sample = next(reversed(self._cases.values()), None)
+        return {
+            "peak_bytes": peak_bytes(self.device),
+            "footprint_bytes": sample.footprint_bytes() if sample is not None else 0,
+            "cached_cases": len(self._cases),
+            "plan": self.plan.to_dict() if self.plan is not None else None,
+        }
+
+    def _make_room(self) -> None:
+        """Evict least recently used cases so that one more fits the plan."""
+        if self.plan is None:
+            return
+        while len(self._cases) >= self.plan.max_cases:
+            self._cases.popitem(last=False)
+
+    def _default_signed(self, distribution: str) -> bool:
+        return distribution in SIGNED_DISTRIBUTIONS and not self.task.meta.distributions_given
+
+    def _finite_enough(self, case: Case) -> bool:
+        """Whether the reference has no more NaN/Inf on this case than on native inputs of the same seed."""
+        native = self.case(case.seed, case.shape_set, "native")
+        return all(_non_finite(a) <= _non_finite(b) for a, b in zip(case.expected, native.expected, strict=True))
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def tolerance(
+        self, args: Sequence[Any], expected: Sequence[torch.Tensor], shape_set: int, distribution: str
+    ) -> Tolerance:
+        """The tolerance of every case of (shape set, distribution), decided on the first one built."""
+        key = (shape_set, distribution)
+        if key not in self._tolerances:
+            meta = self.task.meta
+            where = f"shape set {shape_set}, {distribution} inputs"
+            decided = decide(args, expected, meta.atol, meta.rtol, distribution, where)
+            self._tolerances[key] = decided
+            for note in decided.notes:
+                self._note(note)
+        return self._tolerances[key]
 
     def make_args(self, seed: int, shape_set: int = 0, distribution: str = "native") -> list[Any]:
         """Seeded forward() arguments on the runtime's device (floating ones cast to the task dtype)."""
@@ -167,7 +262,8 @@ class TaskRuntime:
         model = self.build_model(seed, shape_set)
         expected = self.run_reference(model, args)
         params = [t.detach() for t in model.state_dict().values()]
-        return Case(seed, shape_set, distribution, args, params, expected, model)
+        tolerance = self.tolerance([*args, *params], expected, shape_set, distribution)
+        return Case(seed, shape_set, distribution, args, params, expected, model, tolerance.atol, tolerance.rtol)
 
     def _prepare_arg(self, value: Any, distribution: str, generator: torch.Generator | None) -> Any:
         if isinstance(value, torch.Tensor):
@@ -185,6 +281,14 @@ class TaskRuntime:
         raise TaskError(
             f"{self.task.shown}: get_inputs() returned a {type(value).__name__}; only tensors and int/float/bool"
         )
+
+
+def _non_finite(tensor: torch.Tensor) -> int:
+    if not tensor.is_floating_point():
+        return 0
+    flat = tensor.reshape(-1)
+    step = 1 << 26
+    return sum(int((~torch.isfinite(flat[lo : lo + step])).sum().item()) for lo in range(0, flat.numel(), step))
 
 
 def outputs_as_list(out: Any, task: Task) -> list[torch.Tensor]:
@@ -243,7 +347,10 @@ def check_task(
         if a.shape != b.shape or (a.is_floating_point() and not torch.allclose(a, b, equal_nan=True)):
             raise TaskError(f"{task.shown}: Model.forward is not deterministic (output {i} differs between runs)")
         notes.append(_output_note(i, a))
-    return notes
+    runtime.settle(11, shape_set)
+    used = ", ".join(runtime.distributions())
+    notes.append(f"verification inputs: {used} (tolerance atol={task.meta.atol:g}, rtol={task.meta.rtol:g})")
+    return notes + runtime.notes
 
 
 def _output_note(index: int, tensor: torch.Tensor) -> str:

@@ -1,0 +1,85 @@
+"""The harness's GPU memory plan: how many cached cases and timing input sets fit beside the task.
+
+A *case* is one (seed, shape set, distribution): its inputs (the pristine copies) and its
+reference outputs, ``case_bytes`` in all. Besides the cached cases the harness holds one set of
+trial buffers (input copies and poisoned outputs: about ``case_bytes`` again), the timing's input
+sets (each about ``case_bytes``), a reference forward's temporaries while a case is built
+(budgeted as one more ``case_bytes``) and a fixed overhead (the L2-flush buffer, chunked
+comparison temporaries, the CUDA context). So the peak is at most::
+
+    (max_cases + 1 + timing_sets + 1) × case_bytes + FIXED_OVERHEAD_BYTES
+
+and ``max_cases`` shrinks (down to one) until that fits in ``USABLE_FRACTION`` of the device:
+fewer cached copies, rebuilt on demand, when memory is short. With the defaults (up to 4 cases,
+2 timing sets) the stated bound is 8 × case_bytes + 2 GiB, i.e. at most 8× the task's footprint
+(inputs + outputs + reference outputs ≥ case_bytes) plus 2 GiB.
+
+Standard library and torch only (GPU worker side).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+MAX_CASES = 4
+FIXED_OVERHEAD_BYTES = 2 * 2**30
+USABLE_FRACTION = 0.92
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What the harness keeps on the device for one task (bytes; counts)."""
+
+    device_bytes: int
+    case_bytes: int
+    max_cases: int
+    timing_sets: int
+
+    @property
+    def bound_bytes(self) -> int:
+        """The planned peak: cases, trial buffers, timing sets, a reference's temporaries, overhead."""
+        return (self.max_cases + self.timing_sets + 2) * self.case_bytes + FIXED_OVERHEAD_BYTES
+
+    @property
+    def fits(self) -> bool:
+        return self.bound_bytes <= USABLE_FRACTION * self.device_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["bound_bytes"] = self.bound_bytes
+        return data
+
+
+def plan_memory(device_bytes: int, case_bytes: int, timing_sets: int, max_cases: int = MAX_CASES) -> MemoryPlan:
+    """The largest plan (cached cases first given up, then timing sets) that fits the device.
+
+    ``device_bytes`` 0 means unbounded (CPU and meta runtimes): the plan asked for is kept.
+    """
+    plan = MemoryPlan(device_bytes, case_bytes, max(1, max_cases), max(1, timing_sets))
+    if device_bytes <= 0:
+        return plan
+    while not plan.fits and plan.max_cases > 1:
+        plan = MemoryPlan(device_bytes, case_bytes, plan.max_cases - 1, plan.timing_sets)
+    while not plan.fits and plan.timing_sets > 1:
+        plan = MemoryPlan(device_bytes, case_bytes, plan.max_cases, plan.timing_sets - 1)
+    return plan
+
+
+def device_bytes(device: torch.device) -> int:
+    """Total memory of a CUDA device; 0 (unbounded) for any other device."""
+    if device.type != "cuda":
+        return 0
+    return int(torch.cuda.get_device_properties(device).total_memory)
+
+
+def reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_bytes(device: torch.device) -> int:
+    """The most memory torch's allocator held on ``device`` since the last :func:`reset_peak`."""
+    return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
