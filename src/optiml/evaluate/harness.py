@@ -25,7 +25,7 @@ import torch
 
 from optiml.evaluate.arena import SharedBuffers
 from optiml.evaluate.candidate_link import CandidateFailure
-from optiml.evaluate.checks import chunks, compare, modified_inputs
+from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_output
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
 from optiml.evaluate.judge import Calibration, CandidateSession, Judge
@@ -112,16 +112,17 @@ def _mix_into(target: torch.Tensor, a: torch.Tensor, b: torch.Tensor, generator:
         torch.where(mask, flat_a[lo:hi], flat_b[lo:hi], out=flat_t[lo:hi])
 
 
-def mismatch_flag(outputs: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float) -> torch.Tensor:
-    """A device boolean, true when any output element is off (allclose's rule): enqueued, not awaited."""
+def mismatch_flag(outputs: list[torch.Tensor], expected: list[torch.Tensor], atol: Atol, rtol: float) -> torch.Tensor:
+    """A device boolean, true when any output element is off (allclose's rule): enqueued, not awaited.
+    ``atol``: one value, or one per output (a case's tolerance)."""
     flag = torch.zeros((), dtype=torch.bool, device=expected[0].device)
-    for out, ref in zip(outputs, expected, strict=True):
+    for out, ref, atol_i in zip(outputs, expected, per_output(atol, len(expected)), strict=True):
         if out.shape != ref.shape:
             return torch.ones((), dtype=torch.bool, device=ref.device)
         flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
         for lo, hi in chunks(flat_ref.numel()):
             o, r = flat_out[lo:hi], flat_ref[lo:hi]
-            bad = ~torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True) if r.is_floating_point() else o != r
+            bad = ~torch.isclose(o, r, rtol=rtol, atol=atol_i, equal_nan=True) if r.is_floating_point() else o != r
             flag |= bad.any()
     return flag
 
@@ -192,13 +193,13 @@ class TimingBench:
 
     def call(self, calibration: Calibration) -> tuple[float, float, float]:
         """One checked timed call: (event ms, host ms, candidate-reported ms), calibration removed."""
-        judge, meta = self.session.judge, self.runtime.task.meta
+        judge, first = self.session.judge, self.fresh.first  # fresh inputs mix native cases: their tolerance
         expected = self.fresh.fill(self.buffers)
         self.buffers.poison_outputs()
         self.session.poison_workspace(self.buffers)
         judge.before_call()
         window = self.session.timed_call(
-            self.binding, lambda: mismatch_flag(self.buffers.outputs, expected, meta.atol, meta.rtol)
+            self.binding, lambda: mismatch_flag(self.buffers.outputs, expected, first.atol, first.rtol)
         )
         index, self.calls = self.calls, self.calls + 1
         if bool(window.check.item()):

@@ -61,7 +61,6 @@ class CandidateRunner:
 
     def trial(self, case: Case) -> TrialCheck:
         """One verification trial: own input copies, poisoned outputs, guards, inputs-unchanged check."""
-        task = self.runtime.task
         # The case's tensors were made on the default stream; the refill below runs on ours. Without
         # this wait a large (or busy-GPU) case is copied before it is finished, and the stale copy
         # later reads as "the candidate modified its inputs".
@@ -92,7 +91,7 @@ class CandidateRunner:
             raise CandidateFailure(
                 EvalStatus.INTEGRITY, f"the candidate modified input(s) {changed}: inputs are read-only"
             )
-        result = compare(buffers.outputs, case.expected, task.meta.atol, task.meta.rtol)
+        result = compare(buffers.outputs, case.expected, case.atol, case.rtol)
         return TrialCheck(
             seed=case.seed,
             shape_set=case.shape_set,
@@ -108,7 +107,6 @@ class CandidateRunner:
 
     def timed_calls(self, cases: list[Case]) -> list[TimedCall]:
         """Per case: the bound call, a re-poisoning of its outputs, and a check of what it wrote."""
-        atol, rtol = self.runtime.task.meta.atol, self.runtime.task.meta.rtol
         calls: list[TimedCall] = []
         self.stream.wait_stream(torch.cuda.current_stream())  # the cases were made on the default stream
         for case in cases:
@@ -116,7 +114,7 @@ class CandidateRunner:
                 args = clone_args(case.abi_inputs)
                 outputs = fresh_outputs(case.expected)
             prepare = functools.partial(_poison_all, outputs)
-            check = functools.partial(quick_match, outputs, case.expected, atol, rtol)
+            check = functools.partial(quick_match, outputs, case.expected, case.atol, case.rtol)
             calls.append((self.bind(args, outputs), prepare, check))
         return calls
 
