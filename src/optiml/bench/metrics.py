@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
-BASELINES = ("eager", "compile")
+BASELINES = ("eager", "eager_tf32", "compile")  # exact fp32, PyTorch's default settings (TF32 convs), compile
 
 
 @dataclass
@@ -24,7 +24,7 @@ class BenchRow:
     plan: str = ""
     root: str = ""
     best_ms: float | None = None
-    baselines_ms: dict[str, float] = field(default_factory=dict)  # "eager", "compile"
+    baselines_ms: dict[str, float] = field(default_factory=dict)  # "eager", "eager_tf32", "compile"
     floor_ms: float | None = None
     evaluations: int = 0
     confirmed: bool = False
@@ -83,8 +83,9 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
 def markdown(rows: list[BenchRow], metrics: dict[str, Any]) -> str:
     """The per-task table and the suite metrics, as Markdown."""
     lines = [
-        "| task | status | best ms | eager ms | compile ms | × eager | × compile | roofline | evals |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| task | status | best ms | eager ms | eager TF32 ms | compile ms | × eager | × eager TF32 | × compile "
+        "| roofline | evals |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         cells = [
@@ -92,8 +93,10 @@ def markdown(rows: list[BenchRow], metrics: dict[str, Any]) -> str:
             r.status if r.verified else f"{r.status}: {r.reason[:60]}",
             _num(r.best_ms),
             _num(r.baselines_ms.get("eager")),
+            _num(r.baselines_ms.get("eager_tf32")),
             _num(r.baselines_ms.get("compile")),
             _ratio(r.speedup("eager")),
+            _ratio(r.speedup("eager_tf32")),
             _ratio(r.speedup("compile")),
             f"{r.roofline_fraction:.0%}" if r.roofline_fraction is not None else "",
             str(r.evaluations),

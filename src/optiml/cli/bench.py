@@ -88,8 +88,9 @@ def _line(row: object) -> str:
     assert isinstance(row, BenchRow)
     if not row.verified:
         return f"  {row.task}: {row.status} — {row.reason}"
-    eager = row.speedup("eager")
-    return f"  {row.task}: {row.best_ms:.4f} ms" + (f", {eager:.2f}× eager" if eager else "")
+    eager, tf32 = row.speedup("eager"), row.speedup("eager_tf32")
+    shown = (f", {eager:.2f}× eager" if eager else "") + (f", {tf32:.2f}× eager TF32" if tf32 else "")
+    return f"  {row.task}: {row.best_ms:.4f} ms" + shown
 
 
 def _gpu_list(spec: str) -> tuple[int | None, ...]:

@@ -8,6 +8,7 @@ handle exposes that block and nothing else) and :func:`ipc_handle` to export it.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -44,7 +45,15 @@ def _located() -> tuple[ctypes.CDLL, str] | None:
                 return ctypes.CDLL(path), path
             except OSError:
                 continue
-    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+    candidates = ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
+    for root in sys.path:  # pip's CUDA runtime wheels and torch's own lib folder
+        for pattern in (
+            "nvidia/cuda_runtime/lib/libcudart.so*",
+            "nvidia/cu*/lib/libcudart.so*",
+            "torch/lib/libcudart*",
+        ):
+            candidates += sorted(str(p) for p in Path(root or ".").glob(pattern))
+    for name in candidates:
         try:
             return ctypes.CDLL(name), name
         except OSError:

@@ -24,7 +24,6 @@ client starts a fresh one. Imports: standard library, NumPy and torch only.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import json
 import os
@@ -47,7 +46,7 @@ from optiml.evaluate.harness import (
     evaluate_candidate,
     timing_cases,
 )
-from optiml.evaluate.judge import CandidateSession, Judge
+from optiml.evaluate.judge import CandidateSession, Judge, set_dumpable
 from optiml.evaluate.memory import reset_peak
 from optiml.evaluate.results import TimingStats
 from optiml.evaluate.runtime import TaskRuntime
@@ -55,7 +54,6 @@ from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
 from optiml.task import Task, load_task
 
 EXIT_FATAL = 3
-PR_SET_DUMPABLE = 4
 
 #: Reference modes: exact fp32 eager (TF32 off: what candidates are verified against), eager with
 #: PyTorch's default settings as this process found them at start (TF32 convolutions through cuDNN;
@@ -296,14 +294,9 @@ def _reply(stream: IO[str], message: dict[str, Any]) -> None:
     stream.flush()
 
 
-def _not_dumpable() -> None:
-    """No ptrace and no /proc/<pid>/mem for other processes of this user (candidate processes)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
 def main() -> int:
-    _not_dumpable()
+    with contextlib.suppress(OSError, AttributeError):
+        set_dumpable(False)  # candidate processes (same user) cannot ptrace the judge or read its memory
     protocol_fd = os.dup(1)
     os.dup2(2, 1)  # nothing printed here can corrupt the protocol
     replies = os.fdopen(protocol_fd, "w", buffering=1)

@@ -24,7 +24,11 @@ from optiml.search.outcome import PathStep, SearchOutcome
 from optiml.search.queries import RunPath, RunSummary
 from optiml.search.spend import LLMSpend, spend_rows
 
-REFERENCE_NAMES = {"eager": "PyTorch eager", "compile": "torch.compile"}
+REFERENCE_NAMES = {
+    "eager": "PyTorch eager",
+    "eager_tf32": "PyTorch eager (default settings: TF32 convolutions)",
+    "compile": "torch.compile",
+}
 
 
 def _reference_order(names: Sequence[str]) -> list[str]:
