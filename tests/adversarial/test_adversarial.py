@@ -58,10 +58,11 @@ class Case:
     screen_rule: str | None  # the rule that rejects it before compiling; None: it passes screening
     runtime: tuple[EvalStatus, ...]  # acceptable statuses on the GPU (screening off when screen_rule is set)
     phrases: tuple[str, ...] = ()  # one must appear in the message (case-insensitive); () for OK
+    counted_ms: float = 0.0  # where OK is allowed for an exploit: the judge's time must show at least this
 
     @property
     def honest(self) -> bool:
-        return self.runtime == (OK,) and self.screen_rule is None
+        return self.runtime == (OK,) and self.screen_rule is None and not self.counted_ms
 
 
 CASES: tuple[Case, ...] = (
@@ -164,6 +165,54 @@ CASES: tuple[Case, ...] = (
     Case("zero_softmax", "softmax_wide", "all zeros within atol=1e-4 of tiny outputs", None, (WRONG,), WRONG_PHRASES),
     Case("constant_softmax", "softmax_wide", "1/D everywhere, reading nothing", None, (WRONG,), WRONG_PHRASES),
     Case("timer_interpose", "axpy", "export a fake cuEventElapsedTime", "api-definition", (OK,)),
+    # -- issue 20, class 1: the candidate's host code rewrites the Python of the process it runs in ------
+    Case(
+        "ctor_patch_verdict",
+        "axpy",
+        "static constructor patches the comparison and input checks; computes nothing",
+        None,
+        (WRONG,),
+        WRONG_PHRASES,
+    ),
+    Case(
+        "ctor_patch_timer",
+        "axpy",
+        "static constructor patches time.perf_counter and CUDA event timing; 3 ms of hidden spin",
+        None,
+        (OK,),
+        counted_ms=2.5,
+    ),
+    Case(
+        "host_patch_reply",
+        "axpy",
+        "host code patches the candidate process to reply before its kernel finishes",
+        None,
+        (WRONG, OK),
+        (*WRONG_PHRASES, "still running"),
+        counted_ms=2.5,
+    ),
+    # -- class 3: state carried between timed calls ------------------------------------------------------
+    Case("content_cache", "axpy", "replay a result cached by (sampled) input contents", None, (WRONG,), WRONG_PHRASES),
+    Case("stale_workspace", "axpy", "serve the previous answer left in the workspace", None, (WRONG,), WRONG_PHRASES),
+    # -- class 4: part of the work off the given stream, within the old tolerance ------------------------
+    Case(
+        "legacy_stream_half",
+        "axpy",
+        "second half of the work on the legacy default stream",
+        None,
+        (INTEGRITY, OK),
+        STREAM_PHRASES,
+        counted_ms=0.15,
+    ),
+    Case(
+        "per_thread_stream_half",
+        "axpy",
+        "second half on the per-thread default stream, named by its handle value",
+        None,
+        (INTEGRITY, OK),
+        STREAM_PHRASES,
+        counted_ms=0.15,
+    ),
     Case("dlopen_driver", "axpy", "dlopen the driver and call it directly", "dynamic-loading", ()),
     Case("escape_sandbox", "axpy", "read secrets, write outside, reach loopback", "environment", ()),
 )
@@ -197,6 +246,7 @@ def test_table_covers_every_kernel_once() -> None:
     exploits = [c for c in CASES if not c.honest]
     assert len(exploits) >= 12 and sum(c.honest for c in CASES) >= 3
     assert all(c.phrases or c.runtime in ((OK,), ()) for c in CASES)
+    assert all(c.counted_ms == 0 or OK in c.runtime for c in CASES)
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in TASKS.glob("*.py")))
@@ -268,6 +318,11 @@ def test_runtime_verdict(case: Case, honest_evaluators: dict[str, Evaluator]) ->
         with Evaluator(_task(case.task), EvalConfig(screen=case.screen_rule is None)) as evaluator:
             result = evaluator.evaluate(_kernel(case))
     _assert_verdict(case, result.status, result.message, case.runtime)
+    if result.ok and case.counted_ms:
+        assert result.timing is not None and result.timing.median_ms >= case.counted_ms, (
+            f"{case.kernel}: accepted at {result.timing.median_ms if result.timing else None} ms, "
+            f"below the {case.counted_ms} ms its work costs: the hidden work went uncounted"
+        )
     if result.ok:
         assert not any("suspect" in w for w in result.warnings), result.warnings
         assert result.timing is not None and result.verify is not None and result.verify.passed

@@ -9,6 +9,7 @@ from report_helpers import N, make_run, manual_run
 
 from optiml.errors import OptimlError
 from optiml.evaluate.results import Speedup
+from optiml.profile.profiler import gpu_name
 from optiml.report import load_run_report
 from optiml.report.run_data import NOT_APPLIED
 from optiml.search import best_path
@@ -67,7 +68,7 @@ def test_profiler_evidence_is_read_back_into_its_parts(stored_run: tuple[Path, s
     assert naive.bound == "memory" and naive.summary.startswith("memory at L2")
     assert naive.findings[0].text.startswith("uncoalesced global stores") and naive.findings[0].severity
     assert naive.findings[0].suggestion.startswith("make consecutive threads write consecutive addresses")
-    assert naive.roofline.startswith("0.") or "floor" in naive.roofline
+    assert "vs floor" in naive.roofline and "intensity 0.125 flop/B" in naive.roofline
     assert any(m.startswith("static analysis") for m in naive.missing)
     assert not naive.other
 
@@ -109,7 +110,8 @@ def test_the_roofline_places_root_best_and_baselines(stored_run: tuple[Path, str
     best = view.points[1]
     assert report.best_timing is not None and best.time_ms == report.best_timing.median_ms
     assert view.attained_flops(best) == pytest.approx(N / (best.time_ms * 1e-3))
-    assert "no GPU visible here" in view.peaks.source or "measured" in view.peaks.source or view.peaks.source
+    if gpu_name() is None:  # the roofs are said to be assumed, not this machine's
+        assert view.peaks.source.endswith("no GPU visible here, NVIDIA H200 assumed")
 
 
 def test_a_task_without_flops_has_only_the_bandwidth_side(tmp_path: Path) -> None:

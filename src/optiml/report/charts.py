@@ -109,7 +109,7 @@ def best_so_far_chart(report: RunReport) -> Chart | None:
             y=timing.median_ms,
             line={"dash": "dash", "color": _color(name, index)},
             annotation_text=f"{name} {timing.median_ms:.4f} ms",
-            annotation_position="top left",
+            annotation_position="top right",
         )
     _layout(fig, xaxis_title="evaluation", yaxis_title="time (ms, search-time median ± spread)")
     return Chart(
