@@ -114,6 +114,13 @@ SPECS: dict[str, dict[str, Any]] = {
     "mm_rowsum": dict(
         args="a, b", body="return (a @ b * 2.0).sum(dim=1)", inputs="torch.randn(M, K), torch.randn(K, N)"
     ),
+    "deep_k": dict(  # few tiles, long K: the simt variant splits K (2-3 slices on the emulator's 4 SMs)
+        sizes={"M": 37, "N": 45, "K": 1100},
+        sets=[{"M": 64, "N": 48, "K": 1024}],
+        args="a, b, c",
+        body="return torch.relu(a @ b + c) * 0.5",
+        inputs="torch.randn(M, K), torch.randn(K, N), torch.randn(N)",
+    ),
     "two_outputs": dict(
         args="a, b",
         body="y = a @ b\n        return y, torch.relu(y) * 2.0",
@@ -696,6 +703,13 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("small_m_linear", [GroupConfig.of("gemv", threads=256, rows=4), GroupConfig.of("gemv", threads=128, rows=1)]),
     ("small_m_mm", [GroupConfig.of("gemv", threads=128, rows=2)]),
     ("mm_rowsum", [GroupConfig.of("simt", bm=32, bn=32, bk=16, tm=4, tn=4)]),  # product -> workspace -> row sum
+    (
+        "deep_k",
+        [
+            GroupConfig.of("simt", bm=32, bn=32, bk=8, tm=4, tn=4),
+            GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8),
+        ],
+    ),
     ("two_outputs", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
     ("mlp", [GroupConfig.of("simt", bm=32, bn=64, bk=16, tm=4, tn=8)]),
 ]

@@ -107,11 +107,14 @@ class Traced:
     k: int
 
 
-def _pipeline_head(regs: str, bk: int, load_a: str, load_b: str, store_a: str, store_b: str) -> str:
+def _pipeline_head(
+    regs: str, bk: int, load_a: str, load_b: str, store_a: str, store_b: str, k_begin: str = "0", k_len: str = "P.K"
+) -> str:
     """The double-buffered K loop's start, shared by the SIMT and mma kernels: stage slice 0, then in
-    each step issue the next slice's global loads before computing on the current one."""
-    return f"""{regs}  const int64_t KT = (P.K + {bk - 1}) / {bk};
-  int64_t k0 = 0;
+    each step issue the next slice's global loads before computing on the current one. The loop
+    covers ``k_len`` values of k from ``k_begin`` (a split-K slice, or all of K)."""
+    return f"""{regs}  const int64_t KT = ({k_len} + {bk - 1}) / {bk};
+  int64_t k0 = {k_begin};
   int buf = 0;
   {{
 {load_a}
@@ -123,7 +126,7 @@ def _pipeline_head(regs: str, bk: int, load_a: str, load_b: str, store_a: str, s
   for (int64_t kt = 0; kt < KT; ++kt) {{
     buf = (int)(kt & 1);
     if (kt + 1 < KT) {{
-      k0 = (kt + 1) * {bk};
+      k0 = {k_begin} + (kt + 1) * {bk};
 {load_a}
 {load_b}
     }}
@@ -569,14 +572,14 @@ def _simt_kernel(p: str, cfg: GroupConfig, prob: Problem, vec: bool, epi: Epilog
     pad_b = 4 if prob.b_k_major else 0
     width = 4 if vec else 1
     vtype, zero = ("float4", "make_float4(0.f, 0.f, 0.f, 0.f)") if vec else ("float", "0.f")
-    if prob.a_k_major:
-        ta = _Tile("a", bm, bk, "m0", "k0", "P.M", "P.K", "P.sam", "As[{buf}][{i}][{o}]", False)
+    if prob.a_k_major:  # k is bounded by the end of this block's split-K slice
+        ta = _Tile("a", bm, bk, "m0", "k0", "P.M", "kend", "P.sam", "As[{buf}][{i}][{o}]", False)
     else:
-        ta = _Tile("a", bk, bm, "k0", "m0", "P.K", "P.M", "P.sak", "As[{buf}][{o}][{i}]", True)
+        ta = _Tile("a", bk, bm, "k0", "m0", "kend", "P.M", "P.sak", "As[{buf}][{o}][{i}]", True)
     if prob.b_k_major:
-        tb = _Tile("b", bn, bk, "n0", "k0", "P.N", "P.K", "P.sbn", "Bs[{buf}][{i}][{o}]", False)
+        tb = _Tile("b", bn, bk, "n0", "k0", "P.N", "kend", "P.sbn", "Bs[{buf}][{i}][{o}]", False)
     else:
-        tb = _Tile("b", bk, bn, "k0", "n0", "P.K", "P.N", "P.sbk", "Bs[{buf}][{o}][{i}]", True)
+        tb = _Tile("b", bk, bn, "k0", "n0", "kend", "P.N", "P.sbk", "Bs[{buf}][{o}][{i}]", True)
     load_a, store_a = _load_code(ta, threads, width, vtype, zero, "A")
     load_b, store_b = _load_code(tb, threads, width, vtype, zero, "B")
     la = _loads_per_thread(ta.outer, ta.inner, threads, width)
@@ -611,8 +614,11 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   const int tx = (int)threadIdx.x % {tx}, ty = (int)threadIdx.x / {tx};
   int64_t z, tmi, tni, oa, ob;
   {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
+  const int64_t s = z / P.batch;  // the split-K slice (0 without a split)
+  z -= s * P.batch;
   {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+  const int64_t kbeg = s * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
   const float* __restrict__ A = P.a + oa;
   const float* __restrict__ B = P.b + ob;
   float acc[{tm}][{tn}];
@@ -620,7 +626,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   for (int i = 0; i < {tm}; ++i)
 #pragma unroll
     for (int j = 0; j < {tn}; ++j) acc[i][j] = 0.f;
-{_pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}#pragma unroll
+{_pipeline_head(regs, bk, load_a, load_b, store_a, store_b, "kbeg", "(kend - kbeg)")}#pragma unroll
     for (int kk = 0; kk < {bk}; ++kk) {{
       float fa[{tm}], fb[{tn}];
 {frag_a}
@@ -645,6 +651,12 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
 #pragma unroll
     for (int c = 0; c < {rn}; ++c) {{
       const int64_t n = n0 + c * {tx * 4} + tx * 4;
+      if (P.splits > 1) {{  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (n + q < P.N) P.part[(s * P.batch * P.M + r) * P.N + n + q] = acc[i][c * 4 + q];
+        continue;
+      }}
 {store}#pragma unroll
       for (int q = 0; q < 4; ++q)
         if (n + q < P.N) {p}_epi1(P, r, n + q, acc[i][c * 4 + q]);
@@ -664,26 +676,50 @@ def _launch_terms(p: str, prob: Problem, epi: Epilogue) -> tuple[str, str, str, 
     return a_ld, a_len, b_ld, b_len, vec_out
 
 
-def _tiled_launch(p: str, prob: Problem, bm: int, bn: int, threads: int, width: int, kernel: str, epi: Epilogue) -> str:
+def _simt_launch(p: str, prob: Problem, cfg: GroupConfig, facts: DeviceFacts, epi: Epilogue) -> str:
+    """``{p}_launch`` of the ``simt`` kernels, and ``{p}_ws_bytes``: with fewer tiles than twice the
+    SMs and a long K, K is split into slices (each a multiple of ``bk``) whose partial sums go to the
+    workspace, added in slice order by ``{p}_splitk_sum``."""
+    bm, bn, bk, tm, tn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
+    threads = (bm // tm) * (bn // tn)
     a_ld, a_len, b_ld, b_len, vec_out = _launch_terms(p, prob, epi)
     return f"""\
+// Slices of K ({facts.sm_count} SMs): 1 = no split.
+static int64_t {p}_splits(int64_t M, int64_t N, int64_t K, int64_t batch) {{
+  const int64_t tiles = batch * ((M + {bm - 1}) / {bm}) * ((N + {bn - 1}) / {bn});
+  const int64_t want = {2 * facts.sm_count};
+  if (tiles >= want || K < {2 * SPLIT_MIN_K}) return 1;
+  int64_t s = (want + tiles - 1) / tiles;
+  if (s > K / {SPLIT_MIN_K}) s = K / {SPLIT_MIN_K};
+  if (s > {MAX_SPLITS}) s = {MAX_SPLITS};
+  if (s < 1) return 1;
+  const int64_t kslice = ((K + s - 1) / s + {bk - 1}) / {bk} * {bk};
+  return (K + kslice - 1) / kslice;
+}}
+static size_t {p}_ws_bytes(int64_t M, int64_t N, int64_t K, int64_t batch) {{
+  if (M <= 0 || N <= 0 || batch <= 0) return 0;
+  const int64_t s = {p}_splits(M, N, K, batch);
+  return s > 1 ? (size_t)s * (size_t)(batch * M * N) * sizeof(float) : 0;
+}}
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
-  (void)ws;
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
   P.tiles_m = (P.M + {bm - 1}) / {bm};
   P.tiles_n = (P.N + {bn - 1}) / {bn};
-  const int64_t blocks = P.batch * P.tiles_m * P.tiles_n;
+  P.splits = {p}_splits(P.M, P.N, P.K, P.batch);
+  P.kslice = P.splits > 1 ? ((P.K + P.splits - 1) / P.splits + {bk - 1}) / {bk} * {bk} : (P.K > 0 ? P.K : 1);
+  P.part = (float*)ws;
+  const int64_t blocks = P.batch * P.tiles_m * P.tiles_n * P.splits;
   if (blocks > 2147483647LL) return -4;
   {vec_out}
-  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % {width} == 0 && {a_len} % {width} == 0 &&
-                   {b_ld} % {width} == 0 && {b_len} % {width} == 0 && {p}_strides_ok(P.bsa, {p}_nbd, {width}) &&
-                   {p}_strides_ok(P.bsb, {p}_nbd, {width});
+  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && {a_len} % 4 == 0 &&
+                   {b_ld} % 4 == 0 && {b_len} % 4 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
+                   {p}_strides_ok(P.bsb, {p}_nbd, 4);
   if (vec)
-    {kernel}_vec<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
+    {p}_simt_vec<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
   else
-    {kernel}_any<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
+    {p}_simt_any<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
   {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
-  return 0;
+  return P.splits > 1 ? {p}_splitk_launch(P, stream) : 0;
 }}
 """
 
@@ -796,6 +832,28 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
 
 
 # -- gemv (skinny products) --------------------------------------------------------------------------
+def _splitk_code(p: str) -> str:
+    """The split-K reduction kernel and its launch, shared by the ``gemv`` and ``simt`` variants."""
+    return f"""\
+// Split-K: adds the slices' partial sums in slice order (deterministic), then the epilogue.
+__global__ void __launch_bounds__(256) {p}_splitk_sum(const {p}_prob P) {{
+  const int64_t total = P.batch * P.M * P.N;
+  const int64_t e = (int64_t)blockIdx.x * 256 + (int64_t)threadIdx.x;
+  if (e >= total) return;
+  float v = 0.f;
+  for (int64_t s = 0; s < P.splits; ++s) v += P.part[s * total + e];
+  {p}_epi1(P, e / P.N, e % P.N, v);
+}}
+static int {p}_splitk_launch(const {p}_prob& P, cudaStream_t stream) {{
+  const int64_t sum_blocks = (P.batch * P.M * P.N + 255) / 256;
+  if (sum_blocks > 2147483647LL) return -4;
+  {p}_splitk_sum<<<(unsigned)sum_blocks, 256, 0, stream>>>(P);
+  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
+  return 0;
+}}
+"""
+
+
 def _gemv_code(p: str, cfg: GroupConfig, prob: Problem, facts: DeviceFacts) -> str:
     threads, rows = int(cfg.get("threads")), int(cfg.get("rows"))
     warps = threads // 32
@@ -904,16 +962,7 @@ __global__ void __launch_bounds__({threads}) {p}_axpy(const {p}_prob P) {{
   for (int jj = 0; jj < {rows}; ++jj)
     if (j0 + jj < P.J) {p}_finish(P, z, i, j0 + jj, s, acc[jj]);
 }}
-// Split-K: adds the slices' partial sums in slice order (deterministic), then the epilogue.
-__global__ void __launch_bounds__(256) {p}_splitk_sum(const {p}_prob P) {{
-  const int64_t total = P.batch * P.M * P.N;
-  const int64_t e = (int64_t)blockIdx.x * 256 + (int64_t)threadIdx.x;
-  if (e >= total) return;
-  float v = 0.f;
-  for (int64_t s = 0; s < P.splits; ++s) v += P.part[s * total + e];
-  {p}_epi1(P, e / P.N, e % P.N, v);
-}}
-// Slices of K when the blocks would not fill the GPU ({facts.sm_count} SMs): 1 = no split.
+{_splitk_code(p)}// Slices of K when the blocks would not fill the GPU ({facts.sm_count} SMs): 1 = no split.
 static int64_t {p}_splits(int64_t I, int64_t J, int64_t K, int64_t batch, int64_t per_block) {{
   const int64_t blocks = batch * ((J + {rows - 1}) / {rows}) * ((I + per_block - 1) / per_block);
   const int64_t want = {2 * facts.sm_count};
@@ -962,14 +1011,7 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   else
     {p}_axpy<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
   {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
-  if (splits > 1) {{
-    const int64_t total = P.batch * P.M * P.N;
-    const int64_t sum_blocks = (total + 255) / 256;
-    if (sum_blocks > 2147483647LL) return -4;
-    {p}_splitk_sum<<<(unsigned)sum_blocks, 256, 0, stream>>>(P);
-    {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
-  }}
-  return 0;
+  return splits > 1 ? {p}_splitk_launch(P, stream) : 0;
 }}
 """
 
@@ -1113,10 +1155,12 @@ class GemmTemplate:
             includes = ("<cuda_fp16.h>",)
         workspace = "0"
         if config.variant == "simt":
-            bm, bn, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "tm", "tn"))
-            device += [_simt_kernel(p, config, prob, True, epi), _simt_kernel(p, config, prob, False, epi)]
-            threads = (bm // tm) * (bn // tn)
-            device.append(_tiled_launch(p, prob, bm, bn, threads, 4, f"{p}_simt", epi))
+            device += [
+                _simt_kernel(p, config, prob, True, epi),
+                _simt_kernel(p, config, prob, False, epi),
+                _splitk_code(p),
+                _simt_launch(p, prob, config, ctx.facts, epi),
+            ]
         elif config.variant == "mma":
             fallback = gemm_mma.fallback_config(config)
             if (why := _mma_check(fallback)) is not None:
@@ -1138,7 +1182,7 @@ class GemmTemplate:
             f"  if ({p}_err != 0) return {p}_err;",
             "}",
         ]
-        if config.variant == "gemv":
+        if config.variant in ("gemv", "simt"):
             m, n, k, batch = self._size_exprs(prob, ctx)
             workspace = f"{p}_ws_bytes({m}, {n}, {k}, {batch})"
         return KernelCode(
