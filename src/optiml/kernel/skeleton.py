@@ -151,9 +151,11 @@ def render_skeleton(task: Task) -> str:
 
 def _describe_spec(spec: ArgSpec) -> str:
     if spec.kind == "scalar":
-        return f"{spec.name}: host scalar ({spec.python_type}), 0-dim"
+        return f"{spec.name}: host scalar ({spec.python_type}), 0-dim, memory == OPTIML_HOST"
     dtype = str(spec.dtype).removeprefix("torch.")
     role = "parameter/buffer " if spec.kind == "param" else ""
+    if not spec.shape:  # e.g. BatchNorm's num_batches_tracked: GPU memory, unlike a host scalar
+        return f"{role}{spec.name}: {dtype} 0-dim DEVICE tensor (memory == OPTIML_DEVICE: data is on the GPU)"
     return f"{role}{spec.name}: {dtype} {list(spec.shape)} (contiguous)"
 
 
