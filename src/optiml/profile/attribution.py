@@ -1,9 +1,10 @@
 """Attribute the kernels of one ncu run to the candidates that launched them.
 
-The profile target launches a marker kernel (ATen's ``spin_kernel``, from ``torch.cuda._sleep``)
-right before each entry's call inside the profiled range, and reports which entries it ran, in
-order. ncu lists profiled kernels in launch order, so the k-th marker opens the kernels of the
-k-th profiled entry. This does not depend on how a given ncu version prints NVTX ranges.
+The profile target launches a marker kernel (ATen's ``spin_kernel`` from ``torch.cuda._sleep``, or
+the light target's ``optiml_profile_marker``) right before each entry's call inside the profiled
+range, and reports which entries it ran, in order. ncu lists profiled kernels in launch order, so
+the k-th marker opens the kernels of the k-th profiled entry. This does not depend on how a given
+ncu version prints NVTX ranges.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 
 from optiml.profile.ncu_csv import NcuRow
 
-MARKER_KERNEL = re.compile(r"\bspin_kernel\b")
+#: ATen's spin_kernel (the torch target) or the light target's own marker
+MARKER_KERNEL = re.compile(r"\b(spin_kernel|optiml_profile_marker)\b")
 
 
 @dataclass(frozen=True)

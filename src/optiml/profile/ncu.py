@@ -63,6 +63,15 @@ def target_command(
     return [*command, "--seed", str(seed), "--shape-set", str(shape_set), "--report", str(report)]
 
 
+def light_target_command(case_dir: Path, so_paths: Sequence[str], report: Path) -> list[str]:
+    """The torch-free target (:mod:`optiml.profile.light_target`) run as a plain script."""
+    script = Path(__file__).with_name("light_target.py")
+    command = [sys.executable, "-I", "-S", str(script), "--case", str(case_dir)]
+    for so in so_paths:
+        command += ["--so", so]
+    return [*command, "--report", str(report)]
+
+
 @dataclass(frozen=True)
 class NcuRun:
     """The outcome of one ncu launch."""

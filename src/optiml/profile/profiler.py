@@ -1,7 +1,11 @@
 """The Profiler: hardware feedback for a task's candidates — ncu profiles, static facts, roofline, diagnosis.
 
 ``profile`` compiles the candidates (cached), runs one ncu launch for all of them in the isolated
-worker setup and attributes every kernel to its candidate. ``diagnose`` adds ``ptxas``/SASS
+worker setup and attributes every kernel to its candidate. Candidates alone are profiled in the
+torch-free :mod:`optiml.profile.light_target` on a case written once per profiler by
+:mod:`optiml.profile.case_dump` (ncu then starts a bare Python and a CUDA context, not torch); a
+batch that includes the PyTorch reference, or a case that cannot be written, uses the torch
+target :mod:`optiml.profile.target`. ``diagnose`` adds ``ptxas``/SASS
 facts, the roofline and the evaluation's timing, and falls back to static analysis and timing
 when ncu is missing, not permitted or fails. ``roofline`` gives the task's floor under this
 GPU's peaks (measured once per GPU and cached; datasheet figures as the labelled fallback).
@@ -15,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,8 +31,17 @@ from optiml.kernel.source import KernelSource
 from optiml.profile import process
 from optiml.profile.attribution import split_by_markers
 from optiml.profile.diagnosis import Diagnosis, diagnose
+from optiml.profile.light_target import MANIFEST as CASE_MANIFEST
 from optiml.profile.metrics import DEFAULT_METRICS, KernelMetrics
-from optiml.profile.ncu import PERMISSION_HINT, NcuRun, find_ncu, ncu_command, run_ncu, target_command
+from optiml.profile.ncu import (
+    PERMISSION_HINT,
+    NcuRun,
+    find_ncu,
+    light_target_command,
+    ncu_command,
+    run_ncu,
+    target_command,
+)
 from optiml.profile.ncu_csv import NcuRow
 from optiml.profile.peaks_probe import FMA_PROBE_SOURCE
 from optiml.profile.process import LaunchBuilder, sandbox_launch
@@ -67,6 +80,9 @@ class ProfileConfig:
     peaks_timeout_s: float = 300.0
     roofline_cache_dir: Path = field(default_factory=lambda: user_cache_dir("roofline"))
     raw_dir: Path | None = None  # keep each ncu run's raw CSV and the target's events here
+    #: candidates run in the torch-free light target (the reference always uses the torch target)
+    light_target: bool = True
+    case_timeout_s: float = 300.0  # writing the profiled case (a torch start-up plus the task's inputs)
     #: True: read-only filesystem + pid namespace around ncu; False: scrubbed environment, own
     #: directory, limits and no network only; None: the first, and the second if the counters turn
     #: out to be unreadable inside the namespace (ERR_NVGPUCTRPERM), said in the profile's notes
@@ -93,6 +109,8 @@ class Profiler:
         self._launch = launch or sandbox_launch(isolate_filesystem=isolate is not False)
         self._fallback_launch = sandbox_launch(isolate_filesystem=False) if launch is None and isolate is None else None
         self._io_bytes = io_bytes
+        self._case: Path | str | None = None  # the light target's case folder, or why there is none
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._peaks: Peaks | None = None
         self._roofline: Roofline | None = None
         self._runs = 0
@@ -123,13 +141,38 @@ class Profiler:
         count = len(so_paths) + int(reference)
         timeout = self.config.timeout_s + self.config.timeout_per_entry_s * max(0, count - 1)
         extra_env = {"CUDA_VISIBLE_DEVICES": str(self.config.gpu)} if self.config.gpu is not None else {}
+        case = self._light_case() if self.config.light_target and not reference else None
+        if isinstance(case, Path):
+            folder = case
+            run = self._ncu(ncu, lambda report: light_target_command(folder, so_paths, report), timeout, extra_env)
+            started = any(e.get("event") == "case" for e in run.events)
+            if run.error not in (None, PERMISSION_HINT) and not started and not run.error.startswith("ncu timed out"):
+                self._case = f"the light target failed ({run.error})"  # never again in this profiler
+                case = self._case
+        if not isinstance(case, Path):
+            task = str(self.task.path)
+            seed, shape_set = self.config.seed, self.config.shape_set
+            run = self._ncu(
+                ncu,
+                lambda report: target_command(task, so_paths, reference, seed, shape_set, report),
+                timeout,
+                extra_env,
+            )
+        if isinstance(case, str):
+            run = replace(run, warnings=(*run.warnings, f"profiled in the torch target: {case}"))
+        self._keep_raw(run)
+        facts = next((e for e in run.events if e.get("event") == "case"), None)
+        if facts is not None and self._io_bytes is None:
+            self._io_bytes = int(facts["input_bytes"]) + int(facts["output_bytes"])
+            self._roofline = None
+        return run
+
+    def _ncu(self, ncu: str, target: Callable[[Path], list[str]], timeout: float, extra_env: dict[str, str]) -> NcuRun:
+        """One ncu launch of ``target(report path)`` in a fresh directory, under the sandbox (or its fallback)."""
         with tempfile.TemporaryDirectory(prefix="optiml-profile-") as tmp:
             workdir = Path(tmp)
             report = workdir / "profiled.jsonl"
-            target = target_command(
-                str(self.task.path), so_paths, reference, self.config.seed, self.config.shape_set, report
-            )
-            command = ncu_command(ncu, self.config.metrics, self.config.sections, target)
+            command = ncu_command(ncu, self.config.metrics, self.config.sections, target(report))
             run = run_ncu(command, self._launch, workdir, report, timeout, extra_env)
             if self._fallback_launch is not None and _sandbox_refused(run):
                 first = run.error
@@ -139,12 +182,32 @@ class Profiler:
                     self._launch, self._fallback_launch = self._fallback_launch, None
                 note = f"under the filesystem sandbox ncu failed ({first}); profiled with network-only isolation"
                 run = replace(run, warnings=(*run.warnings, note))
-        self._keep_raw(run)
-        case = next((e for e in run.events if e.get("event") == "case"), None)
-        if case is not None and self._io_bytes is None:
-            self._io_bytes = int(case["input_bytes"]) + int(case["output_bytes"])
-            self._roofline = None
         return run
+
+    def _light_case(self) -> Path | str:
+        """The case folder for the light target, written on first use; a one-line reason if it cannot be."""
+        if self._case is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="optiml-profile-case-")
+            workdir = Path(self._scratch.name)
+            out = workdir / "case"
+            argv = [sys.executable, "-m", "optiml.profile.case_dump", "--task", str(self.task.path)]
+            argv += ["--seed", str(self.config.seed), "--shape-set", str(self.config.shape_set), "--out", str(out)]
+            extra_env = {"CUDA_VISIBLE_DEVICES": str(self.config.gpu)} if self.config.gpu is not None else {}
+            outcome = process.run(argv, self._launch, workdir, self.config.case_timeout_s, extra_env)
+            if (out / CASE_MANIFEST).is_file() and outcome.returncode == 0:
+                self._case = out
+            elif outcome.timed_out:
+                self._case = f"writing the case timed out after {self.config.case_timeout_s:.0f} s"
+            else:
+                detail = process.last_line(outcome.stderr) or outcome.start_error or outcome.exit_text
+                self._case = f"the case could not be written ({detail})"
+        return self._case
+
+    def close(self) -> None:
+        """Delete the light target's case files (they are as large as the task's inputs)."""
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch, self._case = None, None
 
     def _profiles_from_run(
         self, run: NcuRun, candidates: list[str], reference: bool, digests: dict[str, str]

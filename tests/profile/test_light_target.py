@@ -1,0 +1,84 @@
+"""The torch-free profile target and the case it runs on (the GPU run itself is in test_profile_target)."""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from profile_data import SRC
+
+from optiml.evaluate.abi import OptimlTensor
+from optiml.profile.case_dump import dump_case
+from optiml.profile.light_target import MANIFEST
+
+ROOT = SRC.parent
+LIGHT = SRC / "optiml" / "profile" / "light_target.py"
+
+
+def test_the_case_holds_the_harness_structs_and_the_input_bytes(tmp_path: Path) -> None:
+    manifest = dump_case(str(ROOT / "tasks" / "layernorm.py"), 1000, 0, tmp_path, device="cpu")
+    assert json.loads((tmp_path / MANIFEST).read_text()) == manifest
+    size = ctypes.sizeof(OptimlTensor)
+    assert manifest["entry_bytes"] == size
+    devices = [e for e in manifest["inputs"] if e["data"] == "device"]
+    assert devices and sum(e["bytes"] for e in devices) == manifest["input_bytes"]
+    for entry in devices:
+        assert (tmp_path / entry["file"]).stat().st_size == entry["bytes"]
+        struct = OptimlTensor.from_buffer_copy(base64.b64decode(entry["struct"]))
+        numel = 1
+        for d in range(struct.ndim):
+            numel *= struct.shape[d]
+        assert numel > 0 and struct.stride[struct.ndim - 1] == 1  # contiguous, as the harness hands them
+    [output] = manifest["outputs"]
+    assert output["bytes"] == manifest["output_bytes"]
+
+
+def test_host_scalars_travel_as_their_bytes(tmp_path: Path) -> None:
+    task = tmp_path / "scaled.py"
+    task.write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x, alpha: float):\n"
+        "        return x * alpha\n"
+        "def get_inputs():\n"
+        "    return [torch.rand(8, 4), 2.5]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    manifest = dump_case(str(task), 1000, 0, tmp_path / "case", device="cpu")
+    scalar = manifest["inputs"][1]
+    assert scalar["data"] == "host"
+    assert ctypes.c_double.from_buffer_copy(base64.b64decode(scalar["host"])).value == 2.5
+
+
+def test_the_light_target_imports_neither_torch_nor_optiml() -> None:
+    code = (
+        f"import runpy, sys; sys.argv = ['x', '--help']\n"
+        f"try:\n    runpy.run_path({str(LIGHT)!r}, run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy', 'optiml')))"
+    )
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="a GPU is visible")
+def test_without_a_gpu_it_fails_in_one_line(tmp_path: Path) -> None:
+    dump_case(str(ROOT / "tasks" / "silu.py"), 1000, 0, tmp_path / "case", device="cpu")
+    report = tmp_path / "events.jsonl"
+    argv = [sys.executable, "-I", "-S", str(LIGHT), "--case", str(tmp_path / "case"), "--so", "x.so"]
+    proc = subprocess.run(
+        [*argv, "--report", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    [event] = [json.loads(line) for line in report.read_text().splitlines()]
+    assert event["event"] == "error" and "\n" not in event["error"]
