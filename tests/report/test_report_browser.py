@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_helpers import HOSTILE, manual_run
 
 from optiml.bench.metrics import BenchRow
 from optiml.bench.runner import BenchConfig, write_state
@@ -126,3 +127,13 @@ def test_the_bench_page_draws_fast_p(browser: Any, tmp_path: Path) -> None:
     watched.page.screenshot(path=str(tmp_path / "bench.png"), full_page=True)
     assert watched.errors == [] and watched.requests == []
     assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_hostile_stored_text_runs_no_script(browser: Any, tmp_path: Path) -> None:
+    store_path, run_id = manual_run(tmp_path)
+    path = tmp_path / "manual.html"
+    path.write_text(render_run_html(load_run_report(store_path, run_id)), encoding="utf-8")
+    watched = open_page(browser, path)
+    assert watched.page.evaluate("window.owned === undefined")  # the edit's </script><script> stayed text
+    assert HOSTILE in watched.page.locator("#failures").inner_text()
+    assert watched.errors == [] and watched.requests == []  # its <img src=https://…> was never fetched
