@@ -175,7 +175,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         facts = evaluator.prepare()
         row = BenchRow(task=task.name, file=str(path), status="no kernel")
         row.baselines_ms = {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
-        row.floor_ms = (facts.input_bytes + facts.output_bytes) / facts.bandwidth * 1e3 if facts.bandwidth else None
+        row.floor_ms = facts.floor_ms  # bytes / measured bandwidth, and flops / the compute roof
         naive = KernelSource.from_file(task.naive_kernel_path) if task.naive_kernel_path else None
         offline = generate_offline_root(task, evaluator, seeds=config.seeds, naive=naive)
         row.plan = offline.plan

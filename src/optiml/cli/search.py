@@ -218,7 +218,9 @@ def optimize_cmd(
     root = KernelSource.from_file(kernel) if kernel is not None else None  # else generated (templates, LLM)
     with open_session(loaded, options, run_label=run_id) as session:
         with console.status("preparing the task: inputs, reference outputs, reference timing"):
-            session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
+            facts = session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
+        for note in facts.notes:  # how verification judges this task: distributions, tolerances, floor
+            console.print(f"[dim]judged by: {escape(note)}[/dim]", highlight=False)
         if root is None:
             root = generate_root_for(loaded, session, store, console)
         console.print(

@@ -53,7 +53,11 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
             mark = "" if speedup.significant or speedup.high < 1 else " (within noise)"
             table.add_row(f"speedup vs {mode}", f"{speedup.value:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]{mark}")
     if result.floor_ms:
-        table.add_row("physical floor", f"{result.floor_ms:.4f} ms (bytes / measured copy bandwidth)")
+        table.add_row("physical floor", f"{result.floor_ms:.4f} ms (bytes / copy bandwidth, flops / compute roof)")
+    for note in result.task_notes:  # distributions used, tolerances adjusted, the floor's roofs
+        table.add_row("judged by", note)
+    if result.memory.get("peak_bytes"):
+        table.add_row("GPU memory", _memory(result.memory))
     if compiled is not None:
         for res in compiled.resources:
             spills = f", [yellow]spills {res.spill_stores}/{res.spill_loads} B[/yellow]" if res.spills else ""
@@ -66,6 +70,14 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phase_seconds.items())
     table.add_row("phases", phases)
     console.print(table)
+
+
+def _memory(memory: dict[str, Any]) -> str:
+    peak, footprint = memory["peak_bytes"], memory.get("footprint_bytes") or 0
+    if not footprint:
+        return f"peak {peak / 1e9:.2f} GB"
+    task = f"{footprint / 1e9:.2f} GB"
+    return f"peak {peak / 1e9:.2f} GB ({peak / footprint:.1f}x the task's inputs + outputs + references, {task})"
 
 
 def eval_to_json(task: Task, kernel: Path, result: EvalResult) -> dict[str, Any]:
