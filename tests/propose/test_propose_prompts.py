@@ -24,7 +24,7 @@ def render(**kwargs: object) -> list[ChatMessage]:
 def test_unevaluated_kernel_prompt() -> None:
     system, user = render()
     assert (system.role, user.role) == ("system", "user")
-    assert "#define OPTIML_ABI_VERSION 1" in system.content and "warp_reduction" in system.content
+    assert "#define OPTIML_ABI_VERSION 2" in system.content and "warp_reduction" in system.content
     assert "# Task: row_sum" in user.content and "def get_inputs()" in user.content
     assert "(extra nvcc flags: -Xptxas=-dlcm=ca)" in user.content
     assert "row_sum_kernel<<<grid, BLOCK_SIZE" in user.content
