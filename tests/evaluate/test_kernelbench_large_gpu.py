@@ -93,6 +93,7 @@ def _within_plan(result: EvalResult) -> None:
     plan = memory["plan"]
     assert memory["peak_bytes"] <= plan["bound_bytes"], memory
     assert memory["peak_bytes"] <= USABLE_FRACTION * plan["device_bytes"], memory
+    assert 0 < memory["device_used_bytes"] <= plan["device_bytes"], memory
 
 
 def test_19_relu_honest_accepted_identity_rejected(tmp_path: Path) -> None:

@@ -81,5 +81,14 @@ def reset_peak(device: torch.device) -> None:
 
 
 def peak_bytes(device: torch.device) -> int:
-    """The most memory torch's allocator held on ``device`` since the last :func:`reset_peak`."""
+    """The most memory torch's allocator held on ``device`` since the last :func:`reset_peak` (this
+    process's tensors; the judge's shared blocks are allocated outside it, see :func:`used_bytes`)."""
     return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
+
+
+def used_bytes(device: torch.device) -> int:
+    """Device memory in use now by everything (torch's cache, shared blocks, every process's context)."""
+    if device.type != "cuda":
+        return 0
+    free, total = torch.cuda.mem_get_info(device)
+    return int(total - free)

@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from optiml.errors import TaskError
-from optiml.evaluate.memory import MemoryPlan, device_bytes, peak_bytes, plan_memory
+from optiml.evaluate.memory import MemoryPlan, device_bytes, peak_bytes, plan_memory, used_bytes
 from optiml.evaluate.tolerance import Tolerance, decide
 from optiml.task import SIGNED_DISTRIBUTIONS, Task
 
@@ -149,6 +149,7 @@ class TaskRuntime:
             )
             del case
             return self.case(seed, shape_set, "native")
+        self._make_room()  # building the native twin of a signed case may have filled the cache
         self._cases[key] = case
         if self.plan is None and self.device.type == "cuda":
             self.plan = plan_memory(
@@ -172,6 +173,7 @@ class TaskRuntime:
         sample = next(reversed(self._cases.values()), None)
         return {
             "peak_bytes": peak_bytes(self.device),
+            "device_used_bytes": used_bytes(self.device),  # after the evaluation, every process included
             "footprint_bytes": sample.footprint_bytes() if sample is not None else 0,
             "cached_cases": len(self._cases),
             "plan": self.plan.to_dict() if self.plan is not None else None,
