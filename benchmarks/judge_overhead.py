@@ -61,6 +61,11 @@ def judge_side(task_path: Path, kernel: KernelSource, config: EvalConfig, repeat
             result = evaluator.evaluate(kernel)
             assert result.ok and result.timing is not None, result.message
             runs.append(result)
+        so_path = evaluator.compiler.compile(kernel).so_path
+        raw = evaluator.worker.request(  # the worker's own report: calibration and the candidate's claimed time
+            {"op": "evaluate", "task": str(task.path), "so": so_path, "config": config.to_dict(), "peaks": {}},
+            timeout_s=config.timeout_s,
+        )
         fresh = evaluator.evaluate(KernelSource(kernel.code + f"\n// fresh {uuid.uuid4().hex}\n"))
     worker_s = [sum(r.phase_seconds.get(p, 0.0) for p in PHASES) for r in runs]
     return {
@@ -78,6 +83,7 @@ def judge_side(task_path: Path, kernel: KernelSource, config: EvalConfig, repeat
         "trials": [r.timing.trials for r in runs if r.timing],
         "stop": [r.timing.stop for r in runs if r.timing],
         "reference_ms": {k: v.median_ms for k, v in runs[0].reference.items()},
+        "judge_detail": raw.get("judge"),
     }
 
 

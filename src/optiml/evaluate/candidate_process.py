@@ -24,9 +24,10 @@ replies are only claims). Requests (``op``):
 SPEC is an ``optiml_tensor`` array as the judge marshalled it (``structs``: base64 of the array,
 ``size``: bytes per entry) and one relocation per entry for its ``data`` field, the struct's
 first member: ``["arena", K, OFFSET]`` (a shared block), ``["host", BASE64]`` (a scalar's
-bytes, kept in this process) or ``["null"]``. ``call`` with no library loaded runs an empty
-call (a 4-byte memset on the stream): the judge calibrates its round trip on a process of its
-own that never loads a candidate.
+bytes, kept in this process) or ``["null"]``. ``call`` with ``id`` -1 launches an empty
+kernel and with -2 a kernel that spins ``cycles`` clock cycles (both from :data:`PTX`, through
+the driver API): the judge calibrates its round trip on a process of its own that never loads a
+candidate, with real kernel launches so the context switches a candidate's call costs are in it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,57 @@ SIGKILL = 9
 NON_BLOCKING = 0x01  # cudaStreamNonBlocking
 LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 IPC_LAZY_PEER_ACCESS = 0x01  # cudaIpcMemLazyEnablePeerAccess
+
+
+#: The calibration kernels: JIT-compiled by the driver for whatever GPU this is.
+PTX = b"""
+.version 7.0
+.target sm_52
+.address_size 64
+.visible .entry optiml_empty() { ret; }
+.visible .entry optiml_spin(.param .u64 cycles)
+{
+  .reg .u64 %rd<5>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [cycles];
+  mov.u64 %rd2, %clock64;
+SPIN:
+  mov.u64 %rd3, %clock64;
+  sub.u64 %rd4, %rd3, %rd2;
+  setp.lt.u64 %p1, %rd4, %rd1;
+  @%p1 bra SPIN;
+  ret;
+}
+"""
+
+
+class DriverKernels:
+    """:data:`PTX` loaded into the current context (the runtime's primary one) via libcuda."""
+
+    def __init__(self) -> None:
+        self.driver = ctypes.CDLL("libcuda.so.1")
+        module = ctypes.c_void_p()
+        code = self.driver.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX + b"\0"))
+        if code != 0:
+            raise Failure(f"cuModuleLoadData failed with CUDA error {code}")
+        self.kernels = {}
+        for name in (b"optiml_empty", b"optiml_spin"):
+            function = ctypes.c_void_p()
+            code = self.driver.cuModuleGetFunction(ctypes.byref(function), module, name)
+            if code != 0:
+                raise Failure(f"cuModuleGetFunction failed with CUDA error {code}")
+            self.kernels[name.decode()] = function
+        self.driver.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+
+    def launch(self, stream: int | ctypes.c_void_p | None, cycles: int | None = None) -> int:
+        """One thread of ``optiml_empty`` (or ``optiml_spin`` for ``cycles``) on ``stream``."""
+        if cycles is None:
+            return int(
+                self.driver.cuLaunchKernel(self.kernels["optiml_empty"], 1, 1, 1, 1, 1, 1, 0, stream, None, None)
+            )
+        value = ctypes.c_uint64(cycles)
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(value))
+        return int(self.driver.cuLaunchKernel(self.kernels["optiml_spin"], 1, 1, 1, 1, 1, 1, 0, stream, params, None))
 
 
 class IpcHandle(ctypes.Structure):
@@ -70,8 +122,7 @@ class Cuda:
         self.start, self.end = ctypes.c_void_p(), ctypes.c_void_p()
         for event in (self.start, self.end):
             self._check("cudaEventCreate", self.lib.cudaEventCreate(ctypes.byref(event)))
-        self.scratch = ctypes.c_void_p()
-        self._check("cudaMalloc", self.lib.cudaMalloc(ctypes.byref(self.scratch), ctypes.c_size_t(256)))
+        self.kernels = DriverKernels()
         self.lib.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle, ctypes.c_uint]
         self.synchronize()
 
@@ -110,8 +161,8 @@ class Cuda:
             return -1.0
         return float(value.value)
 
-    def empty_call(self) -> int:
-        return int(self.lib.cudaMemsetAsync(self.scratch, ctypes.c_int(0), ctypes.c_size_t(4), self.stream))
+    def empty_call(self, cycles: int | None) -> int:
+        return self.kernels.launch(self.stream, cycles)
 
 
 class Binding:
@@ -194,7 +245,7 @@ class Runner:
         if self.forward is not None and binding is not None:
             rc = self._forward(binding, cuda.stream)
         else:
-            rc = cuda.empty_call()
+            rc = cuda.empty_call(int(request["cycles"]) if "cycles" in request else None)
         cuda.record(cuda.end)
         sync = cuda.synchronize()
         inner = cuda.elapsed_ms() if sync == 0 else -1.0

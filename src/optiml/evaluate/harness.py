@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
@@ -38,6 +39,7 @@ __all__ = ["CandidateFailure", "CandidateReport", "CandidateRunner", "Peaks", "e
 #: The judge's time may exceed the candidate stream's own event time by this factor (plus the
 #: configured slack) before the difference is called work outside the given stream.
 STREAM_FACTOR = 1.5
+JUDGE_SLACK_MS = 0.1  # and by the window's own jitter (context switches between the two processes)
 MIN_SAMPLE_MS = 1e-4  # a calibrated sample is never taken as zero (speedups divide by it)
 TIMEOUT_MARGIN_S = 3.0  # the judge answers this long before the orchestrator's own timeout
 
@@ -52,6 +54,7 @@ class CandidateReport:
     floor_ms: float | None = None
     phase_seconds: dict[str, float] = field(default_factory=dict)
     fatal: bool = False
+    judge: dict[str, Any] = field(default_factory=dict)  # the round trip removed, the candidate's own claim
 
 
 @dataclass(frozen=True)
@@ -233,8 +236,9 @@ def time_candidate(
     runtime: TaskRuntime,
     config: EvalConfig,
     incumbent: TimingStats | None = None,
-) -> TimingStats:
-    """Time on the judge's clock with the calibrated round trip removed; see the module docstring."""
+) -> tuple[TimingStats, dict[str, Any]]:
+    """Time on the judge's clock with the calibrated round trip removed; see the module docstring.
+    Returns the timing and what the judge knows about it (calibration, the candidate's own claim)."""
     calibration = session.judge.calibration()
     bench = TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + 7777)
     threads = session.process.thread_count()
@@ -250,13 +254,15 @@ def time_candidate(
         raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
     stats = TimingStats.from_samples(samples.event_ms, samples.host_ms, stop=samples.stop)
     inner = statistics.median(samples.inner_ms)
-    if stats.median_ms > STREAM_FACTOR * inner + config.stream_slack_ms:
+    detail = {"calibration": asdict(calibration), "claimed_stream_ms": inner}
+    slack = config.stream_slack_ms + JUDGE_SLACK_MS + max(0.0, calibration.excess_ms)
+    if stats.median_ms > STREAM_FACTOR * inner + slack:
         raise CandidateFailure(
             EvalStatus.INTEGRITY,
             f"work ran outside the given stream: the judge measured {stats.median_ms:.3f} ms per call "
             f"but the given stream's own events only {inner:.3f} ms",
         )
-    return stats
+    return stats, detail
 
 
 def evaluate_candidate(
@@ -284,7 +290,7 @@ def evaluate_candidate(
         report.phase_seconds["verify"] = _lap(clock)
 
         clock = time.perf_counter()
-        report.timing = time_candidate(session, runtime, config, incumbent)
+        report.timing, report.judge = time_candidate(session, runtime, config, incumbent)
         report.phase_seconds["time"] = _lap(clock)
 
         clock = time.perf_counter()
@@ -326,7 +332,7 @@ def _recheck_suspect(
     )
     fresh = [(config.base_seed + 500 + i, 0, d) for i, d in enumerate(("normal", "uniform_pm1", "native"))]
     _verify(session, runtime, fresh, report)
-    report.timing = time_candidate(session, runtime, config)
+    report.timing, report.judge = time_candidate(session, runtime, config)
     if report.timing.median_ms < config.suspect_margin * report.floor_ms:
         raise CandidateFailure(
             EvalStatus.INTEGRITY,

@@ -7,17 +7,19 @@ spare process already holding its CUDA context, the calibrated round trip); a
 :class:`CandidateSession` is one candidate's process with its mappings and bindings.
 
 **The judge's window.** A timed call is ``e0`` recorded on the judge's stream, the host clock
-read, the request written, the reply read, ``e1`` recorded, the output check enqueued behind
-``e1``, then ``e1`` awaited and the host clock read again. The candidate process synchronises
+read, the request written, the reply read (the host clock's end), ``e1`` recorded, the output
+check enqueued behind ``e1``, then ``e1`` awaited (the event window's end). The candidate process synchronises
 the whole device before it replies, so all the call's device work — on the given stream, the
 legacy stream, any other stream — lies inside the window. A candidate that replies early
 (rewriting the candidate process's own code so it does not synchronise) gains nothing: contexts
 of different processes take turns on the GPU, so ``e1`` and the check behind it run either after
 the leftover work (which is then counted) or while it is suspended half done (and the check sees
 an unfinished output). Both ends are the judge's: host time ``t1 − t0`` and event time
-``e0 → e1``, each minus the same window measured around an *empty* call in a process of the
-judge's own that never loads a candidate (:meth:`Judge.calibration`), so a candidate cannot
-inflate the part that is subtracted.
+``e0 → e1``, each minus the same window measured around an *empty* call — a real, empty kernel
+launch — in a process of the judge's own that never loads a candidate (:meth:`Judge.calibration`),
+so a candidate cannot inflate the part that is subtracted. The calibration also times a kernel
+that spins a fixed number of cycles through that window and directly on the judge's stream: what
+the window adds beyond the empty call's cost (``excess_ms``) is measured, not assumed to be zero.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from optiml.evaluate.results import EvalStatus
 from optiml.evaluate.timing import DeviceTimer
 
 CALIBRATION_CALLS = 41
+SPIN_CALLS = 15
+SPIN_CYCLES = 200_000  # ~0.1 ms at H200 clocks
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 POISON_WORKSPACE = 0xFF
 
@@ -52,6 +56,8 @@ class Calibration:
     host_ms: float
     host_spread_ms: float  # half the inter-quartile range of the host window
     calls: int
+    excess_ms: float = 0.0  # window(spin) − window(empty) − spin timed directly: what calibration misses
+    spin_direct_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -147,10 +153,10 @@ class Judge:
         t0 = time.perf_counter()
         process.send(message)
         reply = process.receive(deadline)
+        host = (time.perf_counter() - t0) * 1e3  # the candidate process synchronised before replying
         end.record(stream)
         pending = check()
         end.synchronize()
-        host = (time.perf_counter() - t0) * 1e3
         return Window(start.elapsed_time(end), host, reply, pending)
 
     def calibration(self) -> Calibration:
@@ -159,25 +165,52 @@ class Judge:
             process = self.spawn()
             try:
                 process.wait_ready()
-                deadline = time.monotonic() + 60
-                events, hosts = [], []
-                for index in range(CALIBRATION_CALLS + 5):
-                    self.before_call()
-                    window = self.window(process, {"op": "call", "id": -1}, deadline, lambda: None)
-                    CandidateProcess.result(window.reply)
-                    if index >= 5:
-                        events.append(window.event_ms)
-                        hosts.append(window.host_ms)
+                empty = self._windows(process, {"op": "call", "id": -1}, CALIBRATION_CALLS)
+                spin = self._windows(process, {"op": "call", "id": -2, "cycles": SPIN_CYCLES}, SPIN_CALLS)
             finally:
                 process.close()
+            hosts = [w.host_ms for w in empty]
             quartiles = statistics.quantiles(hosts, n=4)
+            event_ms = statistics.median(w.event_ms for w in empty)
+            direct = self._spin_directly() if self.cuda else 0.0
+            spin_ms = statistics.median(w.event_ms for w in spin) if self.cuda else event_ms
             self._calibration = Calibration(
-                event_ms=statistics.median(events),
+                event_ms=event_ms,
                 host_ms=statistics.median(hosts),
                 host_spread_ms=(quartiles[2] - quartiles[0]) / 2,
                 calls=len(hosts),
+                excess_ms=spin_ms - event_ms - direct,
+                spin_direct_ms=direct,
             )
         return self._calibration
+
+    def _windows(self, process: CandidateProcess, message: dict[str, Any], count: int) -> list[Window]:
+        deadline = time.monotonic() + 60
+        windows = []
+        for index in range(count + 5):
+            self.before_call()
+            window = self.window(process, message, deadline, lambda: None)
+            CandidateProcess.result(window.reply)
+            if index >= 5:
+                windows.append(window)
+        return windows
+
+    def _spin_directly(self) -> float:
+        """The spin kernel timed with events on the judge's own stream (no process in between)."""
+        from optiml.evaluate.candidate_process import DriverKernels
+
+        kernels = DriverKernels()
+        stream = torch.cuda.current_stream(self.device)
+        times = []
+        for _ in range(SPIN_CALLS):
+            self.before_call()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            kernels.launch(stream.cuda_stream, SPIN_CYCLES)
+            end.record(stream)
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
 
     def close(self) -> None:
         if self._spare is not None:
