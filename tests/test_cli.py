@@ -235,10 +235,10 @@ def test_export_writes_a_kernelbench_model_new_that_builds_its_kernel(tmp_path: 
     reference = module.Model(*module.get_init_inputs())
     torch.manual_seed(0)
     model_new = module.ModelNew(*module.get_init_inputs())
-    for ours, theirs in zip(model_new.reference.state_dict().values(), reference.state_dict().values(), strict=True):
+    for ours, theirs in zip(model_new.state_dict().values(), reference.state_dict().values(), strict=True):
         assert torch.equal(ours, theirs)  # same constructor, same parameters: KernelBench compares them like this
-    [like] = model_new._output_like([torch.rand(3, 8192)])
-    assert like.shape == (3, 8192) and like.dtype == torch.float32
+    block = module.argument_block(model_new, torch.rand(3, 8192))
+    assert block.output_specs == [((3, 8192), torch.float32)]
     library = module.build_library("sm_90a")  # builds with nvcc; running it needs a GPU
     assert hasattr(library, "optiml_forward")
     again = runner.invoke(app, ["export", str(task), naive, "-o", str(out), *store, "--unverified"])

@@ -121,3 +121,52 @@ def test_unverified_export_is_labelled_and_warns(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="exported UNVERIFIED"):
         module = import_file(out)
     assert module.OPTIML_VERIFICATION is None
+
+
+def test_every_form_states_the_verification_and_refuses_without_one(tmp_path: Path) -> None:
+    from export_helpers import unique_namespace
+
+    task, kernel = load_task(TASK), KernelSource.from_file(KERNEL)
+    store = str(tmp_path / "runs.db")
+    for form, out in (("op", tmp_path / "ln_op.py"), ("cu", tmp_path / "ln.cu")):
+        refused = runner.invoke(app, ["export", str(TASK), str(KERNEL), "--as", form, "-o", str(out), "--store", store])
+        assert refused.exit_code == 2 and "no verified evaluation" in refused.output and not out.exists()
+    run_id = store_evaluation(tmp_path / "runs.db", task, kernel, EvalStatus.OK)
+    namespace = unique_namespace()
+    op = runner.invoke(
+        app,
+        [
+            "export",
+            str(TASK),
+            str(KERNEL),
+            "--as",
+            "op",
+            "--namespace",
+            namespace,
+            "-o",
+            str(tmp_path / "ln_op.py"),
+            "--store",
+            store,
+        ],
+    )
+    assert op.exit_code == 0, op.output
+    assert f"registers torch.ops.{namespace}.layernorm" in " ".join(op.output.split())
+    module = import_file(tmp_path / "ln_op.py")
+    assert module.OPTIML_VERIFICATION["run_id"] == run_id and f"run {run_id}, evaluated " in module.__doc__
+    cu = runner.invoke(
+        app, ["export", str(TASK), str(KERNEL), "--as", "cu", "-o", str(tmp_path / "ln.cu"), "--store", store]
+    )
+    assert cu.exit_code == 0, cu.output
+    head = (tmp_path / "ln.cu").read_text()[:3000]
+    assert f"// run {run_id}, evaluated " in head and "UNVERIFIED" not in head and (tmp_path / "ln.bin").is_file()
+
+
+def test_options_of_another_form_are_refused(tmp_path: Path) -> None:
+    for extra in (
+        ["--name", "x"],
+        ["--as", "cu", "--namespace", "x"],
+        ["--as", "op", "--shape-set", "1"],
+        ["--as", "so"],
+    ):
+        code, output, out = export(tmp_path, "--unverified", *extra)
+        assert code == 2 and output.startswith("error: ") and not out.exists(), output

@@ -179,27 +179,55 @@ def profile_cmd(
 def export_cmd(
     task: TaskArg,
     kernel: KernelArg,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Default: <task>_model_new.py.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    form: Annotated[
+        str,
+        typer.Option(
+            "--as",
+            help="modelnew: a KernelBench ModelNew file; op: a torch.library custom op file; cu: a standalone .cu "
+            "with main() and the recorded case it checks (<out stem>.bin beside it).",
+        ),
+    ] = "modelnew",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Default: <task>_model_new.py, <task>_op.py or <task>_standalone.cu (by --as)."
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
     unverified: Annotated[
         bool,
         typer.Option(
             "--unverified", help="Export a kernel the store has no verified evaluation of (labelled UNVERIFIED)."
         ),
     ] = False,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="--as op: the op namespace (default: optiml).")
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="--as op: the op name (default: the task's name).")] = None,
+    shape_set: Annotated[
+        int | None,
+        typer.Option("--shape-set", help="--as cu: the shape set of the recorded case (default: the smallest)."),
+    ] = None,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
-    """Write KERNEL as a self-contained KernelBench ModelNew file (nvcc + ctypes, no torch extension build).
+    """Write KERNEL as a self-contained drop-in: a KernelBench ModelNew (default), a PyTorch custom op
+    (torch.ops.NAMESPACE.NAME, works under torch.compile) or a standalone .cu with main().
 
-    The file states what was verified (run, date, task digest, shape sets, tolerances) from the run
-    store's verified evaluation of KERNEL for TASK; without one, export refuses unless --unverified."""
-    from optiml.export.kernelbench import find_verification, render_model_new
+    Each states what was verified (run, date, task digest, shape sets, tolerances) from the store.
+
+    Without a verified evaluation of KERNEL for TASK in the store, export refuses unless --unverified."""
+    from optiml.export.formats import ExportRequest, check_request, data_path, default_output, render_export
+    from optiml.export.verification import find_verification
     from optiml.kernel.source import KernelSource
     from optiml.task import load_task
 
+    check_request(ExportRequest(form, Path(), namespace, name, shape_set))  # before reading anything
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
-    target = check_output(out or Path(f"{loaded.name}_model_new.py"), force=force)
+    request = ExportRequest(form, out or default_output(loaded, form), namespace, name, shape_set)
+    check_output(request.out, force=force)
+    if form == "cu":
+        check_output(data_path(request.out), force=force)
     verification = find_verification(store, loaded, source)
     if verification is None and not unverified:
         raise OptimlError(
@@ -207,21 +235,27 @@ def export_cmd(
             f"for {loaded.shown}; verify it (`optiml optimize {loaded.shown} --kernel {kernel}`, with --store if "
             "you use another store) or pass --unverified to export it labelled UNVERIFIED"
         )
-    write_output(target, render_model_new(loaded, source, verification, store=str(store)))
+    files, usage = render_export(request, loaded, source, verification, str(store))
+    for path, contents in files:
+        if isinstance(contents, str):
+            write_output(path, contents)
+        else:
+            try:
+                path.write_bytes(contents)
+            except OSError as exc:
+                raise OptimlError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    written = " and ".join(str(path) for path, _ in files)
     if verification is None:
         err_console.print(
             f"[bold yellow]warning: UNVERIFIED export[/bold yellow]: {store} has no verified evaluation of {kernel} "
-            f"for {loaded.shown}; {target} says so in its docstring and warns when imported",
+            f"for {loaded.shown}; {written} {'say' if len(files) > 1 else 'says'} so"
+            f"{' and warns when imported' if form != 'cu' else ''}",
             highlight=False,
             soft_wrap=True,
         )
     else:
         console.print(f"verified: {verification.summary()}", highlight=False)
-    console.print(
-        f"wrote {target}: `from {target.stem} import ModelNew` (same arguments as the task's Model)",
-        highlight=False,
-        soft_wrap=True,
-    )
+    console.print(f"wrote {written}: {usage}", highlight=False, soft_wrap=True)
 
 
 @app.command("doctor")

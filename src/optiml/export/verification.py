@@ -1,28 +1,19 @@
-"""Render a verified kernel as a self-contained KernelBench ``ModelNew`` Python file.
+"""What an export says about verification, from the run store.
 
-The file embeds the task's reference source (``Model`` holds the parameters, and shape inference
-runs it on the meta device), the kernel source, the ABI header and the nvcc flags. At run time it
-builds the kernel with nvcc once (cached) and calls it through ctypes — the same C ABI the
-harness verified, and seconds instead of a minute of ``load_inline``.
-
-What the file says about verification comes from the run store: a :class:`Verification` is the
-newest stored evaluation that verified this kernel (same digest) for this task (same source
-digest), and the file names its run, date, shape sets, trials and tolerances. Without one the
-file is labelled UNVERIFIED and warns when imported (``optiml export`` refuses to write it unless
-``--unverified``: an export is the file people ship, so its label must not be a default).
+A :class:`Verification` is the newest stored evaluation that verified this kernel (same digest)
+for this task (same source digest); every export names its run, date, shape sets, trials and
+tolerances. Without one an export is labelled UNVERIFIED and warns when loaded (``optiml export``
+refuses to write it unless ``--unverified``: an export is the file people ship, so its label must
+not be a default).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from importlib import resources
 from pathlib import Path
+from typing import Any
 
-import jinja2
-
-from optiml import __version__
-from optiml.kernel.compiler import abi_header
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
 
@@ -108,29 +99,14 @@ def find_verification(store_path: str | Path, task: Task, kernel: KernelSource) 
     )
 
 
-def render_model_new(
-    task: Task, kernel: KernelSource, verification: Verification | None = None, store: str = ""
-) -> str:
-    """The ``ModelNew`` file; with ``verification`` None it is labelled UNVERIFIED (``store``: where
-    no record was found, for the label)."""
-    template_text = (resources.files("optiml.export") / "templates" / "model_new.py.j2").read_text(encoding="utf-8")
-    template = jinja2.Template(
-        template_text,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return template.render(
-        task_name=task.name,
-        version=__version__,
-        digest=kernel.digest,
-        task_digest=task.digest,
-        verification=verification.lines() if verification is not None else None,
-        verification_record=repr(asdict(verification)) if verification is not None else "None",
-        store=store or "the run store",
-        task_source=task.source.rstrip() + "\n",
-        kernel_source=repr(kernel.code),
-        header_source=repr(abi_header()),
-        flags=repr(list(kernel.flags)),
-    )
+def statement(task: Task, kernel: KernelSource, verification: Verification | None, store: str = "") -> dict[str, Any]:
+    """What every export template says about verification: ``verification`` (the account, one fact a
+    line, or None), ``verification_record`` (the Python literal of :class:`Verification`, or ``"None"``),
+    and the digests and store the UNVERIFIED label names."""
+    return {
+        "verification": verification.lines() if verification is not None else None,
+        "verification_record": repr(asdict(verification)) if verification is not None else "None",
+        "digest": kernel.digest,
+        "task_digest": task.digest,
+        "store": store or "the run store",
+    }

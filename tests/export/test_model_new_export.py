@@ -1,0 +1,118 @@
+"""The exported ModelNew on the CPU (issue 19): no meta model in its module tree, moves and copies
+before and after shape inference, and one argument block per input signature.
+
+Shape inference and argument blocks need no GPU (``argument_block`` is the path forward takes); the
+kernel itself runs in test_export_gpu.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import io
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from export_helpers import STARTERS, TASKS, import_file, write
+
+from optiml.evaluate.runtime import TaskRuntime
+from optiml.export.kernelbench import render_model_new
+from optiml.kernel.source import KernelSource
+from optiml.task import load_task
+
+
+def export(tmp_path: Path, name: str) -> ModuleType:
+    task = load_task(TASKS / f"{name}.py")
+    text = render_model_new(task, KernelSource.from_file(TASKS / f"{name}.naive.cu"))
+    return import_file(write(tmp_path, f"{name}_model_new.py", text))
+
+
+@pytest.fixture
+def layernorm(tmp_path: Path) -> ModuleType:
+    return export(tmp_path, "layernorm")
+
+
+def has_meta_tensor(model: torch.nn.Module) -> bool:
+    return any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+
+
+def test_shape_inference_leaves_the_module_tree_as_the_reference_has_it(layernorm: ModuleType) -> None:
+    model, reference = layernorm.ModelNew(64), layernorm.Model(64)
+    layernorm.argument_block(model, torch.randn(8, 64))  # what forward does before launching
+    assert [n for n, _ in model.named_modules()] == [n for n, _ in reference.named_modules()] == ["", "ln"]
+    assert list(model.state_dict()) == list(reference.state_dict()) == ["ln.weight", "ln.bias"]
+    assert not has_meta_tensor(model)
+    assert set(vars(model)) == set(vars(reference))  # nothing of the export's is kept on the instance
+
+
+def test_moves_copies_and_state_dict_round_trips_after_shape_inference(layernorm: ModuleType) -> None:
+    model = layernorm.ModelNew(64)
+    x = torch.randn(8, 64)
+    layernorm.argument_block(model, x)
+    twin = copy.deepcopy(model)
+    model.to(torch.float64).to(torch.float32)
+    model.load_state_dict(layernorm.Model(64).state_dict())  # keys of the reference load as they are
+    twin.load_state_dict(model.state_dict())
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    for m in (model, twin, loaded):
+        assert not has_meta_tensor(m)
+        assert layernorm.argument_block(m, x).output_specs == [((8, 64), torch.float32)]
+    torch.testing.assert_close(twin.ln.weight, layernorm.Model(64).ln.weight)
+
+
+def test_one_argument_block_per_input_signature(layernorm: ModuleType) -> None:
+    model = layernorm.ModelNew(64)
+    block = layernorm.argument_block(model, torch.randn(8, 64))
+    assert layernorm.argument_block(model, torch.randn(8, 64)) is block  # new values, same signature
+    taller = layernorm.argument_block(model, torch.randn(9, 64))
+    assert taller is not block and taller.output_specs == [((9, 64), torch.float32)]
+    transposed = layernorm.argument_block(model, torch.randn(64, 8).t())
+    assert transposed is not block and [copy for _, _, copy in transposed.tensor_slots] == [True, False, False]
+    assert layernorm.argument_block(copy.deepcopy(model), torch.randn(8, 64)) is not block  # a copy has its own
+    model.ln.weight.data = torch.randn(64)  # new storage, same signature: pointers are written at each call
+    assert layernorm.argument_block(model, torch.randn(8, 64)) is block
+
+
+def test_the_cache_is_bounded_and_dropped_with_the_model(layernorm: ModuleType) -> None:
+    model = layernorm.ModelNew(4)
+    for rows in range(1, 70):
+        layernorm.argument_block(model, torch.randn(rows, 4))
+    assert 0 < len(layernorm._BLOCKS[id(model)][1]) <= layernorm._MAX_SIGNATURES
+    key = id(model)
+    del model
+    gc.collect()
+    assert key not in layernorm._BLOCKS
+
+
+def test_calls_that_do_not_match_what_was_verified_fail_clearly(layernorm: ModuleType) -> None:
+    model = layernorm.ModelNew(64)
+    with pytest.raises(TypeError, match=r"input 'x' is float64; the kernel was verified for float32"):
+        model(torch.randn(8, 64, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"parameter 'ln.weight' is float16"):
+        model.half()(torch.randn(8, 64))
+    with pytest.raises(ValueError, match=r"input 'x' has 3 dims; the kernel was verified with 2"):
+        layernorm.ModelNew(64)(torch.randn(2, 8, 64))
+    with pytest.raises(TypeError, match=r"takes 3 inputs, got 4"):
+        layernorm.ModelNew(64)(torch.randn(8, 64), torch.randn(8, 64))
+    with pytest.raises(RuntimeError, match=r"the kernel runs on CUDA tensors; these are on cpu"):
+        layernorm.ModelNew(64)(torch.randn(8, 64))
+
+
+@pytest.mark.parametrize("name", STARTERS)
+def test_inferred_output_shapes_are_the_references(name: str, tmp_path: Path) -> None:
+    """Every starter task, at its full size on the meta device (nothing allocated for the inputs)."""
+    module = export(tmp_path, name)
+    task = load_task(TASKS / f"{name}.py")
+    runtime = TaskRuntime(task, "meta")
+    args = runtime.make_args(0)
+    expected = runtime.run_reference(runtime.build_model(0), args)
+    with torch.device("meta"):
+        model = module.ModelNew(*module.get_init_inputs())
+    block = module.argument_block(model, *args)
+    assert block.output_specs == [(tuple(t.shape), t.dtype) for t in expected]
+    assert block.device == torch.device("meta")
