@@ -64,3 +64,23 @@ def test_device_only_flags_are_left_to_the_cubin() -> None:
 def test_a_file_that_is_not_elf_is_refused() -> None:
     with pytest.raises(IdentityError):
         list(elf_sections(b"not an elf file at all, clearly" * 4))
+
+
+@pytest.mark.gpu
+def test_the_evaluator_reuses_the_verdict_of_an_equal_binary(tmp_path: Path) -> None:
+    from optiml.evaluate.evaluator import Evaluator
+    from optiml.task import load_task
+
+    root = Path(__file__).resolve().parents[2]
+    task = load_task(root / "tasks" / "silu.py")
+    assert task.naive_kernel_path is not None
+    naive = KernelSource.from_file(task.naive_kernel_path)
+    same = naive.with_code("// moved down a line\n#define UNUSED_KNOB 3\n" + naive.code)
+    compiler = Compiler(CompilerConfig(cache_dir=tmp_path / "kernels"))
+    with Evaluator(task, compiler=compiler) as evaluator:
+        first, second = evaluator.evaluate_many([naive, same])
+    assert first.ok, first.message
+    assert second.kernel_digest == same.digest != first.kernel_digest
+    assert second.timing == first.timing and second.status is first.status
+    assert any("same binary as" in w for w in second.warnings)
+    assert set(second.phase_seconds) <= {"compile", "total"}

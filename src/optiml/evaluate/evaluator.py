@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from optiml.errors import NoGPUError, TaskError, WorkerError
@@ -90,6 +90,7 @@ class Evaluator:
         self.incumbent: TimingStats | None = None  # fastest verified so far: slower candidates stop timing early
         self._gpu = threading.Lock()
         self._screen_warnings: dict[str, list[str]] = {}
+        self._by_binary: dict[str, EvalResult] = {}  # binary digest → its evaluation (optiml.kernel.identity)
 
     @property
     def gpu_lock(self) -> threading.Lock:
@@ -122,13 +123,13 @@ class Evaluator:
         return result
 
     def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
-        """Compile all in parallel, then verify and time one at a time on the GPU."""
+        """Compile all on the compile pool; verify and time each on the GPU as soon as it is built."""
         screened = [self._screen(k) for k in kernels]
         to_build = [k for k, s in zip(kernels, screened, strict=True) if s is None]
-        built = iter(self.compiler.compile_many(to_build))
+        built = iter(self.compiler.prefetch(to_build))
         results = []
         for kernel, early in zip(kernels, screened, strict=True):
-            results.append(early if early is not None else self._run_compiled(kernel, next(built)))
+            results.append(early if early is not None else self._run_compiled(kernel, next(built).result()))
         return results
 
     def retime(self, kernels: Sequence[KernelSource], rounds: int = 5) -> list[TimingStats]:
@@ -220,6 +221,16 @@ class Evaluator:
             result.status = EvalStatus.COMPILE_ERROR
             result.message = compiled.error_summary(limit=1) or "compilation failed"
             return result
+        earlier = self._by_binary.get(compiled.binary_digest) if compiled.binary_digest else None
+        if earlier is not None:  # the same device and host code was judged already: its verdict stands
+            note = f"same binary as {earlier.kernel_digest}: its evaluation is reused, not repeated"
+            return replace(
+                earlier,
+                kernel_digest=kernel.digest,
+                compile=compiled,
+                warnings=[*result.warnings, note],
+                phase_seconds={"compile": result.phase_seconds["compile"]},
+            )
         with self._gpu:
             self._prepare_locked()
             result.reference = dict(self.reference)
@@ -266,6 +277,8 @@ class Evaluator:
         )
         if result.ok and faster:
             self.incumbent = result.timing
+        if compiled.binary_digest:
+            self._by_binary[compiled.binary_digest] = result
         return result
 
     @staticmethod
