@@ -28,6 +28,7 @@ from result_file import write_result
 from optiml.evaluate.abi import KernelLibrary, TensorArray
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.task import load_task
+from optiml.templates import gemm_wgmma
 from optiml.templates.base import GroupConfig
 from optiml.templates.kernels import TemplateKernels
 
@@ -85,13 +86,15 @@ def event_ms(fn: Any, reps: int) -> float:
     return statistics.median(times)
 
 
-def sweep(spec: str, compiler: Compiler, directory: Path, reps: int, limit: int, match: str) -> dict[str, Any]:
+def sweep(
+    spec: str, compiler: Compiler, directory: Path, reps: int, limit: int, match: str, variant: str
+) -> dict[str, Any]:
     dtype, m, n, k, layout = spec.split(":")
     m, n, k = int(m), int(n), int(k)
     task = load_task(task_file(directory, dtype, m, n, k, layout))
     kernels = TemplateKernels.for_task(task)
     default = kernels.default()[0]
-    variant = "mma" if dtype in ("float16", "bfloat16") else "simt"
+    variant = variant or ("mma" if dtype in ("float16", "bfloat16") else "simt")
     configs = [c for c in configs_of(kernels, variant, 10**6) if match in c.label()][:limit]
     if default not in configs and not match:
         configs.insert(0, default)
@@ -184,7 +187,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("gemm_sweep.json"))
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--match", default="", help="only configurations whose label contains this (e.g. for ncu)")
+    parser.add_argument("--variant", default="", help="the template variant to sweep (default simt / mma)")
+    parser.add_argument("--mn-swap", action="store_true", help="wgmma: swap LBO and SBO of MN-major descriptors")
     args = parser.parse_args()
+    if args.mn_swap:  # an experiment on the descriptor convention (gemm_wgmma's docstring)
+        gemm_wgmma.MN_PANEL_IS_LBO = not gemm_wgmma.MN_PANEL_IS_LBO
     if not torch.cuda.is_available():
         print("gemm_sweep: no CUDA GPU", file=sys.stderr)
         return 2
@@ -192,7 +199,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         compiler = Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache"))
         for spec in args.problems:
-            results.append(sweep(spec, compiler, Path(tmp), args.reps, args.limit, args.match))
+            results.append(sweep(spec, compiler, Path(tmp), args.reps, args.limit, args.match, args.variant))
             write_result(args.out, "gemm_sweep", args.commit, problems=results)
     return 0
 

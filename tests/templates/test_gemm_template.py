@@ -232,7 +232,7 @@ _GRAPHS: dict[str, list[Any]] = {}
 
 
 def kernels_of(tasks: dict[str, Task], name: str, facts: DeviceFacts = FACTS) -> TemplateKernels:
-    key = (name, facts.sm_count)
+    key = (name, facts.sm_count, facts.arch)
     if key not in _KERNELS:
         _KERNELS[key] = TemplateKernels(tasks[name], _plan(name, tasks[name]), facts)
     return _KERNELS[key]
@@ -320,7 +320,13 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "mm").spaces[0]
     bf16 = kernels_of(tasks, "h_mm_relu").spaces[0]
-    assert fp32.variants == ("simt", "gemv") and bf16.variants == ("mma", "gemv")
+    assert fp32.variants == ("simt", "gemv") and bf16.variants == ("mma", "wgmma", "gemv")
+    assert kernels_of(tasks, "h_mm_tt").spaces[0].variants == ("mma", "gemv")  # wgmma reads A k-major only
+    assert kernels_of(tasks, "h_mm_relu", DeviceFacts(arch="sm_80")).spaces[0].variants == ("mma", "gemv")
+    wg = GroupConfig.of("wgmma", bm=128, bn=256, stages=4)
+    assert bf16.reason_invalid(wg) is None
+    for config in [wg.with_params(bn=96), wg.with_params(bm=256, stages=4), GroupConfig.of("wgmma", bm=64, bn=64)]:
+        assert bf16.reason_invalid(config) is not None, config
     simt = GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
     assert fp32.reason_invalid(simt) is None
     assert fp32.reason_invalid(simt.with_params(bk=16)) is None
@@ -519,6 +525,38 @@ static void emu_ldsm(unsigned addr, unsigned* r, bool trans) {
   __syncwarp();
   for (unsigned q = 0; q < 4; ++q) r[q] = out[q];
 }
+// wgmma.mma_async.m64nNk16 (bf16, fp32 accumulation) from two shared-memory descriptors, 128-byte swizzle
+// (physical address = logical ^ (bits 7-9 << 4)): A k-major at (row / 8) SBO + (row % 8) 128 + 2 k; B k-major
+// likewise, or MN-major (tnsp) at (n / 64) LBO + (k / 8) SBO + (k % 8) 128 + 2 (n % 64). Thread t of the warp
+// group holds rows 16 (t / 32) + (t % 32) / 4 (+ 8), register 4 j + 2 h + q = column 8 j + 2 (t % 4) + q.
+static float emu_smem_bf16(unsigned logical) {
+  const unsigned phys = logical ^ (((logical >> 7) & 7u) << 4);
+  uint16_t v;
+  memcpy(&v, emu_dyn_smem + phys, 2);
+  const uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static void emu_wgmma(float* d, unsigned long long da, unsigned long long db, int n_cols, int tnsp) {
+  const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
+  const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
+  const unsigned b0 = (unsigned)(db & 0x3FFF) << 4, blbo = (unsigned)((db >> 16) & 0x3FFF) << 4;
+  const unsigned bsbo = (unsigned)((db >> 32) & 0x3FFF) << 4;
+  for (int j = 0; j < n_cols / 8; ++j)
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q) {
+        const unsigned row = warp * 16 + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4) + q;
+        double sum = d[4 * j + 2 * h + q];
+        for (unsigned k = 0; k < 16; ++k) {
+          const float a = emu_smem_bf16(a0 + (row / 8) * asbo + (row % 8) * 128 + 2 * k);
+          const float b = tnsp ? emu_smem_bf16(b0 + (col / 64) * blbo + (k / 8) * bsbo + (k % 8) * 128 + 2 * (col % 64))
+                               : emu_smem_bf16(b0 + (col / 8) * bsbo + (col % 8) * 128 + 2 * k);
+          sum += (double)a * (double)b;
+        }
+        d[4 * j + 2 * h + q] = (float)sum;
+      }
+}
 static void emu_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int q = 0; q < 4; ++q) emu_mma_a[w][lane][q] = a[q];
@@ -564,7 +602,9 @@ PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
     (re.compile(r'asm volatile\("cp\.async\.(commit|wait)_group.*?\);'), ""),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.trans\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, true);"),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.x4\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, false);"),
+    (re.compile(r'asm volatile\("(?:wgmma\.(?:fence|commit_group|wait_group)|fence\.proxy)[^"]*" ::: "memory"\);'), ""),
 ]
+WGMMA_ASM = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k16.*?, p, 1, 1, 0, (\d);.*?\);\n', re.S)
 GXX = (
     "g++",
     "-std=c++17",
@@ -587,6 +627,7 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
     assert n == sum("mma.sync" in u and ".bf16.bf16" in u for u in units)
     for pattern, replacement in PIPELINE_ASM:
         host = pattern.sub(replacement, host)
+    host = WGMMA_ASM.sub(lambda m: f"emu_wgmma(d, da, db, {m.group(1)}, {m.group(2)});\n", host)
     assert not re.search(r"\basm\b", host), "PTX the emulator does not model"
     mock = folder / "mock"
     mock.mkdir(parents=True, exist_ok=True)
@@ -723,6 +764,9 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
         ],
     ),
     ("h_mm_nt", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=2, stages=3)]),
+    # warp-group MMA: B k-major (nt) and B read transposed (nn), one and two warp groups
+    ("h_mm_nt", [GroupConfig.of("wgmma", bm=64, bn=64, stages=2), GroupConfig.of("wgmma", bm=128, bn=128, stages=3)]),
+    ("h_mm_relu", [GroupConfig.of("wgmma", bm=64, bn=128, stages=4), GroupConfig.of("wgmma", bm=128, bn=64, stages=2)]),
     ("h_mm_tt", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=1, wn=2, stages=4)]),
     (
         "h_gemv",
@@ -794,9 +838,13 @@ def test_emulator_catches_a_wrong_kernel(tasks: dict[str, Task], tmp_path: Path)
         "fa[i][1] = *(const unsigned*)&As[buf][row + 8]", "fa[i][1] = *(const unsigned*)&As[buf][row + 1]"
     )
     assert broken_simt != simt and mma != broken_vec != broken_mma
-    lib = emulated_library(tmp_path, [broken_simt, broken_mma])
+    wgmma = kernels_of(tasks, "h_mm_relu", EMULATED).render([GroupConfig.of("wgmma", bm=64, bn=128, stages=3)]).code
+    broken_wgmma = wgmma.replace("((cc ^ (k & 7)) << 4)", "((cc ^ (k & 3)) << 4)")  # B's swizzle off by a bit
+    assert broken_wgmma != wgmma
+    lib = emulated_library(tmp_path, [broken_simt, broken_mma, broken_wgmma])
     # shape set 0 (odd sizes) takes the scalar builds, set 1 (multiples of 8) the 16-byte ones
-    for k, name, shape_set, fine in [(0, "mm", 0, False), (1, "h_mm_relu", 0, True), (1, "h_mm_relu", 1, True)]:
+    cases = [(0, "mm", 0, False), (1, "h_mm_relu", 0, True), (1, "h_mm_relu", 1, True), (2, "h_mm_relu", 1, True)]
+    for k, name, shape_set, fine in cases:
         case = TaskRuntime(tasks[name], "cpu").case(7, shape_set)
         (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
         want = _bits(case.expected[0]) if fine else case.expected[0].double().numpy().reshape(-1)

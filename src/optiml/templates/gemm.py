@@ -57,7 +57,7 @@ from typing import Any
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import gemm_mma
+from optiml.templates import gemm_mma, gemm_wgmma
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -86,6 +86,7 @@ MMA_KNOBS: dict[str, tuple[Any, ...]] = {
     "wn": (1, 2, 4),
     "stages": (2, 3, 4),
 }
+WGMMA_KNOBS: dict[str, tuple[Any, ...]] = {"bm": (64, 128), "bn": (64, 128, 256), "stages": (2, 3, 4)}
 GEMV_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "rows": (1, 2, 4, 8, 16)}
 HALF = ("float16", "bfloat16")
 SMALL_SIDE = 16  # min(M, N) at most this: the gemv variant is the rule
@@ -1055,6 +1056,8 @@ def _space_check(config: GroupConfig) -> str | None:
         return _simt_check(config)
     if config.variant == "mma":
         return gemm_mma.check(config)
+    if config.variant == "wgmma":
+        return gemm_wgmma.check(config)
     return None
 
 
@@ -1074,6 +1077,8 @@ class GemmTemplate:
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
         if prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
+            if prob.a_k_major and facts.arch == "sm_90a":  # warp-group MMA: Hopper, A read k-major
+                knobs["wgmma"] = dict(WGMMA_KNOBS)
         else:
             knobs["simt"] = dict(SIMT_KNOBS)
         knobs["gemv"] = dict(GEMV_KNOBS)
@@ -1171,6 +1176,18 @@ class GemmTemplate:
                 gemm_mma.kernel(p, config, prob.a_k_major, prob.b_k_major),
                 _mma_kernel(p, fallback, prob, False, epi),
                 gemm_mma.launch(p, config, fallback, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi)),
+            ]
+        elif config.variant == "wgmma":
+            fallback = gemm_mma.fallback_config(config)
+            if (why := _mma_check(fallback)) is not None:
+                raise TemplateError(f"gemm: scalar fallback {why}")
+            device += [
+                _mma_helper(p, prob.dtype),
+                gemm_mma.helpers(p),
+                gemm_wgmma.helpers(p, prob.dtype, int(config.get("bn")), prob.b_k_major),
+                gemm_wgmma.kernel(p, config, prob.b_k_major),
+                _mma_kernel(p, fallback, prob, False, epi),
+                gemm_wgmma.launch(p, config, fallback, *_launch_terms(p, prob, epi)),
             ]
         else:
             device.append(_gemv_code(p, config, prob, ctx.facts))

@@ -34,7 +34,7 @@ def fallback_config(config: GroupConfig) -> GroupConfig:
     return GroupConfig.of("mma", bm=bm, bn=bn, bk=32, wm=wm, wn=wn)
 
 
-def check(config: GroupConfig, a_k_major: bool = True, b_k_major: bool = False) -> str | None:
+def check(config: GroupConfig) -> str | None:
     """Why the pipelined build of ``config`` is illegal, or None."""
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
     stages = int(config.get("stages", 2))
