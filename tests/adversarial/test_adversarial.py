@@ -136,10 +136,10 @@ CASES: tuple[Case, ...] = (
     Case(
         "device_reset",
         "axpy",
-        "cudaDeviceReset() destroys the harness's context",
+        "cudaDeviceReset() destroys the context of its process (the candidate's own, not the judge's)",
         "device-control",
-        (RUNTIME, CRASH),
-        ("cuda error", "returned", "context", *DEATH_PHRASES),
+        (RUNTIME, CRASH, WRONG),
+        ("cuda error", "returned", "context", *DEATH_PHRASES, *WRONG_PHRASES),
     ),
     Case("infinite_loop", "axpy", "a kernel that never ends", None, (TIMEOUT,), ("no answer within",)),
     # -- issue 20, classes 2, 6, 7, 8 -----------------------------------------------------------------
