@@ -3,11 +3,13 @@
 For each ``tasks/<name>.py`` with a ``tasks/<name>.naive.cu``: evaluate the naive kernel (verify
 and time, as a search would), then diagnose it — static analysis, one ncu launch, roofline —
 and record the wall time profiling added, the bound, the top bottlenecks and the roofline
-fraction. With ``--batch N`` the same kernel is also profiled N times in one ncu launch, to show
-the per-candidate cost once ncu's and torch's start-up (~5–7 s per process) is shared, as the
-search shares it. Expectations checked: the naive transpose is diagnosed as uncoalesced, the
-naive matmul as memory/latency-bound far from the compute roof, and the median time added per
-candidate (batched where measured, else a lone diagnose) is at most 6 s.
+fraction. Candidates run in the torch-free light target (its case is written once per task:
+``case_dump_s``, not counted per candidate). With ``--batch N`` the same kernel is also profiled N
+times in one ncu launch — in the light target and, for comparison, in the torch target — to show
+the per-candidate cost once ncu's start-up is shared, as the search shares it. Expectations
+checked: the naive transpose is diagnosed as uncoalesced, the naive matmul as memory/latency-bound
+far from the compute roof, and the median ncu time per profiled candidate (batched in the light
+target) is at most 2.5 s (issue 12's target).
 
     PYTHONPATH=src python3 benchmarks/profile_overhead.py --out benchmarks/results/profile_overhead.json
 """
@@ -20,6 +22,7 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ from optiml.profile import ProfileConfig, Profiler
 from optiml.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_MEDIAN_S = 6.0  # the issue's budget for profiling one candidate
+TARGET_MEDIAN_S = 2.5  # issue 12: seconds of ncu per profiled candidate
 
 
 def profile_task(task_path: Path, config: ProfileConfig, batch: int) -> dict[str, Any]:
@@ -48,6 +51,11 @@ def profile_task(task_path: Path, config: ProfileConfig, batch: int) -> dict[str
         row.update(status=result.status.value, message=result.message, time_ms=result.time_ms)
         profiler = Profiler(task, evaluator.compiler, config, io_bytes=io_bytes)
         profiler.roofline()  # peaks are measured once per GPU; keep that out of the per-candidate figure
+        start = time.perf_counter()
+        case = profiler.light_case()  # once per task, also kept out of the per-candidate figure
+        row["case_dump_s"] = round(time.perf_counter() - start, 3)
+        row["light_target"] = isinstance(case, Path)
+        row["light_target_problem"] = None if isinstance(case, Path) else case
         start = time.perf_counter()
         diagnosis = profiler.diagnose(kernel, result)
         row["diagnose_seconds"] = round(time.perf_counter() - start, 3)
@@ -65,8 +73,19 @@ def profile_task(task_path: Path, config: ProfileConfig, batch: int) -> dict[str
                 "candidates": batch,
                 "seconds": round(elapsed, 3),
                 "per_candidate_seconds": round(elapsed / batch, 3),
+                "ncu_seconds_per_candidate": round(statistics.mean(p.seconds for p in profiles), 3),
                 "ok": sum(p.ok for p in profiles),
             }
+            torch_profiler = Profiler(task, evaluator.compiler, replace(config, light_target=False), io_bytes=io_bytes)
+            start = time.perf_counter()
+            torch_profiles = torch_profiler.profile([kernel] * batch)
+            elapsed = time.perf_counter() - start
+            row["batch_torch_target"] = {
+                "seconds": round(elapsed, 3),
+                "per_candidate_seconds": round(elapsed / batch, 3),
+                "ok": sum(p.ok for p in torch_profiles),
+            }
+        profiler.close()
     row.update(
         bound=diagnosis.bound,
         summary=diagnosis.summary,
@@ -95,13 +114,13 @@ def expectations(rows: list[dict[str, Any]]) -> dict[str, bool]:
             matmul["bound"] in {"memory", "latency"} and fraction is not None and fraction < 0.5
         )
     lone = [r["diagnose_seconds"] for r in rows if r.get("diagnose_seconds") is not None]
-    if lone:  # what the search pays today: it profiles one candidate per ncu launch
-        checks[f"median profiling time added per candidate (one per ncu launch) <= {TARGET_MEDIAN_S:g} s"] = (
+    if lone:  # one candidate per ncu launch (the search's first profile, or a lone one)
+        checks[f"median diagnose of a lone candidate (one ncu launch) <= {TARGET_MEDIAN_S:g} s"] = (
             statistics.median(lone) <= TARGET_MEDIAN_S
         )
     batched = [r["batch"]["per_candidate_seconds"] for r in rows if r.get("batch")]
     if batched:
-        checks[f"median per candidate when batched in one ncu launch <= {TARGET_MEDIAN_S:g} s"] = (
+        checks[f"median ncu seconds per candidate, batched in one light-target launch <= {TARGET_MEDIAN_S:g} s"] = (
             statistics.median(batched) <= TARGET_MEDIAN_S
         )
     return checks
@@ -164,6 +183,7 @@ def write_report(args: argparse.Namespace, rows: list[dict[str, Any]], config: P
     peaks = Profiler(load_task(ROOT / "tasks" / f"{rows[0]['task']}.py"), Compiler(), config).peaks().to_dict()
     lone = [r["diagnose_seconds"] for r in rows if r.get("diagnose_seconds") is not None]
     batched = [r["batch"]["per_candidate_seconds"] for r in rows if r.get("batch")]
+    torch_batched = [r["batch_torch_target"]["per_candidate_seconds"] for r in rows if r.get("batch_torch_target")]
     return write_result(
         args.out,
         "profile_overhead",
@@ -173,6 +193,7 @@ def write_report(args: argparse.Namespace, rows: list[dict[str, Any]], config: P
         peaks=peaks,
         median_diagnose_seconds=statistics.median(lone) if lone else None,
         median_batched_per_candidate_seconds=statistics.median(batched) if batched else None,
+        median_batched_per_candidate_seconds_torch_target=statistics.median(torch_batched) if torch_batched else None,
         batch=args.batch,
         target_median_s=TARGET_MEDIAN_S,
         expectations=expectations(rows),

@@ -140,7 +140,7 @@ def test_real_ncu_profiles_candidates_in_the_light_target(tmp_path: Path) -> Non
         ProfileConfig(roofline_cache_dir=tmp_path / "roofline", measure_peaks=False),
     )
     first, broken, again = profiler.profile([kernel, failing, kernel.with_code(kernel.code + "\n// copy\n")])
-    assert isinstance(profiler._light_case(), Path), profiler._light_case()
+    assert isinstance(profiler.light_case(), Path), profiler.light_case()
     assert first.ok and again.ok, (first.errors, again.errors)
     assert not any("torch target" in note for note in first.notes), first.notes
     assert [k.short_name for k in first.kernels] == ["transpose_kernel"]

@@ -141,7 +141,7 @@ class Profiler:
         count = len(so_paths) + int(reference)
         timeout = self.config.timeout_s + self.config.timeout_per_entry_s * max(0, count - 1)
         extra_env = {"CUDA_VISIBLE_DEVICES": str(self.config.gpu)} if self.config.gpu is not None else {}
-        case = self._light_case() if self.config.light_target and not reference else None
+        case = self.light_case() if self.config.light_target and not reference else None
         if isinstance(case, Path):
             folder = case
             run = self._ncu(ncu, lambda report: light_target_command(folder, so_paths, report), timeout, extra_env)
@@ -184,7 +184,7 @@ class Profiler:
                 run = replace(run, warnings=(*run.warnings, note))
         return run
 
-    def _light_case(self) -> Path | str:
+    def light_case(self) -> Path | str:
         """The case folder for the light target, written on first use; a one-line reason if it cannot be."""
         if self._case is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="optiml-profile-case-")
