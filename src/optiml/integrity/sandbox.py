@@ -60,6 +60,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -434,8 +435,25 @@ def _try(name: str, argv: list[str], notes: list[str]) -> bool:
     return True
 
 
+_TASK_COUNT_TTL_S = 5.0
+_task_count_cache: tuple[float, int] | None = None
+
+
 def _user_task_count() -> int:
-    """Processes and threads this user runs now (what RLIMIT_NPROC counts)."""
+    """Processes and threads this user runs now (what RLIMIT_NPROC counts), re-counted every few
+    seconds at most (a scan of /proc costs tens of ms, and every compile starts a sandbox; the
+    headroom absorbs the drift). 0 for root, whom the kernel never holds to RLIMIT_NPROC."""
+    global _task_count_cache
+    if os.geteuid() == 0:
+        return 0
+    now = time.monotonic()
+    if _task_count_cache is not None and now - _task_count_cache[0] < _TASK_COUNT_TTL_S:
+        return _task_count_cache[1]
+    _task_count_cache = (now, _count_user_tasks())
+    return _task_count_cache[1]
+
+
+def _count_user_tasks() -> int:
     uid, count = os.getuid(), 0
     for status in glob.glob("/proc/[0-9]*/status"):
         try:
