@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = sorted([*ROOT.glob("tasks/*.py"), *ROOT.glob("tasks/memory/*.py")])
+TASKS = sorted([*ROOT.glob("tasks/*.py"), *ROOT.glob("tasks/memory/*.py"), *ROOT.glob("tasks/compute/*.py")])
 SEEDS = int(os.environ.get("OPTIML_TEMPLATE_SEEDS", "4"))
 
 pytestmark = pytest.mark.gpu
@@ -29,7 +29,7 @@ def compiler(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
     return Compiler(CompilerConfig(cache_dir=tmp_path_factory.mktemp("cache")))
 
 
-@pytest.mark.parametrize("path", [p for p in TASKS if p.stem not in ("conv2d",)], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", TASKS, ids=lambda p: p.stem)
 def test_every_seed_verifies_at_every_shape_set(path: Path, compiler) -> None:  # type: ignore[no-untyped-def]
     from optiml.evaluate.abi import KernelLibrary
     from optiml.evaluate.harness import CandidateRunner

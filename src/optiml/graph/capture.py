@@ -502,6 +502,36 @@ def _addmm(batched: bool) -> Callable[..., Any]:
     return handle
 
 
+# -- convolutions -----------------------------------------------------------------------------------
+def _convolution(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``aten.convolution`` (what nn.Conv1d/2d/3d, their transposes and F.conv* trace to): one ``conv``
+    node over (input, weight[, bias]); stride, padding, dilation, output padding and groups are attrs."""
+    x, w = c.operand(args[0]), c.operand(args[1])
+    spatial = c.b.values[x].type.ndim - 2
+    if spatial not in (1, 2, 3) or c.b.values[w].type.ndim != spatial + 2:
+        raise UnsupportedOpError(f"no template for {label} of a rank-{spatial + 2} input (batched 1-D/2-D/3-D only)")
+    if isinstance(args[2], torch.fx.Node) and c.b.values[c.operand(args[2])].type.ndim != 1:
+        raise UnsupportedOpError(f"no template for {label} with a bias that is not a vector")
+    inputs = [x, w] + ([c.operand(args[2])] if isinstance(args[2], torch.fx.Node) else [])
+    padding = args[4]
+    if isinstance(padding, str):
+        raise UnsupportedOpError(f"no template for {label} with padding={padding!r}")
+    return c.b.node(
+        "conv",
+        inputs,
+        outs,
+        label,
+        spatial=spatial,
+        stride=_tuple(args[3], spatial, 1),
+        padding=_tuple(padding, spatial, 0),
+        dilation=_tuple(args[5], spatial, 1),
+        transposed=bool(args[6]),
+        output_padding=_tuple(args[7], spatial, 0),
+        groups=int(args[8]),
+        bias=len(inputs) == 3,
+    )[0]
+
+
 _SPECIAL: dict[str, Callable[..., Any]] = {
     "add": _add_sub("add"),
     "sub": _add_sub("sub"),
@@ -569,6 +599,7 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "addmm": _addmm(False),
     "addmv": _addmm(False),
     "baddbmm": _addmm(True),
+    "convolution": _convolution,
 }
 
 

@@ -5,7 +5,9 @@ Every op the planner can place belongs to one class: ``pointwise`` (fused freely
 squeeze, expand), ``scan``, ``permute`` (a real data movement), ``pool``, ``gather``, ``const``,
 ``matmul`` (``torch.matmul`` semantics over stored operands: attrs ``trans_a`` / ``trans_b`` say an
 operand's last two dims are swapped, ``batch`` is the number of output batch dims, into which the
-operands' own batch dims broadcast, right-aligned; a rank-1 operand is a vector).
+operands' own batch dims broadcast, right-aligned; a rank-1 operand is a vector), ``conv``
+(``aten.convolution`` over (input, weight[, bias]): attrs ``spatial``, ``stride``, ``padding``,
+``dilation``, ``transposed``, ``output_padding``, ``groups``, ``bias``).
 An ATen op outside these tables has no template: capture names it in a one-line error.
 """
 
@@ -84,6 +86,7 @@ VIEW = {"view", "expand"}
 SCAN = {"cumsum", "cumprod"}
 POOL = {"max_pool", "avg_pool"}
 MATMUL = {"matmul"}
+CONV = {"conv"}
 
 #: ATen op name → canonical pointwise name, where they differ only by name.
 ATEN_POINTWISE = {name: name for name in POINTWISE if name not in ("identity", "cast", "div_trunc", "div_floor")}
@@ -121,6 +124,8 @@ def op_class(op: str) -> str:
         return "pool"
     if op in MATMUL:
         return "matmul"
+    if op in CONV:
+        return "conv"
     if op in ("permute", "gather", "flip"):
         return op
     raise KeyError(op)

@@ -78,6 +78,10 @@ class Templates:
             from optiml.templates.gemm import GemmTemplate
 
             return GemmTemplate(self.sizes)
+        if group.template == "conv":
+            from optiml.templates.conv import ConvTemplate
+
+            return ConvTemplate(self.sizes)
         raise TemplateError(f"no template family {group.template!r}")
 
 

@@ -19,6 +19,11 @@ Rules (documented so that a reader can predict a plan):
   broadcasting into the product's shape (bias ``[N]``, per-row ``[M, 1]``, a residual ``[M, N]``).
   Bias, activations, scaling, residual adds and clamps fuse this way; a reduction after the
   product is a separate kernel reading it from memory. The operands are read where they are stored.
+* A ``conv`` (``aten.convolution``: 1-D/2-D/3-D, groups, transposed) starts a *conv group* with the
+  same epilogue rule as a GEMM group, except that any view of the same size keeps the output's
+  linear index (the epilogue is indexed by it), so a per-channel ``[C, 1, 1]`` bias, an eval-mode
+  batch norm and a residual ``[B, C, H, W]`` all fuse; a pool or reduction after it is a kernel of
+  its own reading the conv's output from memory.
 * A value computed only from graph inputs by element-wise ops is *recomputable*: a kernel that
   needs it recomputes it instead of reading it from memory. Any other value one kernel produces
   and a later one reads is *materialized* in the workspace; a reshaping view of a materialized or
@@ -136,6 +141,8 @@ class _Planner:
             elif cls == "matmul":
                 spec = {"trans_a": bool(node.attr("trans_a", False)), "trans_b": bool(node.attr("trans_b", False))}
                 self._new("gemm", node, {**spec, "batch": int(node.attr("batch", 0))})
+            elif cls == "conv":
+                self._new("conv", node, dict(node.attrs))
             elif cls == "reduce":
                 self._reduce(node)
             elif cls == "view" and self._is_storage_view(node):
@@ -218,7 +225,7 @@ class _Planner:
             self.groups[target].template, self.groups[target].dims = "reduce", dims
             self._join(target, node)
             return
-        if all(self._is_leafish(i) for i in node.inputs) and node.op != "view":
+        if all(self._is_leafish(i) or self._views_an_input(i) for i in node.inputs) and node.op != "view":
             self.recomputable.update(node.outputs)
         target = self._row_group_for(node, lambda b: self._fits(b, out_shape), any_group=True)
         if target is None:
@@ -241,7 +248,7 @@ class _Planner:
             home = self.group_of.get(self._storage(vid))
             if (
                 home is not None
-                and self.groups[home].template == "gemm"
+                and self.groups[home].template in _PRODUCTS
                 and self._storage(vid) not in self.recomputable
             ):
                 homes.add(home)
@@ -250,7 +257,8 @@ class _Planner:
         target = max(homes)  # a product of an earlier GEMM kernel is a leaf of this one
         building = self.groups[target]
         product = self.g.nodes[building.nodes[0]]
-        has_n = self.g.type(product.inputs[1]).ndim >= 2
+        # a conv epilogue indexes its values by the output's linear index: any same-size view keeps it
+        has_n = building.template == "gemm" and self.g.type(product.inputs[1]).ndim >= 2
         out = node.outputs[0]
         for g in self.graphs:
             domain, shape = g.type(product.outputs[0]).shape, g.type(out).shape
@@ -322,6 +330,11 @@ class _Planner:
         value = self.g.value(vid)
         return value.producer is None or vid in self.recomputable
 
+    def _views_an_input(self, vid: int) -> bool:
+        """A reshaping view of a graph input (eval batch norm's ``running_var.view(1, C, 1, 1)``): stored memory."""
+        base = self._storage(vid)
+        return base != vid and self.g.value(base).producer is None and not self.g.value(base).is_const
+
     def _is_storage_view(self, node: Node) -> bool:
         """A view whose input is stored memory (an input, or a value a kernel materializes): no work."""
         src = node.inputs[0]
@@ -339,6 +352,10 @@ class _Planner:
             return True  # dedicated kernels write their outputs to memory
         # inserting or removing size-1 dims is an alias inside the row group, not a storage view
         return _squeezed(self.g.type(src).shape) != _squeezed(self.g.type(node.outputs[0]).shape)
+
+
+#: Templates whose group is one product node (matmul, conv) plus its fused element-wise epilogue.
+_PRODUCTS = ("gemm", "conv")
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -397,9 +414,10 @@ def make_plan(graphs: list[Graph]) -> Plan:
     for gi, b in enumerate(buildings):
         inside = {o for n in b.nodes for o in g.nodes[n].outputs}
         for n in b.nodes:
-            epilogue = b.template == "gemm" and g.nodes[n].op != "matmul"  # recomputes, as row groups do
+            product = b.template in _PRODUCTS
+            epilogue = product and g.nodes[n].op not in ("matmul", "conv")  # recomputes, as row groups do
             for vid in g.nodes[n].inputs:
-                if vid in inside or g.value(vid).is_const or (b.template == "gemm" and storage(vid) in inside):
+                if vid in inside or g.value(vid).is_const or (product and storage(vid) in inside):
                     continue
                 home = produced_in.get(storage(vid))
                 if home is not None and home != gi and storage(vid) in planner.recomputable and (b.is_row or epilogue):
@@ -427,7 +445,7 @@ def make_plan(graphs: list[Graph]) -> Plan:
     outputs_of = [outputs_of[gi] for gi in keep]
     for gi, b in enumerate(buildings):
         spec = dict(b.spec)
-        if b.template == "gemm":
+        if b.template in _PRODUCTS:
             spec.update(
                 {
                     "recomputable": tuple(sorted(planner.recomputable)),

@@ -1,0 +1,759 @@
+"""Convolution template: 1-D/2-D/3-D ``conv`` (``aten.convolution``) with a fused element-wise epilogue.
+
+A conv group (:mod:`optiml.templates.plan`) is one ``conv`` node over ``(input, weight[, bias])`` —
+stride, padding, dilation, output padding, groups and ``transposed`` are node attrs, compile-time
+constants like pooling windows — followed by the element-wise nodes fused into its store. Every size
+(batch, channels, spatial extents, kernel extents) is read at run time from the ABI shapes; the
+output extents follow PyTorch's formulas over them. 1-D and 2-D convolutions run as 3-D ones with
+leading extents of 1.
+
+As an implicit GEMM, group ``z`` of the convolution is ``C[m][n] = sum_k A[m][k] B[k][n]`` with
+``m`` its output channel (``M = C_out / groups``), ``n`` an output pixel of any image
+(``N = batch * OD * OH * OW``) and ``k`` an (input channel, kernel offset) pair
+(``K = C_in / groups * KD * KH * KW``): ``A`` is the weight as stored, ``B`` the im2col matrix,
+gathered from the input on the way into shared memory (zero outside the padded input), never stored.
+
+Variants:
+
+* ``implicit`` (float32 tasks): exact fp32 SIMT (``fmaf``, no TF32). A ``bm x bn`` block tile,
+  ``tm x tn`` per thread in registers (rows and columns in groups of 4 a quarter-tile apart: 16-byte,
+  conflict-free shared-memory reads, as in the GEMM template), ``bk``-deep slices double buffered:
+  the next slice's weights and gathered inputs are loaded into registers while the current one is
+  multiplied. Each thread gathers one fixed im2col column, so its pixel's coordinates are decoded
+  once. A pointwise convolution (1x1 kernel, stride 1, no padding: the rule sees it in every shape
+  set) is this GEMM with ``B[k][n] = x[b][k][pixel]``, no gather arithmetic.
+* ``mma`` (float16 / bfloat16 tasks): the same implicit GEMM on tensor cores, ``mma.sync.m16n8k16``
+  with fp32 accumulation (the GEMM template's instruction helper), ``wm x wn`` warps; shared memory
+  holds A as ``[m][k]`` and B as ``[n][k]`` (k contiguous, rows padded by 8 halves), two buffers: the
+  next slice is copied straight into the other buffer after the multiply (prefetching it through
+  registers, one per 16-bit value, spilled under ptxas).
+* ``direct`` (any float dtype; the rule for depthwise and other convolutions with few terms per
+  output, and the only variant of transposed convolutions): one thread per output element walks its
+  input channels and kernel window (for a transposed convolution, the input positions that reach the
+  output: ``(o + pad - k * dil)`` divisible by the stride), accumulating in fp32.
+
+The epilogue is the GEMM template's (:class:`~optiml.templates.gemm.Epilogue`), indexed by the
+output's linear index (its ``N`` is 1): bias-like leaves broadcast into the output through strides
+derived at run time, so a ``[C, 1, 1]`` bias, an eval-mode batch norm's statistics and a residual
+tensor all read the right element. A bias argument of the convolution itself is added to the
+accumulator first. Values are rounded once, to the stored dtype.
+
+The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed, or
+fewer than 32 terms per output (``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``implicit``
+with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still cover every SM (else
+64); half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from optiml.graph.ir import Graph, Node
+from optiml.graph.sizes import SizeResolver
+from optiml.templates.base import (
+    DeviceFacts,
+    GroupConfig,
+    KernelCode,
+    RenderContext,
+    Space,
+    TemplateError,
+    c_type,
+    to_compute,
+)
+from optiml.templates.gemm import Epilogue, Problem, _mma_helper
+
+IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
+    "bm": (32, 64, 128),
+    "bn": (32, 64, 128),
+    "bk": (8, 16),
+    "tm": (4, 8),
+    "tn": (4, 8),
+}
+MMA_KNOBS: dict[str, tuple[Any, ...]] = {
+    "bm": (64, 128),
+    "bn": (64, 128),
+    "bk": (32,),
+    "wm": (1, 2, 4),
+    "wn": (1, 2, 4),
+}
+DIRECT_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (64, 128, 256)}
+HALF = ("float16", "bfloat16")
+DIRECT_MAX_K = 32  # fewer terms per output than this: the direct kernel is the rule
+STATIC_SMEM = 48 * 1024
+MAX_PREFETCH = 16  # registers per operand holding the next slice
+BLOCKS_PER_SM = 32  # the direct kernel's grid: grid-stride loops over at most this many blocks per SM
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A convolution's sizes at one shape set (3-D form: 1-D and 2-D have leading extents of 1)."""
+
+    batch: int
+    cin: int
+    cout: int
+    kernel: tuple[int, int, int]
+    out: tuple[int, int, int]
+
+    @property
+    def pixels(self) -> int:
+        return self.batch * self.out[0] * self.out[1] * self.out[2]
+
+
+def _pad3(values: tuple[int, ...], fill: int) -> tuple[int, int, int]:
+    full = (fill,) * (3 - len(values)) + tuple(values)
+    return (int(full[0]), int(full[1]), int(full[2]))
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class ConvProblem:
+    """The conv node of a group: operands, hyper-parameters (3-D form) and traced sizes."""
+
+    has_n = False  # for the GEMM epilogue: values are indexed by the output's linear index alone
+
+    def __init__(self, group: Any, graphs: list[Graph] | None = None) -> None:
+        g = group.graph
+        if not group.nodes or g.nodes[group.nodes[0]].op != "conv":
+            raise TemplateError(f"conv: {group.describe()} does not start with a convolution")
+        self.node: Node = g.nodes[group.nodes[0]]
+        self.x, self.w = self.node.inputs[0], self.node.inputs[1]
+        self.bias = self.node.inputs[2] if len(self.node.inputs) > 2 else None
+        self.out = self.node.outputs[0]
+        self.spatial = int(self.node.attr("spatial"))
+        self.stride = _pad3(tuple(self.node.attr("stride")), 1)
+        self.padding = _pad3(tuple(self.node.attr("padding")), 0)
+        self.dilation = _pad3(tuple(self.node.attr("dilation")), 1)
+        self.output_padding = _pad3(tuple(self.node.attr("output_padding")), 0)
+        self.transposed = bool(self.node.attr("transposed"))
+        self.groups = int(self.node.attr("groups"))
+        self.dtype = g.type(self.x).dtype
+        for vid in (self.w, self.bias):
+            if vid is not None and g.type(vid).dtype != self.dtype:
+                raise TemplateError(f"conv: operands of {self.dtype} and {g.type(vid).dtype}")
+        if self.dtype not in ("float32", *HALF):
+            raise TemplateError(f"conv: no template for {self.dtype} convolutions")
+        self.traced = [self._traced(gr) for gr in (graphs or [g])]
+        self.pointwise = (
+            not self.transposed
+            and all(t.kernel == (1, 1, 1) for t in self.traced)
+            and self.stride == (1, 1, 1)
+            and self.padding == (0, 0, 0)
+        )
+
+    def _traced(self, g: Graph) -> Traced:
+        sx, sw, so = g.type(self.x).shape, g.type(self.w).shape, g.type(self.out).shape
+        cout = sw[1] * self.groups if self.transposed else sw[0]
+        return Traced(sx[0], sx[1], cout, _pad3(sw[2:], 1), _pad3(so[2:], 1))
+
+    @property
+    def primary(self) -> Traced:
+        return self.traced[0]
+
+    def gemm_sizes(self, t: Traced) -> tuple[int, int, int]:
+        """(M, N, K) of one group's implicit GEMM at traced sizes."""
+        ks = t.kernel[0] * t.kernel[1] * t.kernel[2]
+        return t.cout // self.groups, t.pixels, t.cin // self.groups * ks
+
+
+# -- shared code ---------------------------------------------------------------------------------------
+def _prob_struct(p: str, ctype: str, epi: Epilogue) -> str:
+    fields = "\n".join(epi.fields())
+    return f"""\
+struct {p}_prob {{
+  const {ctype}* x;
+  const {ctype}* w;
+  const {ctype}* bias;             // nullptr: no bias argument
+  int64_t B, Cin, Cout, G, Cin_g, Cout_g;
+  int64_t D, H, W, KD, KH, KW, OD, OH, OW;
+  int64_t OS, KS, KHW, OHW, DHW;   // output pixels per image, kernel taps, plane sizes
+  int64_t M, NP, K;                // one group's implicit GEMM: Cout_g x (B * OS) x (Cin_g * KS)
+  int64_t tiles_m, tiles_n;       // implicit / mma grid
+  int64_t dgx, dgy;                // direct grid: pixel blocks x plane blocks
+  int64_t N;                       // 1: the epilogue is indexed by the output's linear index alone
+{fields}
+}};
+"""
+
+
+def _bias(prob: ConvProblem, co: str) -> str:
+    if prob.bias is None:
+        return ""
+    return f"v += {to_compute(f'P.bias[{co}]', prob.dtype)};"
+
+
+def _decode_column(prob: ConvProblem) -> str:
+    """Statements: this thread's im2col column ``n`` as image ``b`` and output pixel ``o`` (and its origin)."""
+    sd, sh, sw = prob.stride
+    pd, ph, pw = prob.padding
+    lines = [
+        "  const int64_t n = n0 + bcol;",
+        "  const bool ncol = n < P.NP;",
+        "  const int b = ncol ? (int)n / (int)P.OS : 0, o = ncol ? (int)n - b * (int)P.OS : 0;",
+    ]
+    if prob.pointwise:
+        lines.append("  const X_T* __restrict__ X = P.x + (b * P.Cin + gz * P.Cin_g) * P.OS + o;")
+        return "\n".join(lines)
+    lines += [
+        "  const int od = o / (int)P.OHW, oh = (o / (int)P.OW) % (int)P.OH, ow = o % (int)P.OW;",
+        f"  const int id0 = od * {sd} - {pd}, ih0 = oh * {sh} - {ph}, iw0 = ow * {sw} - {pw};",
+        "  const X_T* __restrict__ X = P.x + (b * P.Cin + gz * P.Cin_g) * P.DHW;",
+    ]
+    return "\n".join(lines)
+
+
+def _gather(prob: ConvProblem, zero: str, load: str) -> str:
+    """Statements: ``v``, the im2col element (k = gk, this thread's column); ``load`` reads ``X[idx]``."""
+    if prob.pointwise:
+        return f"v = (ncol && gk < P.K) ? {load.format(idx='gk * P.OS')} : {zero};"
+    dd, dh, dw = prob.dilation
+    return f"""v = {zero};
+      if (ncol && gk < P.K) {{
+        const int ci = (int)gk / (int)P.KS;  // 32-bit: the host checks K < 2^31
+        int rem = (int)gk - ci * (int)P.KS;
+        const int kz = rem / (int)P.KHW;
+        rem -= kz * (int)P.KHW;
+        const int ky = rem / (int)P.KW, kx = rem - ky * (int)P.KW;
+        const int id = id0 + kz * {dd}, ih = ih0 + ky * {dh}, iw = iw0 + kx * {dw};
+        if (id >= 0 && id < P.D && ih >= 0 && ih < P.H && iw >= 0 && iw < P.W)
+          v = {load.format(idx="(ci * P.D + id) * P.H * P.W + (int64_t)ih * P.W + iw")};
+      }}"""
+
+
+def _block_decode() -> str:
+    """Block -> (group z, tile-row, tile-column): m tiles fastest, so blocks sharing input pixels run together."""
+    return """  uint32_t bid = blockIdx.x;  // 32-bit: the host keeps grids below 2^31
+  const int64_t tmi = bid % (uint32_t)P.tiles_m;
+  bid /= (uint32_t)P.tiles_m;
+  const int64_t tni = bid % (uint32_t)P.tiles_n;
+  const int64_t gz = bid / (uint32_t)P.tiles_n;"""
+
+
+def _columns(count: int, column: str) -> str:
+    """Statements: ``cb[c]``, the output offset of this thread's c-th column (image b, pixel o: b * Cout * OS + o),
+    or -1 past the last column; decoded once, not per output channel. ``column`` is column c's ``n``."""
+    return f"""  int64_t cb[{count}];
+#pragma unroll
+  for (int c = 0; c < {count}; ++c) {{
+    const int64_t n = {column};
+    const int b = (int)n / (int)P.OS, o = (int)n - b * (int)P.OS;  // 32-bit: the host checks NP < 2^31
+    cb[c] = n < P.NP ? (int64_t)b * P.Cout * P.OS + o : -1;
+  }}"""
+
+
+def _store(prob: ConvProblem, p: str, col: str) -> str:
+    """Statements storing accumulator ``v`` of channel ``co`` and column ``col`` (an index of ``cb``) of
+    group ``gz`` through the epilogue."""
+    return f"""{_bias(prob, "co")}
+          {p}_epi1(P, cb[{col}] + co * P.OS, 0, v);"""
+
+
+# -- implicit (fp32 SIMT) ------------------------------------------------------------------------------
+def _implicit_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
+    bm, bn, bk, tm, tn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
+    tx, ty = bn // tn, bm // tm
+    threads = tx * ty
+    la, lb, step = _cdiv(bm * bk, threads), bk * bn // threads, threads // bn
+    guard_a = "f < " + str(bm * bk) + " && " if (bm * bk) % threads else ""
+    frag_a = "\n".join(
+        f"      {{ const float4 q = *(const float4*)&As[buf][kk][{c * ty * 4} + ty * 4]; "
+        f"fa[{c * 4}] = q.x; fa[{c * 4 + 1}] = q.y; fa[{c * 4 + 2}] = q.z; fa[{c * 4 + 3}] = q.w; }}"
+        for c in range(tm // 4)
+    )
+    frag_b = "\n".join(
+        f"      {{ const float4 q = *(const float4*)&Bs[buf][kk][{c * tx * 4} + tx * 4]; "
+        f"fb[{c * 4}] = q.x; fb[{c * 4 + 1}] = q.y; fb[{c * 4 + 2}] = q.z; fb[{c * 4 + 3}] = q.w; }}"
+        for c in range(tn // 4)
+    )
+    load = f"""#pragma unroll
+    for (int l = 0; l < {la}; ++l) {{
+      const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
+      const int64_t gm = m0 + mm, gk = k0 + kk;
+      ra[l] = ({guard_a}gm < P.M && gk < P.K) ? Wg[gm * P.K + gk] : 0.f;
+    }}
+#pragma unroll
+    for (int l = 0; l < {lb}; ++l) {{
+      const int64_t gk = k0 + brow0 + l * {step};
+      float v;
+      {_gather(prob, "0.f", "X[{idx}]")}
+      rb[l] = v;
+    }}"""
+    store_a = f"""#pragma unroll
+    for (int l = 0; l < {la}; ++l) {{
+      const int f = (int)threadIdx.x + l * {threads};
+      {"if (f < " + str(bm * bk) + ") " if guard_a else ""}As[buf][f % {bk}][f / {bk}] = ra[l];
+    }}
+#pragma unroll
+    for (int l = 0; l < {lb}; ++l) Bs[buf][brow0 + l * {step}][bcol] = rb[l];"""
+    return f"""\
+// Implicit GEMM, exact fp32: {bm}x{bn} tile per block, {tm}x{tn} per thread, {bk}-deep slices double buffered.
+__global__ void __launch_bounds__({threads}) {p}_implicit(const {p}_prob P) {{
+  typedef float X_T;
+  __shared__ __align__(16) float As[2][{bk}][{bm + 4}];
+  __shared__ __align__(16) float Bs[2][{bk}][{bn + 4}];
+  const int tx = (int)threadIdx.x % {tx}, ty = (int)threadIdx.x / {tx};
+{_block_decode()}
+  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+  const float* __restrict__ Wg = P.w + gz * P.M * P.K;
+  const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
+{_decode_column(prob)}
+  float ra[{la}], rb[{lb}];
+  float acc[{tm}][{tn}];
+#pragma unroll
+  for (int i = 0; i < {tm}; ++i)
+#pragma unroll
+    for (int j = 0; j < {tn}; ++j) acc[i][j] = 0.f;
+  const int64_t KT = (P.K + {bk - 1}) / {bk};
+  int64_t k0 = 0;
+  int buf = 0;
+  {{
+{load}
+{store_a}
+  }}
+  __syncthreads();
+  for (int64_t kt = 0; kt < KT; ++kt) {{
+    buf = (int)(kt & 1);
+    if (kt + 1 < KT) {{
+      k0 = (kt + 1) * {bk};
+{load}
+    }}
+#pragma unroll
+    for (int kk = 0; kk < {bk}; ++kk) {{
+      float fa[{tm}], fb[{tn}];
+{frag_a}
+{frag_b}
+#pragma unroll
+      for (int i = 0; i < {tm}; ++i)
+#pragma unroll
+        for (int j = 0; j < {tn}; ++j) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+    }}
+    if (kt + 1 < KT) {{
+      buf ^= 1;
+{store_a}
+    }}
+    __syncthreads();
+  }}
+{_columns(tn, f"n0 + (c / 4) * {tx * 4} + tx * 4 + (c % 4)")}
+#pragma unroll
+  for (int i = 0; i < {tm}; ++i) {{
+    const int64_t m = m0 + (i / 4) * {ty * 4} + ty * 4 + (i % 4);
+    if (m >= P.M) continue;
+    const int64_t co = gz * P.M + m;
+#pragma unroll
+    for (int j = 0; j < {tn}; ++j) {{
+      if (cb[j] >= 0) {{
+        float v = acc[i][j];
+        {_store(prob, p, "j")}
+      }}
+    }}
+  }}
+}}
+"""
+
+
+# -- mma (fp16 / bf16 tensor cores) --------------------------------------------------------------------
+def _mma_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
+    bm, bn, bk, wm, wn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
+    threads = wm * wn * 32
+    wtm, wtn = bm // wm, bn // wn
+    mi, ni = wtm // 16, wtn // 8
+    pitch = bk + 8
+    la, lb, step = _cdiv(bm * bk, threads), bk * bn // threads, threads // bn
+    guard_a = "f < " + str(bm * bk) + " && " if (bm * bk) % threads else ""
+    zero = "(unsigned short)0"
+    load = f"""#pragma unroll
+    for (int l = 0; l < {la}; ++l) {{
+      const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
+      const int64_t gm = m0 + mm, gk = k0 + kk;
+      ra[l] = ({guard_a}gm < P.M && gk < P.K) ? Wg[gm * P.K + gk] : {zero};
+    }}
+#pragma unroll
+    for (int l = 0; l < {lb}; ++l) {{
+      const int64_t gk = k0 + brow0 + l * {step};
+      unsigned short v;
+      {_gather(prob, zero, "X[{idx}]")}
+      rb[l] = v;
+    }}"""
+    store_a = f"""#pragma unroll
+    for (int l = 0; l < {la}; ++l) {{
+      const int f = (int)threadIdx.x + l * {threads};
+      {"if (f < " + str(bm * bk) + ") " if guard_a else ""}As[buf][f / {bk}][f % {bk}] = ra[l];
+    }}
+#pragma unroll
+    for (int l = 0; l < {lb}; ++l) Bs[buf][bcol][brow0 + l * {step}] = rb[l];"""
+    return f"""\
+// Implicit GEMM on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} mma tiles each),
+// {bk}-deep slices double buffered; shared memory holds raw 16-bit values, A as [m][k], B as [n][k].
+__global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
+  typedef unsigned short X_T;
+  __shared__ __align__(16) unsigned short As[2][{bm}][{pitch}];
+  __shared__ __align__(16) unsigned short Bs[2][{bn}][{pitch}];
+  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3, wy = warp / {wn}, wx = warp % {wn};
+{_block_decode()}
+  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+  const unsigned short* __restrict__ Wg = (const unsigned short*)P.w + gz * P.M * P.K;
+  const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
+  const unsigned short* __restrict__ xbits = (const unsigned short*)P.x;
+{_decode_column(prob).replace("P.x +", "xbits +")}
+  unsigned short ra[{la}], rb[{lb}];
+  float acc[{mi}][{ni}][4];
+#pragma unroll
+  for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+    for (int j = 0; j < {ni}; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+  const int64_t KT = (P.K + {bk - 1}) / {bk};
+  int64_t k0 = 0;
+  int buf = 0;
+  {{
+{load}
+{store_a}
+  }}
+  __syncthreads();
+  for (int64_t kt = 0; kt < KT; ++kt) {{
+    buf = (int)(kt & 1);
+#pragma unroll
+    for (int ks = 0; ks < {bk}; ks += 16) {{
+      unsigned fa[{mi}][4], fb[{ni}][2];
+#pragma unroll
+      for (int i = 0; i < {mi}; ++i) {{
+        const int row = wy * {wtm} + i * 16 + g;
+        fa[i][0] = *(const unsigned*)&As[buf][row][ks + 2 * t4];
+        fa[i][1] = *(const unsigned*)&As[buf][row + 8][ks + 2 * t4];
+        fa[i][2] = *(const unsigned*)&As[buf][row][ks + 8 + 2 * t4];
+        fa[i][3] = *(const unsigned*)&As[buf][row + 8][ks + 8 + 2 * t4];
+      }}
+#pragma unroll
+      for (int j = 0; j < {ni}; ++j) {{
+        const int col = wx * {wtn} + j * 8 + g;
+        fb[j][0] = *(const unsigned*)&Bs[buf][col][ks + 2 * t4];
+        fb[j][1] = *(const unsigned*)&Bs[buf][col][ks + 8 + 2 * t4];
+      }}
+#pragma unroll
+      for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+        for (int j = 0; j < {ni}; ++j) {p}_mma(acc[i][j], fa[i], fb[j]);
+    }}
+    if (kt + 1 < KT) {{  // the next slice straight into the other buffer: no prefetch registers
+      k0 = (kt + 1) * {bk};
+      buf ^= 1;
+{load}
+{store_a}
+    }}
+    __syncthreads();
+  }}
+{_columns(2 * ni, f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)")}
+#pragma unroll
+  for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
+      if (m >= P.M) continue;
+      const int64_t co = gz * P.M + m;
+#pragma unroll
+      for (int j = 0; j < {ni}; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {{
+          if (cb[2 * j + q] >= 0) {{
+            float v = acc[i][j][2 * h + q];
+            {_store(prob, p, "2 * j + q")}
+          }}
+        }}
+    }}
+}}
+"""
+
+
+def _tiled_launch(p: str, kernel: str, bm: int, bn: int, threads: int) -> str:
+    return f"""\
+static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
+  if (P.M <= 0 || P.NP <= 0) return 0;
+  if (P.K > 2147483647LL || P.NP > 2147483647LL) return -4;
+  P.tiles_m = (P.M + {bm - 1}) / {bm};
+  P.tiles_n = (P.NP + {bn - 1}) / {bn};
+  const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
+  if (blocks > 2147483647LL) return -4;
+  {kernel}<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
+  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
+  return 0;
+}}
+"""
+
+
+# -- direct (any float dtype; depthwise; transposed) ---------------------------------------------------
+def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts) -> str:
+    threads = int(cfg.get("threads"))
+    sd, sh, sw = prob.stride
+    pd, ph, pw = prob.padding
+    dd, dh, dw = prob.dilation
+
+    def load(expr: str) -> str:
+        return to_compute(expr, prob.dtype)
+
+    if prob.transposed:
+        # input position i reaches output o through tap k when o = i * s - pad + k * dil
+        weight = "P.w + ((gz * P.Cin_g + ci) * P.Cout_g + (co - gz * P.Cout_g)) * P.KS"
+        axes = [
+            f"const int tz = od + {pd} - kz * {dd}; if (tz < 0 || tz % {sd}) continue; const int id = tz / {sd};"
+            " if (id >= P.D) continue;",
+            f"const int ty = oh + {ph} - ky * {dh}; if (ty < 0 || ty % {sh}) continue; const int ih = ty / {sh};"
+            " if (ih >= P.H) continue;",
+            f"const int tx = ow + {pw} - kx * {dw}; if (tx < 0 || tx % {sw}) continue; const int iw = tx / {sw};"
+            " if (iw >= P.W) continue;",
+        ]
+    else:
+        weight = "P.w + (co * P.Cin_g + ci) * P.KS"
+        axes = [
+            f"const int id = od * {sd} - {pd} + kz * {dd}; if (id < 0 || id >= P.D) continue;",
+            f"const int ih = oh * {sh} - {ph} + ky * {dh}; if (ih < 0 || ih >= P.H) continue;",
+            f"const int iw = ow * {sw} - {pw} + kx * {dw}; if (iw < 0 || iw >= P.W) continue;",
+        ]
+    tap = "wc[(kz * P.KH + ky) * P.KW + kx]"
+    return f"""\
+// One thread per output element: its input channels and kernel window, fp32 accumulation. The grid's y
+// walks the (image, channel) planes and x their pixels (grid-stride both, a 1-D grid of dgx * dgy
+// blocks), so no 64-bit division runs per element.
+__global__ void __launch_bounds__({threads}) {p}_direct(const {p}_prob P) {{
+  const int64_t planes = P.B * P.Cout;
+  const uint32_t bx = blockIdx.x % (uint32_t)P.dgx, by = blockIdx.x / (uint32_t)P.dgx;
+  for (int64_t plane = by; plane < planes; plane += P.dgy) {{
+    const int64_t co = (int)plane % (int)P.Cout, b = (int)plane / (int)P.Cout, gz = (int)co / (int)P.Cout_g;
+    const int OW = (int)P.OW, OHW = (int)P.OHW;
+    for (int o = (int)(bx * {threads} + threadIdx.x); o < (int)P.OS; o += (int)P.dgx * {threads}) {{
+      const int od = o / OHW, oh = (o - od * OHW) / OW, ow = o % OW;
+      float v = 0.f;
+      for (int ci = 0; ci < (int)P.Cin_g; ++ci) {{
+        const {c_type(prob.dtype)}* __restrict__ xc = P.x + (b * P.Cin + gz * P.Cin_g + ci) * P.DHW;
+        const {c_type(prob.dtype)}* __restrict__ wc = {weight};
+        for (int kz = 0; kz < (int)P.KD; ++kz) {{
+          {axes[0]}
+          for (int ky = 0; ky < (int)P.KH; ++ky) {{
+            {axes[1]}
+            for (int kx = 0; kx < (int)P.KW; ++kx) {{
+              {axes[2]}
+              v = fmaf({load("xc[((int64_t)id * P.H + ih) * P.W + iw]")}, {load(tap)}, v);
+            }}
+          }}
+        }}
+      }}
+      {_bias(prob, "co")}
+      {p}_epi1(P, plane * P.OS + o, 0, v);
+    }}
+  }}
+}}
+static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
+  if (P.B * P.Cout <= 0 || P.OS <= 0) return 0;
+  if (P.OS > 2147483647LL - {threads} || P.B * P.Cout > 2147483647LL) return -4;  // 32-bit pixels and planes
+  const int64_t planes = P.B * P.Cout, per_plane = (P.OS + {threads - 1}) / {threads};
+  const int64_t want = {facts.sm_count * BLOCKS_PER_SM};
+  int64_t gy = planes < 65535 ? planes : 65535;
+  int64_t gx = per_plane;
+  if (gx * gy > want) gx = (want + gy - 1) / gy;
+  if (gx < 1) gx = 1;
+  P.dgx = gx;
+  P.dgy = gy;
+  {p}_direct<<<(unsigned)(gx * gy), {threads}, 0, stream>>>(P);
+  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
+  return 0;
+}}
+"""
+
+
+# -- the space -----------------------------------------------------------------------------------------
+def _implicit_check(config: GroupConfig) -> str | None:
+    bm, bn, bk, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
+    threads = (bm // tm) * (bn // tn)
+    if threads % 32 or not 64 <= threads <= 256:
+        return f"{config.label()}: {threads} threads per block (a multiple of 32, 64 to 256)"
+    if threads % bn or bk % (threads // bn):
+        return f"{config.label()}: each thread gathers one im2col column (threads a multiple of bn, bk of threads/bn)"
+    smem = 2 * bk * (bm + 4 + bn + 4) * 4
+    if smem > STATIC_SMEM:
+        return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
+    if _cdiv(bm * bk, threads) > MAX_PREFETCH or bk * bn // threads > MAX_PREFETCH:
+        return f"{config.label()}: more than {MAX_PREFETCH} prefetch registers per operand"
+    return None
+
+
+def _mma_check(config: GroupConfig) -> str | None:
+    bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
+    if bm % (16 * wm) or bn % (8 * wn):
+        return f"{config.label()}: warp tile {bm}/{wm} x {bn}/{wn} is not a whole number of 16x8 mma tiles"
+    threads = wm * wn * 32
+    if not 64 <= threads <= 256:
+        return f"{config.label()}: {threads} threads per block (64 to 256)"
+    if threads % bn or bk % (threads // bn):
+        return f"{config.label()}: each thread gathers one im2col column (threads a multiple of bn)"
+    tiles = (bm // wm // 16) * (bn // wn // 8)
+    if tiles > 16:
+        return f"{config.label()}: {tiles} mma tiles per warp ({tiles * 4} accumulators: registers spill)"
+    smem = 2 * (bm + bn) * (bk + 8) * 2
+    if smem > STATIC_SMEM:
+        return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
+    if _cdiv(bm * bk, threads) + bk * bn // threads > 2 * MAX_PREFETCH:  # one register per 16-bit value
+        return f"{config.label()}: more than {2 * MAX_PREFETCH} prefetch registers (registers spill)"
+    return None
+
+
+def _space_check(config: GroupConfig) -> str | None:
+    if config.variant == "implicit":
+        return _implicit_check(config)
+    if config.variant == "mma":
+        return _mma_check(config)
+    return None
+
+
+class ConvTemplate:
+    """conv + fused element-wise epilogue (see the module docstring for variants and the rule)."""
+
+    name = "conv"
+
+    def __init__(self, sizes: SizeResolver | None = None) -> None:
+        self.sizes = sizes
+
+    def _problem(self, group: Any) -> ConvProblem:
+        return ConvProblem(group, self.sizes.graphs if self.sizes is not None else None)
+
+    def space(self, group: Any, facts: DeviceFacts) -> Space:
+        prob = self._problem(group)
+        knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
+        if not prob.transposed and prob.dtype in HALF:
+            knobs["mma"] = dict(MMA_KNOBS)
+        elif not prob.transposed:
+            knobs["implicit"] = dict(IMPLICIT_KNOBS)
+        knobs["direct"] = dict(DIRECT_KNOBS)
+        return Space(knobs=knobs, check=_space_check)
+
+    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+        """transposed or K < 32 → direct; fp32 → implicit by M and tile coverage; half → mma (module docstring)."""
+        prob = self._problem(group)
+        m, n, k = prob.gemm_sizes(prob.primary)
+        if prob.transposed or k < DIRECT_MAX_K:
+            return GroupConfig.of("direct", threads=256)
+        sms = max(1, facts.sm_count)
+        if prob.dtype in HALF:
+            if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
+                return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
+            return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
+        bm = 128 if m > 64 else 64
+        if prob.groups * _cdiv(m, bm) * _cdiv(n, 128) >= sms:
+            return GroupConfig.of("implicit", bm=bm, bn=128, bk=8, tm=8, tn=8)
+        return GroupConfig.of("implicit", bm=bm, bn=64, bk=8, tm=8, tn=4 if bm == 64 else 8)
+
+    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+        prob = self._problem(group)
+        first = self.default(group, facts)
+        if prob.transposed:
+            others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
+        elif prob.dtype in HALF:
+            others = [
+                GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4),
+                GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=2),
+                GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),
+                GroupConfig.of("direct", threads=256),
+            ]
+        else:
+            others = [
+                GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8),
+                GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
+                GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
+                GroupConfig.of("direct", threads=256),
+            ]
+        seeds = [first]
+        for config in others:
+            if config not in seeds:
+                seeds.append(config)
+        return seeds[:4]
+
+    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+        reason = self.space(group, ctx.facts).reason_invalid(config)
+        if reason is not None:
+            raise TemplateError(f"conv: {reason}")
+        if ctx.loaders is not None or ctx.storers is not None:
+            raise TemplateError("conv: fused loaders / storers are not supported (the epilogue is the group's)")
+        prob = self._problem(group)
+        p = ctx.prefix
+        # The GEMM epilogue reads only ``out`` and ``has_n`` of its problem; a ConvProblem has both.
+        epi = Epilogue(group, cast(Problem, prob), ctx, self.sizes)
+        ctype = c_type(prob.dtype)
+        device = [f"// ---- {p}: {group.describe()} {config.label()} ----", _prob_struct(p, ctype, epi), epi.device(p)]
+        includes: tuple[str, ...] = ()
+        if prob.dtype == "bfloat16":
+            includes = ("<cuda_bf16.h>",)
+        elif prob.dtype == "float16":
+            includes = ("<cuda_fp16.h>",)
+        if config.variant == "implicit":
+            bm, bn, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "tm", "tn"))
+            threads = (bm // tm) * (bn // tn)
+            device += [_implicit_kernel(p, config, prob), _tiled_launch(p, f"{p}_implicit", bm, bn, threads)]
+        elif config.variant == "mma":
+            bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
+            device += [
+                _mma_helper(p, prob.dtype),
+                _mma_kernel(p, config, prob),
+                _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32),
+            ]
+        else:
+            device.append(_direct_code(p, config, prob, ctx.facts))
+        host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]
+        host += self._shape_host(group, prob, ctx)
+        host += epi.host(p)
+        host += [f"  const int {p}_err = {p}_launch(P, stream);", f"  if ({p}_err != 0) return {p}_err;", "}"]
+        return KernelCode(device="\n".join(device), host="\n".join(host) + "\n", includes=includes)
+
+    # -- host code: sizes from the operands' shapes ------------------------------------------------------
+    def _shape_host(self, group: Any, prob: ConvProblem, ctx: RenderContext) -> list[str]:
+        nd = prob.spatial + 2
+        dx = [f"(int64_t)({ctx.dim(prob.x, d)})" for d in range(nd)]
+        dw = [f"(int64_t)({ctx.dim(prob.w, d)})" for d in range(nd)]
+        ones = ["(int64_t)1"] * (3 - prob.spatial)
+        ins, ks = ones + dx[2:], ones + dw[2:]
+        lines = [
+            f"  P.x = {ctx.inp(_slot(group, prob.x)).ptr};",
+            f"  P.w = {ctx.inp(_slot(group, prob.w)).ptr};",
+            f"  P.bias = {ctx.inp(_slot(group, prob.bias)).ptr if prob.bias is not None else 'nullptr'};",
+            f"  P.B = {dx[0]};",
+            f"  P.Cin = {dx[1]};",
+            f"  P.G = {prob.groups};",
+        ]
+        if prob.transposed:  # weight [C_in, C_out / groups, k...]
+            lines += ["  P.Cin_g = P.Cin / P.G;", f"  P.Cout_g = {dw[1]};", "  P.Cout = P.Cout_g * P.G;"]
+            check = f"{dw[0]} != P.Cin"
+        else:  # weight [C_out, C_in / groups, k...]
+            lines += [f"  P.Cout = {dw[0]};", f"  P.Cin_g = {dw[1]};", "  P.Cout_g = P.Cout / P.G;"]
+            check = "P.Cout % P.G"
+        lines.append(f"  if (P.Cin_g * P.G != P.Cin || {check}) return -5;  // channels do not match the groups")
+        for i, name in enumerate("DHW"):
+            kname, oname, size, kern = f"K{name}", f"O{name}", ins[i], ks[i]
+            s, pad, dil, opad = prob.stride[i], prob.padding[i], prob.dilation[i], prob.output_padding[i]
+            lines += [f"  P.{name} = {size};", f"  P.{kname} = {kern};"]
+            if prob.transposed:
+                lines.append(f"  P.{oname} = (P.{name} - 1) * {s} - {2 * pad} + {dil} * (P.{kname} - 1) + {opad + 1};")
+            else:
+                lines.append(f"  P.{oname} = (P.{name} + {2 * pad} - {dil} * (P.{kname} - 1) - 1) / {s} + 1;")
+            lines.append(f"  if (P.{oname} <= 0) return -5;")
+        lines += [
+            "  P.OS = P.OD * P.OH * P.OW;",
+            "  P.OHW = P.OH * P.OW;",
+            "  P.KS = P.KD * P.KH * P.KW;",
+            "  P.KHW = P.KH * P.KW;",
+            "  P.DHW = P.D * P.H * P.W;",
+            "  P.M = P.Cout_g;",
+            "  P.NP = P.B * P.OS;",
+            "  P.K = P.Cin_g * P.KS;",
+            "  P.N = 1;",
+        ]
+        if prob.pointwise:
+            lines.append("  if (P.KS != 1) return -5;  // built for a 1x1 kernel")
+        return lines
+
+
+def _slot(group: Any, vid: int) -> int:
+    for k, v in enumerate(group.inputs):
+        if v == vid:
+            return k
+    raise TemplateError(f"conv: operand {vid} is not an input of the kernel")

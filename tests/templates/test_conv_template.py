@@ -1,0 +1,472 @@
+"""Convolution template: capture and planning of conv tasks, the space, nvcc builds, numerics on the CPU.
+
+Numerics run without a GPU, as the GEMM template's do: a task's whole planned unit (planner,
+assembler and template) is built with g++ against the fiber emulator, ``mma.sync`` replaced by the
+GEMM tests' warp-cooperative emulation, and called in a forked child on buffers shared with it.
+fp32 variants are compared with PyTorch's fp32 result at atol = rtol = 1e-4; bf16 ones run on small
+integers, so every product and sum is exact and the result must match bit for bit.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_gemm_template import BF16_MOCK, EXTRAS, GXX, MMA_ASM, _bits, combined, needs_gxx, run_emulated
+from test_permute_template import to_host_code
+from test_scan_template import EMULATOR
+
+from optiml.errors import OptimlError
+from optiml.graph.capture import capture_all
+from optiml.integrity.screen import screen_source
+from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
+from optiml.kernel.source import KernelSource
+from optiml.task import Task, load_task
+from optiml.templates.base import DeviceFacts, GroupConfig, TemplateError
+from optiml.templates.kernels import TemplateKernels
+from optiml.templates.plan import make_plan
+
+FACTS = DeviceFacts()
+EMULATED = DeviceFacts(sm_count=4)
+TASK = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+{sizes}
+OPTIML = {{"dtype": "{dtype}", "shape_sets": {sets}}}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init}
+
+    def forward(self, {args}):
+        return {body}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+"""
+SETS_2D = [{"B": 1, "C": 4, "H": 8, "W": 8}, {"B": 3, "C": 2, "H": 1, "W": 13}]
+SAME_C = [{"B": 1, "H": 8, "W": 8}, {"B": 3, "H": 1, "W": 13}]  # groups = C is a constant: C may not change
+INT_INIT = (  # small integer parameters: a bf16 conv is then exact in any summation order
+    "        for p in self.parameters():\n"
+    "            p.data = torch.randint(-2, 3, p.shape, generator=torch.Generator().manual_seed(p.numel())).float()"
+)
+SPECS: dict[str, dict[str, Any]] = {
+    "conv2d_bn_relu": dict(
+        init="        self.c = nn.Conv2d(C, 6, 3, padding=1)\n        self.bn = nn.BatchNorm2d(6).eval()",
+        body="torch.relu(self.bn(self.c(x))) + 1.0",
+    ),
+    "conv2d_strided": dict(  # stride, padding, dilation; no bias
+        init="        self.c = nn.Conv2d(C, 5, (3, 2), stride=(2, 1), padding=(2, 1), dilation=(2, 1), bias=False)",
+        body="self.c(x)",
+    ),
+    "conv1d": dict(
+        sizes={"B": 2, "C": 3, "L": 29},
+        sets=[{"B": 1, "C": 4, "L": 64}],
+        init="        self.c = nn.Conv1d(C, 9, 5, stride=2, padding=2)",
+        body="F.gelu(self.c(x))",
+        inputs="torch.randn(B, C, L)",
+    ),
+    "conv3d_groups": dict(
+        sizes={"B": 2, "C": 4, "D": 5, "H": 6, "W": 7},
+        sets=[{"B": 1, "C": 4, "D": 3, "H": 3, "W": 9}],
+        init="        self.c = nn.Conv3d(C, 6, 3, padding=1, groups=2)",
+        body="self.c(x) * 0.5",
+        inputs="torch.randn(B, C, D, H, W)",
+    ),
+    "depthwise_residual": dict(
+        sets=SAME_C,
+        init="        self.c = nn.Conv2d(C, C, 3, padding=1, groups=C)",
+        body="self.c(x) + x",
+    ),
+    "pointwise_relu": dict(
+        init="        self.c = nn.Conv2d(C, 10, 1)",
+        body="torch.relu(self.c(x))",
+    ),
+    "separable": dict(  # depthwise then pointwise: the second conv reads the first's output from the workspace
+        sets=SAME_C,
+        init="        self.dw = nn.Conv2d(C, C, 3, padding=1, groups=C, bias=False)\n"
+        "        self.pw = nn.Conv2d(C, 7, 1)",
+        body="self.pw(self.dw(x))",
+    ),
+    "conv_relu_maxpool": dict(
+        init="        self.c = nn.Conv2d(C, 6, 3, padding=1)",
+        body="F.max_pool2d(torch.relu(self.c(x)), 2)",
+        sets=[{"B": 1, "C": 4, "H": 8, "W": 8}, {"B": 3, "C": 2, "H": 2, "W": 13}],
+    ),
+    "transposed2d": dict(
+        init="        self.c = nn.ConvTranspose2d(C, 4, 3, stride=2, padding=1, output_padding=1)",
+        body="torch.sigmoid(self.c(x))",
+    ),
+    "transposed1d_groups": dict(
+        sizes={"B": 2, "C": 4, "L": 11},
+        sets=[{"B": 1, "C": 4, "L": 30}],
+        init="        self.c = nn.ConvTranspose1d(C, 6, 4, stride=3, padding=1, groups=2, dilation=2)",
+        body="self.c(x)",
+        inputs="torch.randn(B, C, L)",
+    ),
+    "h_conv2d": dict(
+        dtype="bfloat16",
+        init="        self.c = nn.Conv2d(C, 6, 3, padding=1)\n" + INT_INIT,
+        body="torch.relu(self.c(x))",
+        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
+    ),
+    "h_pointwise": dict(
+        dtype="bfloat16",
+        init="        self.c = nn.Conv2d(C, 20, 1, bias=False)\n" + INT_INIT,
+        body="self.c(x)",
+        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
+    ),
+    "h_depthwise": dict(
+        sets=SAME_C,
+        dtype="bfloat16",
+        init="        self.c = nn.Conv2d(C, C, 3, padding=1, groups=C)\n" + INT_INIT,
+        body="self.c(x)",
+        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
+    ),
+    "f16_conv2d": dict(
+        dtype="float16",
+        init="        self.c = nn.Conv2d(C, 6, 3, padding=1)",
+        body="self.c(x)",
+    ),
+}
+
+
+def write_task(folder: Path, name: str) -> Path:
+    spec: dict[str, Any] = {
+        "dtype": "float32",
+        "sizes": {"B": 2, "C": 4, "H": 9, "W": 11},
+        "sets": SETS_2D,
+        "args": "x",
+        "inputs": "torch.randn(B, C, H, W)",
+    }
+    spec.update(SPECS[name])
+    text = TASK.format(
+        sizes="\n".join(f"{k} = {v}" for k, v in spec["sizes"].items()),
+        dtype=spec["dtype"],
+        sets=repr(spec["sets"]),
+        init=spec["init"],
+        args=spec["args"],
+        body=spec["body"],
+        inputs=spec["inputs"],
+    )
+    path = folder / f"{name}.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
+    folder = tmp_path_factory.mktemp("conv-tasks")
+    return {name: load_task(write_task(folder, name)) for name in SPECS}
+
+
+_GRAPHS: dict[str, list[Any]] = {}
+_KERNELS: dict[tuple[str, int], TemplateKernels] = {}
+
+
+def kernels_of(tasks: dict[str, Task], name: str, facts: DeviceFacts = FACTS) -> TemplateKernels:
+    key = (name, facts.sm_count)
+    if key not in _KERNELS:
+        if name not in _GRAPHS:
+            _GRAPHS[name] = capture_all(tasks[name])
+        _KERNELS[key] = TemplateKernels(tasks[name], make_plan(list(_GRAPHS[name])), facts)
+    return _KERNELS[key]
+
+
+# -- capture and planning --------------------------------------------------------------------------
+PLANS = {
+    "conv2d_bn_relu": "conv[conv sub mul mul add relu add]",  # eval batch norm: statistics recomputed per element
+    "conv2d_strided": "conv[conv]",
+    "conv1d": "conv[conv mul mul erf add mul]",
+    "conv3d_groups": "conv[conv mul]",
+    "depthwise_residual": "conv[conv add]",
+    "pointwise_relu": "conv[conv relu]",
+    "separable": "conv[conv] → conv[conv]",
+    "conv_relu_maxpool": "conv[conv relu] → pool[max_pool]",
+    "transposed2d": "conv[conv sigmoid]",
+    "h_conv2d": "conv[conv relu]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_planning_fuses_the_epilogue(tasks: dict[str, Task], name: str) -> None:
+    plan = kernels_of(tasks, name).plan
+    assert plan.describe() == PLANS[name]
+    conv = plan.groups[0]
+    node = conv.graph.nodes[conv.nodes[0]]
+    assert node.op == "conv" and set(node.inputs) <= set(conv.graph.inputs), "operands read where they are stored"
+    again = make_plan(list(_GRAPHS[name]))
+    assert again.describe() == plan.describe() and [g.spec for g in again.groups] == [g.spec for g in plan.groups]
+
+
+def test_the_conv_node_carries_the_hyper_parameters(tasks: dict[str, Task]) -> None:
+    def attrs(name: str) -> dict[str, Any]:
+        group = kernels_of(tasks, name).plan.groups[0]
+        return dict(group.graph.nodes[group.nodes[0]].attrs)
+
+    strided = attrs("conv2d_strided")
+    assert strided["stride"] == (2, 1) and strided["padding"] == (2, 1) and strided["dilation"] == (2, 1)
+    assert strided["bias"] is False and strided["groups"] == 1 and strided["transposed"] is False
+    t1 = attrs("transposed1d_groups")
+    assert t1["transposed"] and t1["groups"] == 2 and t1["stride"] == (3,) and t1["spatial"] == 1
+    assert attrs("transposed2d")["output_padding"] == (1, 1)
+    assert attrs("conv3d_groups")["spatial"] == 3 and attrs("depthwise_residual")["groups"] == 4
+
+
+def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
+    first = {name: kernels_of(tasks, name).default()[0] for name in SPECS}
+    assert first["conv2d_bn_relu"] == GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)
+    for name in ("depthwise_residual", "transposed2d", "transposed1d_groups", "h_depthwise", "pointwise_relu"):
+        assert first[name].variant == "direct", name  # depthwise, transposed, or K = 3 < 32 terms
+    assert first["h_conv2d"].variant == "mma" and first["f16_conv2d"].variant == "mma"
+    for name in SPECS:
+        k = kernels_of(tasks, name)
+        group = k.plan.groups[0]
+        seeds = k.templates.of(group).seeds(group, FACTS)
+        assert seeds[0] == k.default()[0] and 3 <= len(seeds) <= 4 and len(set(seeds)) == len(seeds)
+        assert all(k.spaces[0].reason_invalid(s) is None for s in seeds), (name, seeds)
+
+
+def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
+    fp32 = kernels_of(tasks, "conv2d_bn_relu").spaces[0]
+    bf16 = kernels_of(tasks, "h_conv2d").spaces[0]
+    assert fp32.variants == ("implicit", "direct") and bf16.variants == ("mma", "direct")
+    assert kernels_of(tasks, "transposed2d").spaces[0].variants == ("direct",)
+    implicit = GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8)
+    assert fp32.reason_invalid(implicit) is None
+    for config in [
+        implicit.with_params(tm=4, tn=4),  # 1024 threads
+        GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=8, tn=8),  # 16 threads
+        GroupConfig.of("implicit", bm=32, bn=128, bk=8, tm=8, tn=8),  # 64 threads cannot each own a column of 128
+        implicit.with_params(bm=96),
+    ]:
+        assert fp32.reason_invalid(config) is not None, config
+    mma = GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
+    assert bf16.reason_invalid(mma) is None
+    assert bf16.reason_invalid(mma.with_params(wm=1, wn=2)) is not None  # 64 threads for 128 columns
+    assert bf16.reason_invalid(mma.with_params(bm=64, wm=2, wn=2)) is not None  # 48 prefetch registers: spills
+    assert "unknown variant" in (bf16.reason_invalid(implicit) or "")
+    with pytest.raises(TemplateError):
+        kernels_of(tasks, "transposed2d").render([implicit])
+
+
+def test_render_is_deterministic_prefixed_and_size_free(tasks: dict[str, Task]) -> None:
+    for name in ("conv2d_bn_relu", "conv3d_groups", "transposed1d_groups", "h_conv2d", "separable"):
+        k = kernels_of(tasks, name)
+        for configs in k.seeds():
+            a = k.render(configs).code
+            assert a == k.render(configs).code
+            conv = a[a.index("// ---- g0:") : a.index("OPTIML_EXPORT int optiml_forward")]
+            defined = re.findall(r"(?:__global__ void __launch_bounds__\(\d+\)|static \w+)\s+(\w+)\(", conv)
+            defined += re.findall(r"struct (\w+) \{", conv)
+            assert defined and all(n.startswith(("g0_", "g1_")) for n in defined), defined
+            for value in SPECS[name].get("sizes", {"H": 9, "W": 11}).values():
+                if value > 8:
+                    assert not re.search(rf"(?<![\w.%]){value}(?![\w.])", conv), (name, value)
+            half = name.startswith("h_")
+            report = screen_source(a, fp32_strict=not half)
+            assert not report.rejected and not report.flags, report.message()
+
+
+def test_an_unsupported_convolution_is_one_line(tmp_path: Path) -> None:
+    from optiml.templates.kernels import template_kernels
+
+    SPECS["_f64"] = dict(SPECS["conv2d_strided"], dtype="float64")
+    try:
+        task = load_task(write_task(tmp_path, "_f64"))
+    finally:
+        del SPECS["_f64"]
+    with pytest.raises(OptimlError) as info:
+        template_kernels(task)
+    message = str(info.value)
+    assert "no template for float64 convolutions" in message and "\n" not in message
+
+
+# -- nvcc builds -------------------------------------------------------------------------------------
+BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
+    "implicit": [
+        ("conv2d_bn_relu", GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8)),
+        ("conv3d_groups", GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8)),
+        ("pointwise_relu", GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)),
+    ],
+    "direct": [
+        ("depthwise_residual", GroupConfig.of("direct", threads=256)),
+        ("transposed2d", GroupConfig.of("direct", threads=128)),
+        ("conv1d", GroupConfig.of("direct", threads=64)),
+    ],
+    "mma": [
+        ("h_conv2d", GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)),
+        ("h_pointwise", GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)),
+        ("f16_conv2d", GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=2)),
+    ],
+}
+
+
+@pytest.mark.nvcc
+def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
+    sources = []
+    for cases in BUILDS.values():
+        units = []
+        for name, config in cases:
+            k = kernels_of(tasks, name)
+            units.append(k.render([config, *k.default()[1:]]).code)
+        sources.append(KernelSource(combined(units)))
+    results = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache")).compile_many(sources)
+    for name, result in zip(BUILDS, results, strict=True):
+        assert result.ok, f"{name}: {result.error_summary()}"
+        warnings = [d for d in result.diagnostics if d.severity == "warning" and "ws_" not in d.message]
+        assert not warnings, result.log[-3000:]
+        kernels = [r for r in result.resources if "_implicit" in r.name or "_mma_conv" in r.name or "_direct" in r.name]
+        assert kernels, name
+        for res in kernels:
+            assert not res.spills and res.stack_bytes == 0, (name, res)
+
+
+# -- numerics on the CPU (g++ and the fiber emulator) ------------------------------------------------
+FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
+    (
+        "conv2d_bn_relu",
+        [
+            GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
+            GroupConfig.of("implicit", bm=32, bn=32, bk=16, tm=4, tn=4),
+            GroupConfig.of("direct", threads=64),
+        ],
+    ),
+    (
+        "conv2d_strided",
+        [GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8), GroupConfig.of("direct", threads=128)],
+    ),
+    ("conv1d", [GroupConfig.of("implicit", bm=32, bn=64, bk=8, tm=4, tn=8), GroupConfig.of("direct", threads=64)]),
+    (
+        "conv3d_groups",
+        [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4), GroupConfig.of("direct", threads=64)],
+    ),
+    (
+        "depthwise_residual",
+        [GroupConfig.of("direct", threads=64), GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)],
+    ),
+    (
+        "pointwise_relu",
+        [GroupConfig.of("implicit", bm=32, bn=64, bk=16, tm=4, tn=8), GroupConfig.of("direct", threads=64)],
+    ),
+    ("separable", [GroupConfig.of("direct", threads=64)]),
+    ("conv_relu_maxpool", [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]),
+    ("transposed2d", [GroupConfig.of("direct", threads=64)]),
+    ("transposed1d_groups", [GroupConfig.of("direct", threads=128)]),
+]
+BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
+    (
+        "h_conv2d",
+        [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2), GroupConfig.of("direct", threads=64)],
+    ),
+    ("h_pointwise", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=4)]),
+    ("h_depthwise", [GroupConfig.of("direct", threads=128), GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
+]
+
+
+# What the batch-norm epilogue and the pool kernel after a conv use beyond the GEMM tests' emulator (test-only).
+POOL_INTRINSICS = r"""
+static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
+static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
+static inline uint64_t __umul64hi(uint64_t a, uint64_t b) { return (uint64_t)(((unsigned __int128)a * b) >> 64); }
+static inline float __int_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
+"""
+
+
+def emulated_library(folder: Path, units: list[str]) -> Path:
+    """The units built for the emulator (the GEMM tests' build, plus intrinsics); ``case{k}_forward`` runs unit k."""
+    host = to_host_code(combined(units))
+    host, n = MMA_ASM.subn("emu_mma_bf16(c, a, b);", host)
+    assert n == sum("mma.sync" in u and ".bf16.bf16" in u for u in units)
+    mock = folder / "mock"
+    mock.mkdir(parents=True, exist_ok=True)
+    (mock / "cuda_runtime.h").write_text(EMULATOR + EXTRAS + POOL_INTRINSICS)
+    (mock / "cuda_bf16.h").write_text(BF16_MOCK)
+    cpp, lib = folder / "emu.cpp", folder / "emu.so"
+    cpp.write_text(host)
+    build = subprocess.run(
+        [*GXX, f"-I{mock}", f"-I{include_dir()}", "-o", str(lib), str(cpp)], capture_output=True, text=True, timeout=300
+    )
+    assert build.returncode == 0, build.stderr[-4000:]
+    assert "warning" not in build.stderr, build.stderr[-4000:]
+    return lib
+
+
+def _units(tasks: dict[str, Task], cases: list[tuple[str, list[GroupConfig]]]) -> list[str]:
+    """One unit per (task, config): the first conv's config, every later kernel's default."""
+    units = []
+    for name, configs in cases:
+        k = kernels_of(tasks, name, EMULATED)
+        units += [k.render([c, *k.default()[1:]]).code for c in configs]
+    return units
+
+
+def _check(tasks: dict[str, Task], lib: Path, cases: list[tuple[str, list[GroupConfig]]], exact: bool) -> list[str]:
+    from optiml.evaluate.runtime import TaskRuntime
+
+    failures = []
+    k = 0
+    for name, configs in cases:
+        task = tasks[name]
+        runtime = TaskRuntime(task, "cpu")
+        for config in configs:
+            for shape_set in range(task.num_shape_sets):
+                case = runtime.case(7 + shape_set, shape_set)
+                got = run_emulated(lib, k, case.abi_inputs, case.expected)
+                for g, want in zip(got, case.expected, strict=True):
+                    label = f"{name} {config.label()} shape set {shape_set}"
+                    if exact:
+                        if not np.array_equal(g, _bits(want)):
+                            failures.append(f"{label}: {int(np.sum(g != _bits(want)))} of {g.size} differ")
+                    else:
+                        ref = want.double().numpy().reshape(-1)
+                        if not np.allclose(g, ref, rtol=1e-4, atol=1e-4):
+                            failures.append(f"{label}: max error {np.nanmax(np.abs(g - ref))}")
+            k += 1
+    return failures
+
+
+@needs_gxx
+def test_fp32_variants_match_torch_on_the_emulator(tasks: dict[str, Task], tmp_path: Path) -> None:
+    lib = emulated_library(tmp_path, _units(tasks, FP32_CASES))
+    failures = _check(tasks, lib, FP32_CASES, exact=False)
+    assert not failures, "\n".join(failures)
+
+
+@needs_gxx
+def test_bf16_variants_match_torch_exactly_on_the_emulator(tasks: dict[str, Task], tmp_path: Path) -> None:
+    lib = emulated_library(tmp_path, _units(tasks, BF16_CASES))
+    failures = _check(tasks, lib, BF16_CASES, exact=True)
+    assert not failures, "\n".join(failures)
+
+
+@needs_gxx
+def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """Not vacuous: an implicit GEMM that skips the last kernel row, and a direct kernel off by one tap, fail."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    k = kernels_of(tasks, "conv2d_strided", EMULATED)
+    implicit = k.render([GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]).code
+    direct = k.render([GroupConfig.of("direct", threads=64)]).code
+    broken = [
+        implicit.replace("if (id >= 0 && id < P.D && ih >= 0", "if (id >= 0 && id < P.D && ih >= 1"),
+        direct.replace("kx < (int)P.KW", "kx + 1 < (int)P.KW"),
+    ]
+    assert broken[0] != implicit and broken[1] != direct
+    lib = emulated_library(tmp_path, broken)
+    case = TaskRuntime(tasks["conv2d_strided"], "cpu").case(7, 0)
+    for unit in range(2):
+        (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
+        assert not np.allclose(got, case.expected[0].double().numpy().reshape(-1), rtol=1e-4, atol=1e-4), unit
