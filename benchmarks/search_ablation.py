@@ -1,130 +1,215 @@
-"""MCTS vs greedy vs best-of-N on the starter suite, heuristic proposer, equal evaluation budgets.
+"""MCTS vs greedy vs best-of-N at equal evaluations, several seeds per cell, with 95 % intervals.
 
-For each task, one evaluator (one worker, references timed once) serves the three strategies in
-turn; each strategy gets its own fresh compile cache and run store, so no strategy profits from
-another's compiles. Reported per task and strategy: the best verified speedup over the naive root
-(after the search's own interleaved re-timing), whether it was confirmed beyond the noise, and
-evaluations per minute of wall time.
+Two modes, one report (`optiml.search.replay.ablation.summarise`): per task and strategy the
+geometric-mean speedup over the root with its t-interval, and per pair of strategies the paired
+difference (same seeds) with its interval — a strategy is *ahead* only when that interval is
+above 1.
 
-    PYTHONPATH=src python3 benchmarks/search_ablation.py --evals 16 --out benchmarks/results/search_ablation.json
+``replay`` (CPU, no GPU): searches on replayed landscapes — recorded ones
+(``--landscapes benchmarks/results/structural_landscape.json``, from `record_landscape.py`) and
+modelled look-ahead ones over the real template spaces of ``--model`` tasks
+(`optiml.search.replay.model`) — with the structural proposer; a run is scored by the recorded
+(noise-free) time of the kernel it returns. ``seed`` seeds the proposer's tie-breaks and the
+replayed timing noise.
+
+    PYTHONPATH=src python3 benchmarks/search_ablation.py replay --model softmax layernorm --seeds 5 \\
+        --out benchmarks/results/search_ablation_replay.json
+
+``gpu`` (one GPU): the real suite, offline proposer (structural edits of the template root), the
+same root for every strategy and seed (offline generation runs once per task), one evaluator and
+one compile cache per task; a run is scored by its own interleaved re-timing against the root.
+
+    PYTHONPATH=src python3 benchmarks/search_ablation.py gpu --tasks softmax layernorm --seeds 5 --evals 8 \\
+        --out benchmarks/results/search_ablation.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from result_file import write_result
 
-from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.evaluator import Evaluator
-from optiml.kernel.compiler import Compiler, CompilerConfig
-from optiml.kernel.source import KernelSource
-from optiml.propose.heuristic import HeuristicProposer
-from optiml.search import Budgets, SearchConfig, run_search
-from optiml.store import RunStore
-from optiml.task import load_task
+from optiml.search import Budgets, SearchConfig
+from optiml.search.replay.ablation import ScoredRun, replay_search, summarise
+from optiml.search.replay.record import RecordedLandscape, load_landscapes
+from optiml.task import Task, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
-STRATEGIES = ("mcts", "greedy", "best-of-n")
+#: the strategies compared; the MCTS variants show what its settings do on the same landscapes
+VARIANTS: dict[str, SearchConfig] = {
+    "mcts": SearchConfig(strategy="mcts"),
+    "mcts (deepen_first off)": SearchConfig(strategy="mcts", deepen_first=False),
+    "mcts (deepen_first off, c_puct 1)": SearchConfig(strategy="mcts", deepen_first=False, c_puct=1.0),
+    "mcts (deepen_first off, uct, c_puct 1)": SearchConfig(
+        strategy="mcts", deepen_first=False, selection="uct", c_puct=1.0
+    ),
+    "mcts (deepen_first off, c_puct 2)": SearchConfig(strategy="mcts", deepen_first=False, c_puct=2.0),
+    "greedy": SearchConfig(strategy="greedy"),
+    "best-of-n": SearchConfig(strategy="best-of-n"),
+}
 
 
-def run_one(task_name: str, strategy: str, evaluator: Evaluator, evals: int, workdir: Path) -> dict[str, object]:
-    task = evaluator.task
-    root = KernelSource.from_file(ROOT / "tasks" / f"{task_name}.naive.cu")
-    evaluator.compiler = Compiler(CompilerConfig(cache_dir=workdir / f"cache-{strategy}"))
-    config = SearchConfig(strategy=strategy, budgets=Budgets(max_evaluations=evals, max_seconds=600))
-    start = time.perf_counter()
-    with RunStore(workdir / f"{strategy}.db") as store:
-        outcome = run_search(task, root, evaluator, [HeuristicProposer(seed=0)], None, store, config)
-    wall = time.perf_counter() - start
-    return {
-        "task": task_name,
-        "strategy": strategy,
-        "speedup_vs_root": round(outcome.speedup.value, 3),
-        "speedup_band": [round(outcome.speedup.low, 3), round(outcome.speedup.high, 3)],
-        "confirmed": outcome.confirmed,
-        "speedup_vs_eager": round(s.value, 3) if (s := outcome.reference_speedups.get("eager")) else None,
-        "root_ms": round(outcome.root_timing.median_ms, 4),
-        "best_ms": round(outcome.best_timing.median_ms, 4),
-        "evaluations": outcome.evaluations,
-        "evals_per_minute": round(outcome.evaluations_per_minute, 1),
-        "wall_s": round(wall, 1),
-        "status_counts": outcome.status_counts,
-        "path": [step.edit.summary(80) for step in outcome.path if step.edit is not None],
-        "stop_reason": outcome.stop_reason,
+@dataclass(frozen=True)
+class Job:
+    task: str
+    landscape: RecordedLandscape
+    variant: str
+    seed: int
+    evals: int
+
+
+@cache
+def _task(name: str) -> tuple[Task, Any]:
+    from optiml.templates.kernels import template_kernels
+
+    task = load_task(ROOT / "tasks" / f"{name}.py")
+    return task, template_kernels(task)
+
+
+def _run(job: Job) -> dict[str, Any]:
+    task, kernels = _task(job.task)
+    run = replay_search(job.landscape, task, kernels, VARIANTS[job.variant], seed=job.seed, evals=job.evals)
+    return {**asdict(run), "strategy": job.variant, "evals_budget": job.evals}
+
+
+def replay(args: argparse.Namespace) -> None:
+    from optiml.search.replay.model import modelled_landscape
+
+    landscapes: list[tuple[str, RecordedLandscape]] = []
+    for path in args.landscapes:
+        landscapes += [(ls.task, ls) for ls in load_landscapes(path)]
+    for name in args.model:
+        task, kernels = _task(name)
+        landscapes += [(name, modelled_landscape(name, task, kernels, seed=s)) for s in range(args.model_seeds)]
+    jobs = [
+        Job(task, landscape, variant, seed, evals)
+        for evals in args.evals
+        for task, landscape in landscapes
+        for variant in args.strategies
+        for seed in range(args.seeds)
+    ]
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for row in pool.map(_run, jobs):
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    summaries = {
+        f"{evals} evaluations": summarise([_scored(r) for r in rows if r["evals_budget"] == evals], args.strategies)
+        for evals in args.evals
     }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--evals", type=int, default=16)
-    parser.add_argument("--tasks", nargs="*", default=None)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_ablation.json")
-    parser.add_argument("--commit", default="unknown")
-    parser.add_argument(
-        "--keep", action="store_true", help="Keep --out's rows for other tasks (same budget): a suite run in parts."
+    write_result(
+        args.out,
+        "search_ablation_replay",
+        args.commit,
+        gpu=False,
+        proposer="structural (seeded)",
+        seeds=args.seeds,
+        landscapes={name: ls.summary() for name, ls in ((ls.task, ls) for _, ls in landscapes)},
+        strategies={name: json.loads(VARIANTS[name].to_json()) for name in args.strategies},
+        cpu_seconds=round(time.perf_counter() - started, 1),
+        summary=summaries,
+        rows=rows,
     )
-    args = parser.parse_args()
+    print(json.dumps(summaries, indent=1))
 
-    names = args.tasks or sorted(p.name.removesuffix(".naive.cu") for p in (ROOT / "tasks").glob("*.naive.cu"))
-    rows = kept_rows(args.out, names, args.evals) if args.keep else []
-    names = sorted({str(r["task"]) for r in rows} | set(names))
-    eval_config = EvalConfig(timing_seconds=0.5, max_trials=50)
-    for name in [n for n in names if not any(r["task"] == n for r in rows)]:
+
+def _scored(row: dict[str, Any]) -> ScoredRun:
+    return ScoredRun(**{k: row[k] for k in ScoredRun.__dataclass_fields__})
+
+
+def gpu(args: argparse.Namespace) -> None:
+    from optiml.evaluate.config import EvalConfig
+    from optiml.evaluate.evaluator import Evaluator
+    from optiml.generate.offline import generate_offline_root
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+    from optiml.propose.factory import make_proposer
+    from optiml.search import run_search
+    from optiml.store import RunStore
+
+    deadline = time.time() + 60 * args.minutes
+    rows: list[dict[str, Any]] = []
+    for name in args.tasks:
         task = load_task(ROOT / "tasks" / f"{name}.py")
-        with tempfile.TemporaryDirectory() as tmp, Evaluator(task, eval_config) as evaluator:
-            evaluator.prepare()
-            for strategy in STRATEGIES:
-                row = run_one(name, strategy, evaluator, args.evals, Path(tmp))
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            compiler = Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache", libraries=task.meta.libraries))
+            with Evaluator(task, EvalConfig(timing_seconds=0.5, max_trials=50), compiler=compiler) as evaluator:
+                evaluator.prepare()
+                best = generate_offline_root(task, evaluator).best
+                if best is None:
+                    print(json.dumps({"task": name, "skipped": "no verified template root"}), flush=True)
+                    continue
+                for seed in range(args.seeds):
+                    for variant in args.strategies:
+                        if time.time() > deadline:
+                            break
+                        config = VARIANTS[variant]
+                        config = config.with_budgets(Budgets(max_evaluations=args.evals, max_seconds=600))
+                        start = time.perf_counter()
+                        with RunStore(Path(tmp) / f"{variant}-{seed}.db") as store:
+                            proposer = make_proposer("offline", seed=seed)
+                            outcome = run_search(task, best.kernel, evaluator, [proposer], None, store, config)
+                        speedup, confirmed = outcome.speedup.value, outcome.confirmed
+                        run = ScoredRun(name, variant, seed, outcome.evaluations, speedup, confirmed, 0)
+                        row = {
+                            **asdict(run),
+                            "evals_budget": args.evals,
+                            "root_ms": round(outcome.root_timing.median_ms, 5),
+                            "best_ms": round(outcome.best_timing.median_ms, 5),
+                            "wall_s": round(time.perf_counter() - start, 1),
+                            "path": [step.edit.summary(80) for step in outcome.path],
+                        }
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+                        write_gpu(args, rows)
+    print(json.dumps(write_gpu(args, rows)["summary"], indent=1))
 
-            write_document(args, names, rows)
-    print(json.dumps(write_document(args, names, rows)["summary"], indent=2))
 
-
-def kept_rows(out: Path, names: list[str], evals: int) -> list[dict[str, object]]:
-    """Rows of an earlier part of the suite in ``out``: other tasks, same evaluation budget."""
-    if not out.is_file():
-        return []
-    earlier = json.loads(out.read_text())
-    if earlier.get("evals_per_strategy") != evals:
-        return []
-    return [r for r in earlier["rows"] if r["task"] not in names]
-
-
-def write_document(args: argparse.Namespace, names: list[str], rows: list[dict[str, object]]) -> dict[str, object]:
+def write_gpu(args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Write the JSON now (after every run, so a run cut short keeps what it measured)."""
-    summary: dict[str, object] = {}
-    done = [n for n in names if sum(1 for r in rows if r["task"] == n) == len(STRATEGIES)]
-    for strategy in STRATEGIES:
-        mine = [r for r in rows if r["strategy"] == strategy and r["task"] in done]
-        if mine:
-            summary[strategy] = {
-                "geomean_speedup_vs_root": round(
-                    statistics.geometric_mean(float(r["speedup_vs_root"]) for r in mine), 3
-                ),
-                "median_evals_per_minute": statistics.median(float(r["evals_per_minute"]) for r in mine),
-            }
-    by_task = {n: {r["strategy"]: float(r["speedup_vs_root"]) for r in rows if r["task"] == n} for n in done}
-    summary["mcts_ge_greedy_tasks"] = sum(1 for b in by_task.values() if b["mcts"] >= b["greedy"])
-    summary["mcts_within_2pct_of_greedy_tasks"] = sum(1 for b in by_task.values() if b["mcts"] >= 0.98 * b["greedy"])
-    summary["tasks_completed"] = len(done)
     return write_result(
         args.out,
         "search_ablation",
         args.commit,
-        evals_per_strategy=args.evals,
-        proposer="heuristic",
-        profiling="off (ncu adds ~7 s per profiled candidate; the ablation measures search, not profiling)",
+        evals_per_run=args.evals,
+        seeds=args.seeds,
+        proposer="offline (structural edits of the template root), seeded",
+        profiling="off (the ablation measures search, not profiling)",
+        summary=summarise([_scored(r) for r in rows], args.strategies),
         rows=rows,
-        summary=summary,
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    modes = parser.add_subparsers(dest="mode", required=True)
+    on_replay = modes.add_parser("replay", help="replayed landscapes, on the CPU")
+    on_replay.add_argument("--landscapes", nargs="*", type=Path, default=[], help="recorded landscape JSON files")
+    on_replay.add_argument("--model", nargs="*", default=[], help="tasks to build modelled look-ahead landscapes of")
+    on_replay.add_argument("--model-seeds", type=int, default=1)
+    on_replay.add_argument("--evals", type=int, nargs="+", default=[30])
+    on_replay.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    on_replay.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_ablation_replay.json")
+    on_gpu = modes.add_parser("gpu", help="the real suite, on one GPU")
+    on_gpu.add_argument("--tasks", nargs="+", default=["softmax", "layernorm"])
+    on_gpu.add_argument("--evals", type=int, default=8)
+    on_gpu.add_argument("--minutes", type=float, default=3.5, help="start no run after this long")
+    on_gpu.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_ablation.json")
+    for mode in (on_replay, on_gpu):
+        mode.add_argument("--seeds", type=int, default=5)
+        mode.add_argument("--strategies", nargs="+", default=["mcts", "greedy", "best-of-n"], choices=list(VARIANTS))
+        mode.add_argument("--commit", default="unknown")
+    args = parser.parse_args()
+    replay(args) if args.mode == "replay" else gpu(args)
 
 
 if __name__ == "__main__":

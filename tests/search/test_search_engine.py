@@ -345,3 +345,42 @@ def test_mcts_follows_improvements_before_widening_their_parents(task: Task, sto
         return product ** (1 / 4)
 
     assert geomean_speedup(True) > 1.15 * geomean_speedup(False)
+
+
+class HeldProfiler(KnobProfiler):
+    """A profiler whose first launch waits until the search has evaluated ``release_after`` kernels
+    (a search that waited for the diagnosis would stall here until the safety timeout)."""
+
+    def __init__(self, evaluator: LandscapeEvaluator, release_after: int) -> None:
+        super().__init__()
+        self.evaluator = evaluator
+        self.release_after = release_after
+        self.waited_out = False
+
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[FakeDiagnosis | None]:
+        deadline = time.monotonic() + 10.0
+        while sum(self.evaluator.calls.values()) < self.release_after and not self.waited_out:
+            time.sleep(0.005)
+            self.waited_out = time.monotonic() > deadline
+        return super().diagnose_many(items)
+
+
+@pytest.mark.parametrize("strategy", ["mcts", "greedy"])
+def test_profiling_is_advisory_the_search_never_waits_for_a_diagnosis(
+    task: Task, store: RunStore, strategy: str
+) -> None:
+    evaluator = LandscapeEvaluator(Landscape(seed=2))
+    profiler = HeldProfiler(evaluator, release_after=12)
+    recorder = RecordingProposer(KnobProposer(2))
+    config = SearchConfig(strategy=strategy, budgets=Budgets(20), profile_margin=100.0, retime_top_k=0)
+    outcome = search(task, store, config, evaluator=evaluator, proposers=[recorder], profiler=profiler)
+    assert not profiler.waited_out  # the first launch (the root's) was held while 12 kernels were evaluated
+    assert outcome.evaluations == 20
+    rewards = [n.reward for n in store.nodes(outcome.run_id)]
+    assert all(r is not None for r in rewards)  # every node final once timed
+    root_requests = [c for c in recorder.calls if c.context.kernel == landscape_kernel()]
+    assert root_requests[0].context.diagnosis is None  # the root was expanded before its diagnosis came
+    assert profiler.calls[0] == landscape_kernel().digest and store.profiles(outcome.run_id)
+    # diagnoses that arrived fed the requests made after them (test_only_candidates_near_the_best_are_profiled
+    # shows that they do arrive in a sequential run)
+    assert all("memory-bound" in c.context.diagnosis_text for c in recorder.calls if c.context.diagnosis is not None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from optiml.errors import KernelSourceError
@@ -39,9 +40,9 @@ class KernelSource:
     code: str
     flags: tuple[str, ...] = field(default=())
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        """Identity used by the transposition table and the run store."""
+        """Identity used by the transposition table and the run store (computed once per source)."""
         payload = normalize_source(self.code) + "\0" + "\0".join(self.flags)
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
