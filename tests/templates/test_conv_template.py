@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from test_gemm_template import BF16_MOCK, EXTRAS, GXX, MMA_ASM, _bits, combined, needs_gxx, run_emulated
 from test_permute_template import to_host_code
 from test_scan_template import EMULATOR
@@ -470,3 +471,51 @@ def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -
     for unit in range(2):
         (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
         assert not np.allclose(got, case.expected[0].double().numpy().reshape(-1), rtol=1e-4, atol=1e-4), unit
+
+
+# -- on the GPU ----------------------------------------------------------------------------------------
+F16_CASES: list[tuple[str, list[GroupConfig]]] = [
+    (
+        "f16_conv2d",
+        [
+            GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4),
+            GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=2),
+            GroupConfig.of("direct", threads=256),
+        ],
+    ),
+]
+
+
+@pytest.mark.gpu
+def test_every_variant_verifies_on_the_gpu(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """The emulator's cases (and fp16) through the harness on a real GPU, at every (odd) shape set."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from optiml.evaluate.abi import KernelLibrary
+    from optiml.evaluate.harness import CandidateRunner
+    from optiml.evaluate.runtime import TaskRuntime
+
+    cases = [(name, config) for name, configs in FP32_CASES + BF16_CASES + F16_CASES for config in configs]
+    sources = []
+    for name, config in cases:
+        k = kernels_of(tasks, name)
+        sources.append(k.render([config, *k.default()[1:]]))
+    built = Compiler(CompilerConfig(cache_dir=tmp_path / "cache")).compile_many(sources)
+    failures = []
+    for (name, config), compiled in zip(cases, built, strict=True):
+        label = f"{name} {config.label()}"
+        if not compiled.ok:
+            failures.append(f"{label}: compile error {compiled.error_summary(3)}")
+            continue
+        runtime = TaskRuntime(tasks[name], "cuda")
+        runner = CandidateRunner(runtime, KernelLibrary(compiled.so_path), torch.cuda.Stream())
+        for shape_set in range(tasks[name].num_shape_sets):
+            try:
+                check = runner.trial(runtime.case(1000 + shape_set, shape_set))
+            except Exception as exc:  # CandidateFailure and CUDA errors alike
+                failures.append(f"{label} @ shape set {shape_set}: {type(exc).__name__}: {exc}")
+                torch.cuda.synchronize()
+                continue
+            if not check.passed:
+                failures.append(f"{label} @ shape set {shape_set}: {check.message}")
+    assert not failures, "\n".join(failures)
