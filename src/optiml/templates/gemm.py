@@ -1093,6 +1093,10 @@ class GemmTemplate:
             rows = next(r for r in GEMV_KNOBS["rows"] if r >= small)
             return GroupConfig.of("gemv", threads=256, rows=rows)
         sms = max(1, facts.sm_count)
+        if prob.dtype in HALF and prob.a_k_major and facts.arch == "sm_90a":  # fastest measured (gemm_sweep)
+            if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:
+                return GroupConfig.of("wgmma", bm=128, bn=128, stages=3)
+            return GroupConfig.of("wgmma", bm=64, bn=128, stages=4)
         if prob.dtype in HALF:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
@@ -1109,7 +1113,10 @@ class GemmTemplate:
         prob = self._problem(group)
         first = self.default(group, facts)
         if prob.dtype in HALF:
+            wgmma = "wgmma" in self.space(group, facts).variants
             tiled = [
+                *([GroupConfig.of("wgmma", bm=128, bn=128, stages=3)] if wgmma else []),
+                *([GroupConfig.of("wgmma", bm=64, bn=128, stages=4)] if wgmma else []),
                 GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3),
                 GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=2, stages=4),
                 GroupConfig.of("mma", bm=128, bn=256, bk=32, wm=2, wn=4, stages=3),

@@ -9,6 +9,8 @@ every tile starts on a 1024-byte boundary. A (k contiguous) is ``[bm][64]``; B i
 when k is its contiguous dim (``x @ W.T``), else (``a @ b``) panels of ``[64 k][64 n]`` read
 transposed by the instruction. Generic-proxy writes (``cp.async``) are made visible to the
 asynchronous proxy with ``fence.proxy.async`` before the barrier that precedes each slice's MMAs.
+With three or more stages one slice's MMAs stay in flight (``wgmma.wait_group 1``) while the next
+slice's are issued, and the copies run ``stages - 2`` slices ahead.
 
 Descriptors (PTX ISA, "matrix descriptor"): start address, leading-dimension byte offset (LBO),
 stride-dimension byte offset (SBO), swizzle mode 1 (128 B) in bits 62–63. K-major, 128-byte
@@ -74,7 +76,10 @@ __device__ __forceinline__ void {p}_wgmma(float* d, unsigned long long da, unsig
 }}
 __device__ __forceinline__ void {p}_wg_fence() {{ asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }}
 __device__ __forceinline__ void {p}_wg_commit() {{ asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory"); }}
-__device__ __forceinline__ void {p}_wg_wait() {{ asm volatile("wgmma.wait_group.sync.aligned 0;\\n" ::: "memory"); }}
+template <int N>
+__device__ __forceinline__ void {p}_wg_wait() {{
+  asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"(N) : "memory");
+}}
 __device__ __forceinline__ void {p}_proxy_fence() {{ asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory"); }}
 """
 
@@ -84,6 +89,10 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     threads = (bm // 64) * 128
     a_bytes, stage = bm * BK * 2, stage_bytes(bm, bn)
+    # With 3+ stages one slice's MMAs stay in flight while the next slice's are issued; the copies then
+    # run stages - 2 slices ahead (the stage they refill was read two slices ago).
+    inflight = 1 if stages >= 3 else 0
+    ahead = stages - 1 - inflight
     a_chunks, b_chunks = bm * BK // 8, bn * BK // 8
     guard_a = "true" if a_chunks % threads == 0 else f"f < {a_chunks}"
     guard_b = "true" if b_chunks % threads == 0 else f"f < {b_chunks}"
@@ -147,7 +156,7 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
   for (int i = 0; i < {bn // 2}; ++i) d[i] = 0.f;
   const int64_t KT = (P.K + {BK - 1}) / {BK};
 #pragma unroll
-  for (int s = 0; s < {stages - 1}; ++s) {{
+  for (int s = 0; s < {ahead}; ++s) {{
     if (s < KT) {{
       const int stage = s;
       const int64_t k0 = (int64_t)s * {BK};
@@ -155,11 +164,11 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
     {p}_cp_commit();
   }}
   for (int64_t kt = 0; kt < KT; ++kt) {{
-    {p}_cp_wait<{stages - 2}>();
+    {p}_cp_wait<{ahead - 1}>();
     {p}_proxy_fence();
-    __syncthreads();
+    __syncthreads();  // every warp group's MMAs of slice kt - 1 - {inflight} are done: its stage is free
     {{
-      const int64_t next = kt + {stages - 1};
+      const int64_t next = kt + {ahead};
       if (next < KT) {{
         const int stage = (int)(next % {stages});
         const int64_t k0 = next * {BK};
@@ -172,8 +181,9 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
 #pragma unroll
     for (unsigned ks = 0; ks < {BK // 16}; ++ks) {p}_wgmma(d, {p}_desc(ab + ks * 32u, 16u, 1024u), {b_desc});
     {p}_wg_commit();
-    {p}_wg_wait();
+    {p}_wg_wait<{inflight}>();
   }}
+  {p}_wg_wait<0>();
   {p}_cp_wait<0>();
   // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
   // column 8 j + 2 (lane % 4) + q of row + 8 h
