@@ -31,15 +31,15 @@ a candidate):
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
-import platform
 import signal
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+
+TYPE_CHECKING = False  # no typing import at run time: every compile and worker start pays this script's imports
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -64,6 +64,11 @@ class _CapData(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as file:
+        return file.read()
 
 
 def _bytes(text: str | None) -> bytes | None:
@@ -132,7 +137,7 @@ def build_filesystem(workdir: str) -> None:
         path = f"/proc/{name}"
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND)
-    for point in visible_mount_points(Path("/proc/self/mountinfo").read_text()):
+    for point in visible_mount_points(_read("/proc/self/mountinfo")):
         if _within(point, workdir) or point == "/dev/shm":
             continue
         if _within(point, "/proc") and not any(_within(point, f"/proc/{n}") for n in PROC_READ_ONLY):
@@ -184,9 +189,10 @@ def expose(stage: str, path: str, seen: set[str] | None = None) -> None:
 
 
 def _pivot_root(new_root: str, put_old: str) -> None:
-    number = _PIVOT_ROOT.get(platform.machine())
+    machine = os.uname().machine
+    number = _PIVOT_ROOT.get(machine)
     if number is None:
-        raise OSError(errno.ENOSYS, f"pivot_root: unknown syscall number on {platform.machine()}")
+        raise OSError(errno.ENOSYS, f"pivot_root: unknown syscall number on {machine}")
     if _libc.syscall(ctypes.c_long(number), _bytes(new_root), _bytes(put_old)) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"pivot_root: {os.strerror(code)}")
@@ -229,7 +235,7 @@ def build_view(workdir: str, paths: Sequence[str]) -> None:
 
 def last_capability() -> int:
     """The highest capability number this kernel knows (read before ``/proc`` leaves the view)."""
-    return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    return int(_read("/proc/sys/kernel/cap_last_cap"))
 
 
 def drop_privileges(last: int) -> None:
@@ -256,8 +262,10 @@ def supervise(argv: Sequence[str]) -> int:
         os._exit(127)
 
     def forward(number: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        try:  # noqa: SIM105 (contextlib would add its imports to every sandbox start)
             os.kill(child, number)
+        except ProcessLookupError:
+            pass
 
     for signum in _FORWARDED:
         signal.signal(signum, forward)
