@@ -70,8 +70,8 @@ def compile_view(nvcc: str, include_dirs: Sequence[Path], extra: Sequence[str] =
     """Every path nvcc may read: system view, toolkit, host compiler, our headers, ``extra``."""
     paths = list(SYSTEM_VIEW)
     root = toolkit_root(nvcc)
-    if root is not None:
-        paths.append(str(root))
+    if root is not None:  # the pip wheels split one toolkit over site-packages/nvidia/<part>: take them all
+        paths.append(str(root.parent if root.parent.name == "nvidia" else root))
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             paths.append(str(Path(os.environ[var]).resolve()))
