@@ -26,6 +26,9 @@ Variants (structural choices):
   ``cp.async`` pipeline into dynamic shared memory with ``ldmatrix`` fragment loads (``.trans`` for
   an operand whose contiguous dim is not k); the scalar build keeps A as ``[m][k]`` and B as
   ``[n][k]`` in static shared memory, double buffered through registers, on a tile shrunk to fit.
+* ``wgmma`` (fp16 / bf16 on sm_90a, A k-major): Hopper warp-group MMA from 128-byte-swizzled shared
+  memory through descriptors (:mod:`optiml.templates.gemm_wgmma`); the scalar ``mma`` build when the
+  operands do not allow 16-byte copies.
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
   small batch, ``A @ v``) a warp owns one big index, its lanes stride over k (16-byte loads when
@@ -45,9 +48,11 @@ screening rule rejects it otherwise).
 The planner's rule (:meth:`GemmTemplate.default`) on the primary (first) shape set:
 ``min(M, N) <= 16`` → ``gemv`` (``rows`` = the small side rounded up to a power of two, at most 16);
 else float32 → ``simt`` 64×64×16 / 8×8 when there are at least four 64×64 tiles per SM, 128×128×8 / 8×8
-when the 128×128 tiles cover every SM, 128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half →
-``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles cover every SM, else 64×64×32 on 2×2, 4 stages
-(the large-product choices are the fastest measured by ``benchmarks/gemm_sweep.py`` at 4096³).
+when the 128×128 tiles cover every SM, 128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A
+k-major on sm_90a → ``wgmma`` with 4 stages, the first of 128×256, 128×128, 64×128 whose tiles cover
+every SM, else 64×64; other half products → ``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles
+cover every SM, else 64×64×32 on 2×2, 4 stages (the choices are the fastest measured by
+``benchmarks/gemm_sweep.py`` on the H200).
 """
 
 from __future__ import annotations
@@ -1094,9 +1099,10 @@ class GemmTemplate:
             return GroupConfig.of("gemv", threads=256, rows=rows)
         sms = max(1, facts.sm_count)
         if prob.dtype in HALF and prob.a_k_major and facts.arch == "sm_90a":  # fastest measured (gemm_sweep)
-            if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:
-                return GroupConfig.of("wgmma", bm=128, bn=128, stages=3)
-            return GroupConfig.of("wgmma", bm=64, bn=128, stages=4)
+            for bm, bn in ((128, 256), (128, 128), (64, 128)):
+                if t.batch * _cdiv(t.m, bm) * _cdiv(t.n, bn) >= sms:
+                    return GroupConfig.of("wgmma", bm=bm, bn=bn, stages=4)
+            return GroupConfig.of("wgmma", bm=64, bn=64, stages=4)
         if prob.dtype in HALF:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
@@ -1115,8 +1121,9 @@ class GemmTemplate:
         if prob.dtype in HALF:
             wgmma = "wgmma" in self.space(group, facts).variants
             tiled = [
-                *([GroupConfig.of("wgmma", bm=128, bn=128, stages=3)] if wgmma else []),
-                *([GroupConfig.of("wgmma", bm=64, bn=128, stages=4)] if wgmma else []),
+                *([GroupConfig.of("wgmma", bm=128, bn=256, stages=4)] if wgmma else []),
+                *([GroupConfig.of("wgmma", bm=128, bn=128, stages=4)] if wgmma else []),
+                *([GroupConfig.of("wgmma", bm=64, bn=64, stages=4)] if wgmma else []),
                 GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3),
                 GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=2, stages=4),
                 GroupConfig.of("mma", bm=128, bn=256, bk=32, wm=2, wn=4, stages=3),
