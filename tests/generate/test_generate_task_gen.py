@@ -119,7 +119,8 @@ def test_validate_task_file_runs_the_dynamic_checks(tmp_path: Path) -> None:
     good.write_text(GOOD)
     check = validate_task_file(good)
     assert check.task.name == "good"
-    assert check.notes == ("shape set 1: 1 inputs, 1 outputs", "output 0: shape (7, 333) float32")
+    assert check.notes[:2] == ("shape set 1: 1 inputs, 1 outputs", "output 0: shape (7, 333) float32")
+    assert check.notes[2].startswith("verification inputs: native, normal")  # the default signed distribution
 
     unseeded = tmp_path / "unseeded.py"
     unseeded.write_text(
