@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import base64
 import ctypes
 import json
@@ -14,6 +15,8 @@ import pytest
 from profile_data import SRC
 
 from optiml.evaluate.abi import OptimlTensor
+from optiml.kernel.compile_sandbox import toolkit_root
+from optiml.kernel.compiler import find_nvcc, include_dir
 from optiml.profile.case_dump import dump_case
 from optiml.profile.light_target import MANIFEST
 
@@ -82,3 +85,72 @@ def test_without_a_gpu_it_fails_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     [event] = [json.loads(line) for line in report.read_text().splitlines()]
     assert event["event"] == "error" and "\n" not in event["error"]
+
+
+SCALED_TASK = (
+    "import torch\n"
+    "class Model(torch.nn.Module):\n"
+    "    def forward(self, x, alpha: float):\n"
+    "        return x * alpha\n"
+    "def get_inputs():\n"
+    "    return [torch.rand(64, 32), 2.5]\n"
+    "def get_init_inputs():\n"
+    "    return []\n"
+)
+
+
+def _gcc(out: Path, source: Path, *extra: str) -> Path:
+    root = toolkit_root(find_nvcc())
+    assert root is not None
+    cuda_include = root / "include"
+    cmd = ["gcc", "-shared", "-fPIC", "-O1", f"-I{include_dir()}", f"-I{cuda_include}", *extra, "-o", str(out)]
+    subprocess.run([*cmd, str(source)], check=True, capture_output=True, text=True)
+    return out
+
+
+@pytest.mark.nvcc  # the CUDA headers come with nvcc
+def test_the_protocol_end_to_end_on_a_host_memory_driver(tmp_path: Path) -> None:
+    """light_target.py against a stand-in libcuda.so.1 (host memory) and a candidate built for it: the
+    structs are relocated onto filled buffers, scalars keep their bytes, the workspace is asked with
+    shapes only, outputs are poisoned, each entry gets a marker inside start/stop, failures are events."""
+    data = Path(__file__).resolve().parent / "data"
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _gcc(lib / "libcuda.so.1", data / "fake_libcuda.c")
+    candidate = _gcc(tmp_path / "candidate.so", data / "host_candidate.c")
+    task = tmp_path / "scaled.py"
+    task.write_text(SCALED_TASK)
+    case = tmp_path / "case"
+    manifest = dump_case(str(task), 1000, 0, case, device="cpu")
+    x = array.array("f", (case / manifest["inputs"][0]["file"]).read_bytes())
+    log, report = tmp_path / "driver.log", tmp_path / "events.jsonl"
+    env = {"LD_LIBRARY_PATH": str(lib), "FAKE_CUDA_LOG": str(log), "PATH": os.environ.get("PATH", "")}
+    argv = [sys.executable, "-I", "-S", str(LIGHT), "--case", str(case), "--so", str(candidate)]
+    argv += ["--so", str(tmp_path / "missing.so"), "--report", str(report)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["case", "failed", "profiling", "profiled", "done"]
+    assert events[0]["device"] == "Fake GPU" and events[1]["label"] == "candidate 1"
+    expected = f"sum {sum(v * 2.5 for v in x):.4f}"
+    lines = log.read_text().split()
+    assert " ".join(lines) == f"{expected} start marker {expected} stop"  # warm-up, then the profiled call
+
+
+@pytest.mark.nvcc
+def test_a_failing_call_is_an_event_not_a_crash(tmp_path: Path) -> None:
+    data = Path(__file__).resolve().parent / "data"
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _gcc(lib / "libcuda.so.1", data / "fake_libcuda.c")
+    candidate = _gcc(tmp_path / "candidate.so", data / "host_candidate.c")
+    task = tmp_path / "scaled.py"
+    task.write_text(SCALED_TASK)
+    dump_case(str(task), 1000, 0, tmp_path / "case", device="cpu")
+    env = {"LD_LIBRARY_PATH": str(lib), "FAKE_CUDA_LOG": str(tmp_path / "log"), "FAIL": "1"}
+    report = tmp_path / "events.jsonl"
+    argv = [sys.executable, "-I", "-S", str(LIGHT), "--case", str(tmp_path / "case"), "--so", str(candidate)]
+    proc = subprocess.run([*argv, "--report", str(report)], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in report.read_text().splitlines()]
+    assert events[1] == {"event": "failed", "index": 0, "label": "candidate 0", "error": "optiml_forward returned 5"}
