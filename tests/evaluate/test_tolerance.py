@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from optiml.evaluate.checks import compare
@@ -91,7 +92,8 @@ def test_signed_sums_get_an_allowance_for_cancellation(tmp_path: Path) -> None:
     native, signed = runtime.case(1, 0, "native"), runtime.case(2, 0, "normal")
     assert native.atol[0] == runtime.task.meta.atol
     rms = float(signed.expected[0].double().pow(2).mean().sqrt())
-    assert signed.atol[0] == runtime.task.meta.rtol * rms > runtime.task.meta.atol
+    assert signed.atol[0] == pytest.approx(runtime.task.meta.rtol * rms, rel=1e-6)
+    assert signed.atol[0] > runtime.task.meta.atol
     honest = [torch.cumsum(signed.args[0].double(), dim=0).float()]
     assert compare(honest, signed.expected, signed.atol, signed.rtol).passed
     assert not compare([signed.args[0].clone()], signed.expected, signed.atol, signed.rtol).passed
