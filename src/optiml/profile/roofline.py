@@ -185,10 +185,18 @@ def problem_bytes(task: Task, shape_set: int = 0) -> int | None:
 
     No memory is allocated and no GPU is needed; None if the model does not support meta tensors.
     """
+    import torch
+
     from optiml.evaluate.runtime import TaskRuntime
 
-    try:
-        case = TaskRuntime(task, "meta").case(seed=0, shape_set=shape_set)
-        return case.input_bytes() + case.output_bytes()
+    def nbytes(values: list[object]) -> int:
+        return sum(t.numel() * t.element_size() for t in values if isinstance(t, torch.Tensor))
+
+    try:  # args, model and outputs only: a case would also decide tolerances, which reads values
+        runtime = TaskRuntime(task, "meta")
+        args = runtime.make_args(0, shape_set)
+        model = runtime.build_model(0, shape_set)
+        outputs = runtime.run_reference(model, args)
+        return nbytes([*args, *model.state_dict().values()]) + nbytes(list(outputs))
     except Exception:  # an op without a meta kernel: the caller falls back to the worker's figure
         return None
