@@ -152,6 +152,38 @@ def test_edits_profiles_rewards_and_retimes(store: RunStore) -> None:
     assert store.retimes(run_id) == {ROOT.digest: timing}
 
 
+def test_a_run_moves_to_another_store_whole(store: RunStore, tmp_path: Path) -> None:
+    """export_run / import_run (a Ray actor's store -> the driver's): every table, edit ids renumbered."""
+    run_id = new_run(store)
+    store.record_evaluation(run_id, node=node(ROOT.digest, 1), kernel=ROOT, result=ok_result(1.0), elapsed_s=1,
+                            cost_usd=0)  # fmt: skip
+    edit_id = store.add_edit(run_id, parent_digest=ROOT.digest, edit=EDIT, outcome=EDIT_UNTRIED, seq=2, kernel=CHILD)
+    store.record_evaluation(run_id, node=node(CHILD.digest, 3, ROOT.digest, edit_id), kernel=CHILD,
+                            result=ok_result(0.5), elapsed_s=2, cost_usd=0)  # fmt: skip
+    store.record_profile(run_id, CHILD.digest, proxy_score=0.7, roofline_fraction=0.5, text="bandwidth-bound")
+    store.record_retimes(run_id, 3, [(CHILD.digest, TimingStats(0.5, 0.5, 0.5, 0.5, 0.5, 9))])
+    with RunStore(tmp_path / "driver.db") as driver:
+        other = new_run(driver, "layernorm")  # the driver's own edits take the low ids
+        driver.add_edit(other, parent_digest=ROOT.digest, edit=EDIT, outcome=EDIT_NOT_APPLIED, seq=1)
+        assert driver.import_run(store.export_run(run_id)) == run_id
+        assert driver.get_run(run_id) == store.get_run(run_id)
+        assert driver.evaluations(run_id) == store.evaluations(run_id)
+        assert driver.profiles(run_id) == store.profiles(run_id) and driver.retimes(run_id) == store.retimes(run_id)
+        assert driver.kernel(CHILD.digest) == CHILD and driver.kernel(ROOT.digest) == ROOT
+        (moved,) = driver.edits(run_id)
+        child = next(n for n in driver.nodes(run_id) if n.digest == CHILD.digest)
+        assert child.edit_id == moved.id != edit_id  # renumbered, and the node follows its edit
+        assert [e.edit for e in driver.edits(other)] == [EDIT]
+        with pytest.raises(StoreError, match="already in this store"):
+            driver.import_run(store.export_run(run_id))
+        bad = store.export_run(run_id)
+        bad["nodes"] = [{**bad["nodes"][0], "no_such_column": 1}]
+        bad["runs"] = [{**bad["runs"][0], "id": "other-run"}]
+        with pytest.raises(StoreError, match="no column"):
+            driver.import_run(bad)
+        assert [r.id for r in driver.runs()].count("other-run") == 0  # nothing half-imported
+
+
 def test_a_file_that_is_not_a_store_is_a_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "notes.db"
     bad.write_text("these are my notes, not a database\n" * 100)

@@ -540,6 +540,67 @@ class RunStore(SqliteDatabase):
         rows = self._read("SELECT digest, timing_json FROM retimes WHERE run_id = ?", (run_id,))
         return {r["digest"]: TimingStats(**json.loads(r["timing_json"])) for r in rows}
 
+    # -- moving a run between stores (a Ray actor's store → the driver's) ---------------------------------
+    def export_run(self, run_id: str) -> dict[str, list[dict[str, object]]]:
+        """Every row of one run, table by table (JSON-serialisable), for :meth:`import_run` elsewhere."""
+        run = self.get_run(run_id)
+        data: dict[str, list[dict[str, object]]] = {}
+        for table in _RUN_TABLES:
+            data[table] = [dict(r) for r in self._read(f"SELECT * FROM {table} WHERE {_RUN_KEY[table]} = ?", (run.id,))]
+        digests = {run.root_digest, *(n["digest"] for n in data["nodes"]), *(e["child_digest"] for e in data["edits"])}
+        digests.discard(None)
+        data["kernels"] = [
+            dict(r)
+            for d in sorted(map(str, digests))
+            for r in self._read("SELECT * FROM kernels WHERE digest = ?", (d,))
+        ]
+        return data
+
+    def import_run(self, data: dict[str, list[dict[str, object]]]) -> str:
+        """Add a run exported by :meth:`export_run` (edit ids renumbered); returns its id. A run id already
+        here is an error: runs are never merged."""
+        (run,) = data["runs"]
+        run_id = str(run["id"])
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+                raise StoreError(f"{self.path}: run {run_id} is already in this store")
+            for row in data.get("kernels", []):
+                conn.execute("INSERT OR IGNORE INTO kernels (digest, code, flags_json) VALUES (?, ?, ?)",
+                             (row["digest"], row["code"], row["flags_json"]))  # fmt: skip
+            _insert_rows(conn, "runs", [run])
+            edit_ids: dict[object, int | None] = {None: None}
+            edit_columns = {r[1] for r in conn.execute("PRAGMA table_info(edits)")}
+            for row in data.get("edits", []):
+                fields = {k: v for k, v in row.items() if k != "id"}
+                if not set(fields) <= edit_columns:
+                    raise sqlite3.OperationalError(f"edits has no column(s) {sorted(set(fields) - edit_columns)}")
+                cursor = conn.execute(
+                    f"INSERT INTO edits ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))})",
+                    tuple(fields.values()),
+                )
+                edit_ids[row["id"]] = cursor.lastrowid
+            nodes = [{**row, "edit_id": edit_ids.get(row["edit_id"])} for row in data.get("nodes", [])]
+            _insert_rows(conn, "nodes", nodes)
+            for table in ("evaluations", "profiles", "retimes"):
+                _insert_rows(conn, table, data.get(table, []))
+        return run_id
+
+
+#: The tables holding one run's rows (besides ``kernels``, shared by content), and their run column.
+_RUN_TABLES = ("runs", "edits", "nodes", "evaluations", "profiles", "retimes")
+_RUN_KEY = {t: ("id" if t == "runs" else "run_id") for t in _RUN_TABLES}
+
+
+def _insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[dict[str, object]]) -> None:
+    """Insert exported rows; a column the table does not have (a different schema) is an error."""
+    columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    for row in rows:
+        if not set(row) <= columns:
+            raise sqlite3.OperationalError(f"{table} has no column(s) {sorted(set(row) - columns)}")
+        conn.execute(
+            f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
+        )
+
 
 def _insert_kernel(conn: sqlite3.Connection, kernel: KernelSource) -> None:
     conn.execute(

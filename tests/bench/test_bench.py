@@ -11,6 +11,7 @@ import pytest
 from optiml.bench import BenchConfig, BenchRow, discover_suite, run_bench, suite_metrics
 from optiml.bench.metrics import markdown
 from optiml.errors import OptimlError
+from optiml.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,9 +169,21 @@ def _fake_factory(workdir: Path):  # type: ignore[no-untyped-def]
             raise ValueError("the reference failed (simulated)")
         import os
 
+        from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
+        from optiml.kernel.source import KernelSource
+        from optiml.store import NodeRecord, RunStore
+
         best = 0.1 if path.with_name(path.stem + ".naive.cu").is_file() else 0.2
+        kernel = KernelSource(f"int {path.stem}_marker;\n")
+        with RunStore(workdir / "runs.db") as store:  # a search run in the actor's store, as the real job keeps
+            run = store.create_run(task_name=path.stem, task_path=str(path), task_digest="t", strategy="mcts",
+                                   config_json="{}", root=kernel)  # fmt: skip
+            node = NodeRecord(kernel.digest, None, None, depth=0, prior=1.0, seq=0, reward=None, closed_reason="")
+            timing = TimingStats(median_ms=best, q1_ms=best, q3_ms=best, min_ms=best, max_ms=best, trials=5)
+            result = EvalResult(status=EvalStatus.OK, message="ok", timing=timing)
+            store.record_evaluation(run.id, node=node, kernel=kernel, result=result, elapsed_s=1.0, cost_usd=0.0)
         return BenchRow(path.stem, str(path), "verified", best_ms=best, baselines_ms={"eager": 0.2},
-                        plan=f"pid {os.getpid()}")  # fmt: skip
+                        plan=f"pid {os.getpid()}", run_id=run.id)  # fmt: skip
 
     return job, lambda gpu: Worker()
 
@@ -186,7 +199,8 @@ def test_a_local_ray_cluster_runs_the_bench(tmp_path: Path) -> None:
     (tmp_path / "suite" / "b.naive.cu").write_text("// shipped kernel\n", encoding="utf-8")
     paths[2].write_text("BROKEN\n", encoding="utf-8")
     try:
-        config, make_worker, job = ray_workers(None, BenchConfig(gpus=(0, 1)), _fake_factory)
+        store_path = tmp_path / "out" / "runs.db"
+        config, make_worker, job = ray_workers(None, BenchConfig(gpus=(0, 1)), _fake_factory, store_path)
         assert len(config.gpus) == 2  # no GPUs in this cluster: one CPU actor per requested slot
         rows = run_bench(paths, config, tmp_path / "out", job=job, make_worker=make_worker)
     finally:
@@ -199,6 +213,12 @@ def test_a_local_ray_cluster_runs_the_bench(tmp_path: Path) -> None:
     assert {r.plan for r in rows if r.verified} != set()
     state = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert state["metrics"]["verified"] == 3  # the driver wrote the same state a local bench writes
+    with RunStore(store_path) as store:  # every actor's search run was gathered into the driver's store
+        runs = {r.id: r for r in store.runs()}
+        assert set(runs) == {r.run_id for r in rows if r.verified}
+        for run_id, run in runs.items():
+            assert store.verified_times(run_id) == {run.root_digest: by_task[run.task_name].best_ms}
+            assert store.kernel(run.root_digest).code == f"int {run.task_name}_marker;\n"
 
 
 def test_ray_missing_or_unreachable_is_one_line(tmp_path: Path) -> None:

@@ -54,14 +54,23 @@ def _ship(path: Path) -> dict[str, str]:
 
 
 class _Slot:
-    """The driver's handle on one actor (what run_bench calls a worker)."""
+    """The driver's handle on one actor (what run_bench calls a worker). With ``store_path``, each
+    task's search run comes back with its row and is added to the driver's run store."""
 
-    def __init__(self, ray: Any, actor: Any) -> None:
+    def __init__(self, ray: Any, actor: Any, store_path: Path | None) -> None:
         self.ray = ray
         self.actor = actor
+        self.store_path = store_path
 
     def run(self, path: Path) -> BenchRow:
-        return BenchRow.from_dict(self.ray.get(self.actor.run.remote(path.name, _ship(path))))
+        reply = self.ray.get(self.actor.run.remote(path.name, _ship(path)))
+        row = BenchRow.from_dict(reply["row"])
+        if reply.get("run") and self.store_path is not None:
+            from optiml.store import RunStore
+
+            with RunStore(self.store_path) as store:
+                store.import_run(reply["run"])
+        return row
 
     def stop(self) -> None:
         try:
@@ -71,11 +80,12 @@ class _Slot:
 
 
 def ray_workers(
-    address: str | None, config: BenchConfig, factory: JobFactory | None = None
+    address: str | None, config: BenchConfig, factory: JobFactory | None = None, store_path: Path | None = None
 ) -> tuple[BenchConfig, Callable[[int | None], Any], TaskJob]:
     """Connect to (or, with ``address`` None, start) a Ray cluster; returns the bench configuration with
     one slot per cluster GPU (or per ``config.gpus`` entry on a cluster without GPUs, for CPU-only jobs),
-    the slot factory and the job that runs a task on a slot."""
+    the slot factory and the job that runs a task on a slot. With ``store_path`` (the bench's
+    ``runs.db``), every task's search run is gathered there from the actor that ran it."""
     try:
         import ray
     except ImportError as exc:
@@ -108,7 +118,17 @@ def ray_workers(
                 row = BenchRow(
                     task=Path(name).stem, file=name, status="failed", reason=f"{type(exc).__name__}: {first}"
                 )
-            return row.to_dict()
+            return {"row": row.to_dict(), "run": self._export(row.run_id)}
+
+        def _export(self, run_id: str | None) -> dict[str, Any] | None:
+            """The task's search run from this actor's store (the job's ``WORKDIR/runs.db``), if any."""
+            store_file = Path(self.dir.name) / "runs.db"
+            if not run_id or not store_file.is_file():
+                return None
+            from optiml.store import RunStore
+
+            with RunStore(store_file) as store:
+                return store.export_run(run_id)
 
         def stop(self) -> None:
             stopper = getattr(self.worker, "stop", None)
@@ -126,7 +146,7 @@ def ray_workers(
     )
 
     def make_slot(_: int | None) -> _Slot:
-        return _Slot(ray, BenchActor.remote(factory))  # type: ignore[attr-defined]
+        return _Slot(ray, BenchActor.remote(factory), store_path)  # type: ignore[attr-defined]
 
     def job(path: Path, slot: Any, index: int | None) -> BenchRow:
         return slot.run(path)

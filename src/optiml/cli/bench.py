@@ -69,7 +69,9 @@ def bench_cmd(
         if ray is not None:
             from optiml.bench.cluster import ray_workers
 
-            config, make_worker, job = ray_workers(None if ray == "local" else ray, config)
+            config, make_worker, job = ray_workers(
+                None if ray == "local" else ray, config, store_path=target / "runs.db"
+            )
             console.print(f"Ray: {len(config.gpus)} actor(s)")
         try:
             rows = run_bench(paths, config, target, on_row=on_row, job=job, make_worker=make_worker)
