@@ -117,6 +117,13 @@ SPECS: dict[str, dict[str, Any]] = {
         body="self.c(x)",
         inputs="torch.randn(B, C, L)",
     ),
+    "big_kernel3d": dict(  # 729 taps: more than the implicit variants' shared table holds
+        sizes={"B": 2, "C": 2, "D": 9, "H": 10, "W": 11},
+        sets=[{"B": 1, "D": 10, "H": 9, "W": 9}],
+        init="        self.c = nn.Conv3d(C, 3, 9)",
+        body="self.c(x)",
+        inputs="torch.randn(B, C, D, H, W)",
+    ),
     "h_conv2d": dict(
         dtype="bfloat16",
         init="        self.c = nn.Conv2d(C, 6, 3, padding=1)\n" + INT_INIT,
@@ -245,6 +252,7 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     bf16 = kernels_of(tasks, "h_conv2d").spaces[0]
     assert fp32.variants == ("implicit", "direct") and bf16.variants == ("mma", "direct")
     assert kernels_of(tasks, "transposed2d").spaces[0].variants == ("direct",)
+    assert kernels_of(tasks, "big_kernel3d").spaces[0].variants == ("direct",)
     implicit = GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8)
     assert fp32.reason_invalid(implicit) is None
     for config in [
@@ -366,6 +374,7 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("conv_relu_maxpool", [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]),
     ("transposed2d", [GroupConfig.of("direct", threads=64)]),
     ("transposed1d_groups", [GroupConfig.of("direct", threads=128)]),
+    ("big_kernel3d", [GroupConfig.of("direct", threads=64)]),
 ]
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
@@ -377,12 +386,14 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
 ]
 
 
-# What the batch-norm epilogue and the pool kernel after a conv use beyond the GEMM tests' emulator (test-only).
+# What the conv kernels, the batch-norm epilogue and the pool after a conv use beyond the GEMM tests' emulator.
 POOL_INTRINSICS = r"""
 static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
 static inline uint64_t __umul64hi(uint64_t a, uint64_t b) { return (uint64_t)(((unsigned __int128)a * b) >> 64); }
 static inline float __int_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
+struct alignas(16) int4 { int x, y, z, w; };
+static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 """
 
 

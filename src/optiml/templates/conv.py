@@ -20,8 +20,10 @@ Variants:
   conflict-free shared-memory reads, as in the GEMM template), ``bk``-deep slices double buffered:
   the next slice's weights and gathered inputs are loaded into registers while the current one is
   multiplied. Each thread gathers one fixed im2col column, so its pixel's coordinates are decoded
-  once. A pointwise convolution (1x1 kernel, stride 1, no padding: the rule sees it in every shape
-  set) is this GEMM with ``B[k][n] = x[b][k][pixel]``, no gather arithmetic.
+  once, and a gathered element costs a multiply-high division of ``k`` by the tap count and a read
+  of a shared table of the kernel's taps (at most 512 taps: a larger kernel runs ``direct``). A
+  pointwise convolution (1x1 kernel, stride 1, no padding: the rule sees it in every shape set) is
+  this GEMM with ``B[k][n] = x[b][k][pixel]``, no gather arithmetic.
 * ``mma`` (float16 / bfloat16 tasks): the same implicit GEMM on tensor cores, ``mma.sync.m16n8k16``
   with fp32 accumulation (the GEMM template's instruction helper), ``wm x wn`` warps; shared memory
   holds A as ``[m][k]`` and B as ``[n][k]`` (k contiguous, rows padded by 8 halves), two buffers: the
@@ -82,6 +84,8 @@ HALF = ("float16", "bfloat16")
 DIRECT_MAX_K = 32  # fewer terms per output than this: the direct kernel is the rule
 STATIC_SMEM = 48 * 1024
 MAX_PREFETCH = 16  # registers per operand holding the next slice
+MAX_TAPS = 512  # kernel taps (KD * KH * KW) the implicit variants' shared table holds; more: direct only
+TAPS_BYTES = 16 * MAX_TAPS
 BLOCKS_PER_SM = 32  # the direct kernel's grid: grid-stride loops over at most this many blocks per SM
 
 
@@ -103,6 +107,10 @@ class Traced:
 def _pad3(values: tuple[int, ...], fill: int) -> tuple[int, int, int]:
     full = (fill,) * (3 - len(values)) + tuple(values)
     return (int(full[0]), int(full[1]), int(full[2]))
+
+
+def _taps(t: Traced) -> int:
+    return t.kernel[0] * t.kernel[1] * t.kernel[2]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -172,6 +180,8 @@ struct {p}_prob {{
   int64_t M, NP, K;                // one group's implicit GEMM: Cout_g x (B * OS) x (Cin_g * KS)
   int64_t tiles_m, tiles_n;       // implicit / mma grid
   int64_t dgx, dgy;                // direct grid: pixel blocks x plane blocks
+  uint32_t ks_mul;                 // k / KS by multiply-high (0: KS == 1)
+  int ks_shr;
   int64_t N;                       // 1: the epilogue is indexed by the output's linear index alone
 {fields}
 }};
@@ -200,26 +210,53 @@ def _decode_column(prob: ConvProblem) -> str:
         "  const int od = o / (int)P.OHW, oh = (o / (int)P.OW) % (int)P.OH, ow = o % (int)P.OW;",
         f"  const int id0 = od * {sd} - {pd}, ih0 = oh * {sh} - {ph}, iw0 = ow * {sw} - {pw};",
         "  const X_T* __restrict__ X = P.x + (b * P.Cin + gz * P.Cin_g) * P.DHW;",
+        "  const int64_t xo = ((int64_t)id0 * P.H + ih0) * P.W + iw0;  // the window's origin (may be in the padding)",
     ]
     return "\n".join(lines)
+
+
+def _tap_table(prob: ConvProblem, threads: int) -> str:
+    """Statements filling the shared table of kernel taps (offsets along each axis, and in the input
+    plane), so a gathered element costs a fast division and a table read instead of three divisions."""
+    if prob.pointwise:
+        return ""
+    dd, dh, dw = prob.dilation
+    return f"""  __shared__ int4 taps[{MAX_TAPS}];
+  for (int t = (int)threadIdx.x; t < (int)P.KS; t += {threads}) {{
+    const int kz = t / (int)P.KHW, ky = (t / (int)P.KW) % (int)P.KH, kx = t % (int)P.KW;
+    taps[t] = make_int4(kz * {dd}, ky * {dh}, kx * {dw}, (kz * {dd} * (int)P.H + ky * {dh}) * (int)P.W + kx * {dw});
+  }}
+  __syncthreads();"""
 
 
 def _gather(prob: ConvProblem, zero: str, load: str) -> str:
     """Statements: ``v``, the im2col element (k = gk, this thread's column); ``load`` reads ``X[idx]``."""
     if prob.pointwise:
         return f"v = (ncol && gk < P.K) ? {load.format(idx='gk * P.OS')} : {zero};"
-    dd, dh, dw = prob.dilation
     return f"""v = {zero};
       if (ncol && gk < P.K) {{
-        const int ci = (int)gk / (int)P.KS;  // 32-bit: the host checks K < 2^31
-        int rem = (int)gk - ci * (int)P.KS;
-        const int kz = rem / (int)P.KHW;
-        rem -= kz * (int)P.KHW;
-        const int ky = rem / (int)P.KW, kx = rem - ky * (int)P.KW;
-        const int id = id0 + kz * {dd}, ih = ih0 + ky * {dh}, iw = iw0 + kx * {dw};
-        if (id >= 0 && id < P.D && ih >= 0 && ih < P.H && iw >= 0 && iw < P.W)
-          v = {load.format(idx="(ci * P.D + id) * P.H * P.W + (int64_t)ih * P.W + iw")};
+        // ci = gk / KS by multiply-high (gk < 2^31: host-checked), then the tap's offsets from the table
+        const int ci = P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) : (int)gk;
+        const int4 e = taps[(int)gk - ci * (int)P.KS];
+        const int id = id0 + e.x, ih = ih0 + e.y, iw = iw0 + e.z;
+        if ((unsigned)id < (unsigned)P.D && (unsigned)ih < (unsigned)P.H && (unsigned)iw < (unsigned)P.W)
+          v = {load.format(idx="xo + ci * P.DHW + e.w")};
       }}"""
+
+
+def _fast_division_host(divisor: str) -> list[str]:
+    """Host statements: ``P.ks_mul`` / ``P.ks_shr`` with ``n / d == __umulhi(n, mul) >> shr`` for every
+    ``n < 2^31`` (Granlund-Montgomery, as CUTLASS's FastDivmod); ``mul = 0`` marks ``d == 1``."""
+    return [
+        "  {",
+        f"    const uint32_t d = (uint32_t){divisor};",
+        "    uint32_t lg = 0;",
+        "    while ((1ull << lg) < d) ++lg;  // ceil(log2(d))",
+        "    const uint64_t p = 31 + lg;",
+        "    P.ks_mul = d == 1 ? 0u : (uint32_t)(((1ull << p) + d - 1) / d);",
+        "    P.ks_shr = (int)(p - 32);",
+        "  }",
+    ]
 
 
 def _block_decode() -> str:
@@ -299,6 +336,7 @@ __global__ void __launch_bounds__({threads}) {p}_implicit(const {p}_prob P) {{
   const float* __restrict__ Wg = P.w + gz * P.M * P.K;
   const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
 {_decode_column(prob)}
+{_tap_table(prob, threads)}
   float ra[{la}], rb[{lb}];
   float acc[{tm}][{tn}];
 #pragma unroll
@@ -398,6 +436,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
   const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
   const unsigned short* __restrict__ xbits = (const unsigned short*)P.x;
 {_decode_column(prob).replace("P.x +", "xbits +")}
+{_tap_table(prob, threads)}
   unsigned short ra[{la}], rb[{lb}];
   float acc[{mi}][{ni}][4];
 #pragma unroll
@@ -472,7 +511,8 @@ def _tiled_launch(p: str, kernel: str, bm: int, bn: int, threads: int) -> str:
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.M <= 0 || P.NP <= 0) return 0;
-  if (P.K > 2147483647LL || P.NP > 2147483647LL) return -4;
+  if (P.K > 2147483647LL || P.NP > 2147483647LL || P.DHW > 2147483647LL) return -4;
+  if (P.KS > {MAX_TAPS}) return -5;  // more kernel taps than the shared table holds
   P.tiles_m = (P.M + {bm - 1}) / {bm};
   P.tiles_n = (P.NP + {bn - 1}) / {bn};
   const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
@@ -571,7 +611,7 @@ def _implicit_check(config: GroupConfig) -> str | None:
         return f"{config.label()}: {threads} threads per block (a multiple of 32, 64 to 256)"
     if threads % bn or bk % (threads // bn):
         return f"{config.label()}: each thread gathers one im2col column (threads a multiple of bn, bk of threads/bn)"
-    smem = 2 * bk * (bm + 4 + bn + 4) * 4
+    smem = 2 * bk * (bm + 4 + bn + 4) * 4 + TAPS_BYTES
     if smem > STATIC_SMEM:
         return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
     if _cdiv(bm * bk, threads) > MAX_PREFETCH or bk * bn // threads > MAX_PREFETCH:
@@ -591,7 +631,7 @@ def _mma_check(config: GroupConfig) -> str | None:
     tiles = (bm // wm // 16) * (bn // wn // 8)
     if tiles > 16:
         return f"{config.label()}: {tiles} mma tiles per warp ({tiles * 4} accumulators: registers spill)"
-    smem = 2 * (bm + bn) * (bk + 8) * 2
+    smem = 2 * (bm + bn) * (bk + 8) * 2 + TAPS_BYTES
     if smem > STATIC_SMEM:
         return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
     if _cdiv(bm * bk, threads) + bk * bn // threads > 2 * MAX_PREFETCH:  # one register per 16-bit value
@@ -621,9 +661,10 @@ class ConvTemplate:
     def space(self, group: Any, facts: DeviceFacts) -> Space:
         prob = self._problem(group)
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
-        if not prob.transposed and prob.dtype in HALF:
+        gemm = not prob.transposed and all(_taps(t) <= MAX_TAPS for t in prob.traced)
+        if gemm and prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
-        elif not prob.transposed:
+        elif gemm:
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
         return Space(knobs=knobs, check=_space_check)
@@ -632,7 +673,7 @@ class ConvTemplate:
         """transposed or K < 32 → direct; fp32 → implicit by M and tile coverage; half → mma (module docstring)."""
         prob = self._problem(group)
         m, n, k = prob.gemm_sizes(prob.primary)
-        if prob.transposed or k < DIRECT_MAX_K:
+        if prob.transposed or k < DIRECT_MAX_K or any(_taps(t) > MAX_TAPS for t in prob.traced):
             return GroupConfig.of("direct", threads=256)
         sms = max(1, facts.sm_count)
         if prob.dtype in HALF:
@@ -647,7 +688,7 @@ class ConvTemplate:
     def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
         prob = self._problem(group)
         first = self.default(group, facts)
-        if prob.transposed:
+        if self.space(group, facts).variants[0] == "direct":  # transposed, or too many taps for the table
             others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
         elif prob.dtype in HALF:
             others = [
@@ -747,6 +788,7 @@ class ConvTemplate:
             "  P.K = P.Cin_g * P.KS;",
             "  P.N = 1;",
         ]
+        lines += _fast_division_host("P.KS")
         if prob.pointwise:
             lines.append("  if (P.KS != 1) return -5;  // built for a 1x1 kernel")
         return lines
