@@ -466,14 +466,14 @@ def test_bf16_variants_match_torch_exactly_on_the_emulator(tasks: dict[str, Task
 
 @needs_gxx
 def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -> None:
-    """Not vacuous: an implicit GEMM that skips the last kernel row, and a direct kernel off by one tap, fail."""
+    """Not vacuous: an implicit GEMM that drops the last input column, and a direct kernel short of a tap, fail."""
     from optiml.evaluate.runtime import TaskRuntime
 
     k = kernels_of(tasks, "conv2d_strided", EMULATED)
     implicit = k.render([GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]).code
     direct = k.render([GroupConfig.of("direct", threads=64)]).code
     broken = [
-        implicit.replace("if (id >= 0 && id < P.D && ih >= 0", "if (id >= 0 && id < P.D && ih >= 1"),
+        implicit.replace("(unsigned)iw < (unsigned)P.W", "(unsigned)iw + 1 < (unsigned)P.W"),
         direct.replace("kx < (int)P.KW", "kx + 1 < (int)P.KW"),
     ]
     assert broken[0] != implicit and broken[1] != direct
