@@ -47,11 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the strategies compared; the MCTS variants show what its settings do on the same landscapes
 VARIANTS: dict[str, SearchConfig] = {
     "mcts": SearchConfig(strategy="mcts"),
+    "mcts (c_puct 0.25)": SearchConfig(strategy="mcts", c_puct=0.25),
+    "mcts (c_puct 2)": SearchConfig(strategy="mcts", c_puct=2.0),
     "mcts (deepen_first off)": SearchConfig(strategy="mcts", deepen_first=False),
     "mcts (deepen_first off, c_puct 1)": SearchConfig(strategy="mcts", deepen_first=False, c_puct=1.0),
-    "mcts (deepen_first off, uct, c_puct 1)": SearchConfig(
-        strategy="mcts", deepen_first=False, selection="uct", c_puct=1.0
-    ),
     "mcts (deepen_first off, c_puct 2)": SearchConfig(strategy="mcts", deepen_first=False, c_puct=2.0),
     "greedy": SearchConfig(strategy="greedy"),
     "best-of-n": SearchConfig(strategy="best-of-n"),

@@ -32,6 +32,7 @@ VARIANTS: dict[str, SearchConfig] = {
     "greedy": SearchConfig(strategy="greedy"),
     "mcts": SearchConfig(strategy="mcts"),
     "mcts (breadth-first, deepen_first off)": SearchConfig(strategy="mcts", deepen_first=False),
+    "mcts (deepen_first off, c_puct 2)": SearchConfig(strategy="mcts", deepen_first=False, c_puct=2.0),
     "best-of-n": SearchConfig(strategy="best-of-n"),
 }
 

@@ -29,7 +29,7 @@ from optiml.search.protocols import Profiler
 from optiml.store import RunStore
 from optiml.task import Task
 
-SEQUENTIAL = SearchConfig(parallel_evaluations=1, parallel_proposals=1, reproducible=True)
+SEQUENTIAL = SearchConfig(strategy="mcts", parallel_evaluations=1, parallel_proposals=1, reproducible=True)
 
 
 def search(

@@ -93,7 +93,12 @@ def test_a_run_killed_with_sigkill_resumes_without_reevaluating(tmp_path: Path, 
 def test_ctrl_c_marks_the_run_interrupted_and_resume_uses_its_queued_proposals(task: Task, store: RunStore) -> None:
     # breadth-first MCTS (deepen_first off) is sure to come back to the proposals queued before the stop
     config = SearchConfig(
-        parallel_evaluations=1, parallel_proposals=1, reproducible=True, budgets=Budgets(30), deepen_first=False
+        strategy="mcts",
+        parallel_evaluations=1,
+        parallel_proposals=1,
+        reproducible=True,
+        budgets=Budgets(30),
+        deepen_first=False,
     )
 
     def interrupt_after_eight(event: SearchEvent) -> None:

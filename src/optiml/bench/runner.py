@@ -37,7 +37,7 @@ class BenchConfig:
     seeds: int = 4  # template configurations tried for the root
     torch_compile: bool = True
     gpus: tuple[int | None, ...] = (None,)  # None: the default GPU; else CUDA device indices
-    strategy: str = "mcts"
+    strategy: str = "greedy"  # the search default (docs/search.md: greedy won or tied every replayed ablation)
 
 
 def load_rows(out_dir: Path) -> list[BenchRow]:

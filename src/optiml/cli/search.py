@@ -153,7 +153,7 @@ def optimize_cmd(
             "--kernel", "-k", help="Starting kernel (default: the fastest of the template kernels and the shipped one)."
         ),
     ] = None,
-    strategy: Annotated[str, typer.Option(help="mcts | greedy | best-of-n")] = "mcts",
+    strategy: Annotated[str, typer.Option(help="greedy | mcts | best-of-n")] = "greedy",
     evaluations: Annotated[int, typer.Option("--evals", help="Evaluation budget.")] = 60,
     minutes: Annotated[float, typer.Option(help="Wall-time budget in minutes.")] = 30.0,
     budget_usd: BudgetUsdOpt = None,

@@ -78,7 +78,8 @@ class RewardWeights:
 class SearchConfig:
     """How a search runs. Defaults suit an offline heuristic run of about a hundred candidates."""
 
-    strategy: str = "mcts"  # "mcts" | "greedy" | "best-of-n"
+    # "greedy" | "mcts" | "best-of-n"; greedy won or tied every ablation so far (docs/search.md, issue 12)
+    strategy: str = "greedy"
     selection: str = "puct"  # child selection in MCTS: "puct" (uses proposer rank priors) | "uct"
     c_puct: float = 0.25  # exploration constant of PUCT / UCT (values lie in [-1.5, 1))
     widen_k: float = 2.0  # progressive widening: a node may have ceil(k * visits**alpha) children ...

@@ -7,11 +7,12 @@ first subtree that has something to do wins. Rewards are backed up by the engine
 on in-flight paths keeps parallel evaluations apart.
 
 ``deepen_first`` (default on): before widening a node, follow any child that is faster than it
-(in selection order) and wait while that child's proposals are on the way. Kernel edits are
-mostly separable (a good block size stays good after unrolling), so an improvement is best built
-on at once; plain progressive widening spent small budgets on siblings of the root. On the
-synthetic landscape (12 seeds, ``benchmarks/search_landscape.py``) this took MCTS from 1.35× to
-1.94× at 12 evaluations and from 1.84× to 2.79× at 40 (greedy: 2.15× and 2.82×).
+(in selection order) and wait while that child's proposals are on the way. On the separable
+synthetic landscape (``benchmarks/search_landscape.py``) it took MCTS from 1.35x to 1.94x at 12
+evaluations; it also makes MCTS behave much like greedy. On replayed look-ahead landscapes
+(``benchmarks/search_ablation.py replay``, docs/search.md) turning it off with a larger
+exploration constant (``c_puct`` 2) found a better variant behind a slower switch on one task of
+seven, lost to greedy on another, and tied on the rest; greedy is therefore the default strategy.
 """
 
 from __future__ import annotations
