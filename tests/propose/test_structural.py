@@ -118,9 +118,9 @@ def test_a_marker_for_another_plan_gets_no_proposals() -> None:
 
 
 def test_a_task_without_templates_gets_no_proposals() -> None:
-    conv = load_task(ROOT / "tasks" / "conv2d.py")
+    unplannable = load_task(ROOT / "tests" / "tasks" / "unplannable" / "sort_rows.py")
     _, _, default = softmax()
-    assert StructuralProposer().propose(ProposalContext(conv, default), n=8) == []
+    assert StructuralProposer().propose(ProposalContext(unplannable, default), n=8) == []
 
 
 @pytest.mark.parametrize(
