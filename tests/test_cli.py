@@ -335,7 +335,7 @@ def test_root_is_the_fastest_of_the_templates_and_the_shipped_kernel(
 def test_an_llm_root_competes_with_the_templates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_ms: float | None
 ) -> None:
-    import optiml.generate
+    import optiml.generate.root
     from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
     from optiml.generate import GenerationError, GenerationOutcome
     from optiml.kernel.source import KernelSource
@@ -360,7 +360,7 @@ def test_an_llm_root_competes_with_the_templates(
             notes=(),
         )
 
-    monkeypatch.setattr(optiml.generate, "generate_root", fake_generate_root)
+    monkeypatch.setattr(optiml.generate.root, "generate_root", fake_generate_root)
     evaluator = _TimedEvaluator(None, 1.0, 1.0)
     root, output = _root_for(ROOT / "tasks" / "silu.py", evaluator, tmp_path, llm=object())
     if llm_ms is None:  # generation failed: said so, and a template is the root

@@ -1,8 +1,10 @@
-"""Assembling the parts of a run for the CLI: evaluator, profiler, proposers, LLM.
+"""The one assembler: compiler, evaluator, profiler, proposers and LLM client of a command.
 
-The CLI stays thin: it parses options into :class:`SessionOptions` and asks this module for a
-ready :class:`Session`. Nothing here reads the environment except through
-:func:`optiml.llm.load_llm_config`, which documents its precedence (flags > env > optiml.toml).
+The CLI stays thin: it parses options into :class:`SessionOptions`, asks this module for the
+parts (or a ready :class:`Session`), calls the domain code and presents what comes back; no
+command builds a `Compiler`, `Evaluator` or `Profiler` itself. Nothing here reads the environment
+except through :func:`optiml.llm.load_llm_config`, which documents its precedence (flags > env >
+optiml.toml).
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from optiml.errors import ConfigError
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.evaluator import Evaluator
+from optiml.evaluate.evaluator import Evaluator, compile_check
 from optiml.evaluate.results import EvalResult
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
@@ -24,6 +26,9 @@ from optiml.propose.base import Proposer
 from optiml.propose.factory import make_proposer
 from optiml.store import DEFAULT_DB_PATH
 from optiml.task import Task
+
+if TYPE_CHECKING:  # the profiler loads on first use
+    from optiml.profile import Diagnosis, ProfileConfig, Profiler, ProfileReport
 
 PROPOSER_CHOICES = ("auto", "heuristic", "llm", "mix")
 
@@ -36,7 +41,7 @@ class SessionOptions:
     proposer: str = "auto"  # auto: offline + LLM when one is configured, else offline alone
     seed: int = 0
     store_path: Path = DEFAULT_DB_PATH
-    llm_overrides: dict[str, Any] = field(default_factory=dict)
+    llm_overrides: dict[str, object] = field(default_factory=dict)
     llm_toml: Path | None = None
 
 
@@ -44,27 +49,36 @@ class LockedProfiler:
     """The profiler, built on first use (once the evaluator knows the task's bytes) and holding the
     evaluator's GPU lock, so ncu never runs during a timing."""
 
-    def __init__(self, task: Task, evaluator: Evaluator) -> None:
+    def __init__(self, task: Task, evaluator: Evaluator, config: ProfileConfig | None = None) -> None:
         self._task = task
         self._evaluator = evaluator
-        self._profiler: Any = None
+        self._config = config
+        self._profiler: Profiler | None = None
 
-    def diagnose(self, kernel: KernelSource, result: EvalResult) -> Any:
+    def diagnose(self, kernel: KernelSource, result: EvalResult) -> Diagnosis:
         with self._evaluator.gpu_lock:
             return self.profiler().diagnose(kernel, result)
 
-    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[Any]:
+    def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[Diagnosis]:
         """Several candidates in one ncu launch (the search batches those that wait)."""
         with self._evaluator.gpu_lock:
             return list(self.profiler().diagnose_many(items))
 
-    def profiler(self) -> Any:
+    def report(self, kernel: KernelSource, result: EvalResult) -> ProfileReport:
+        """The evaluated ``kernel``'s profile report (``optiml profile``)."""
+        from optiml.profile import build_report
+
+        with self._evaluator.gpu_lock:
+            return build_report(self.profiler(), kernel, result)
+
+    def profiler(self) -> Profiler:
         if self._profiler is None:
             from optiml.profile import ProfileConfig, Profiler
 
             facts = self._evaluator.facts
             io_bytes = facts.input_bytes + facts.output_bytes if facts is not None else None
-            self._profiler = Profiler(self._task, self._evaluator.compiler, ProfileConfig(), io_bytes=io_bytes)
+            config = self._config or ProfileConfig()
+            self._profiler = Profiler(self._task, self._evaluator.compiler, config, io_bytes=io_bytes)
         return self._profiler
 
 
@@ -87,16 +101,32 @@ def choose_proposers(kind: str, client: LLMClient | None, seed: int) -> list[Pro
     return [llm] if kind == "llm" else [llm, make_proposer("offline", seed=seed)]
 
 
-def make_evaluator(task: Task, options: SessionOptions, config: EvalConfig | None = None) -> Evaluator:
+def make_compiler(task: Task, arch: str | None = None) -> Compiler:
+    """nvcc for ``arch`` (None: the detected GPU's, else the default), linking the libraries ``task`` allows."""
+    return Compiler(CompilerConfig(arch=arch, libraries=task.meta.libraries))
+
+
+def eval_config(options: SessionOptions, seeds: int = EvalConfig.seeds, screen: bool = True) -> EvalConfig:
+    """How candidates are verified and timed: the references are eager, and torch.compile with --compile."""
     modes = ("eager", "compile") if options.torch_compile else ("eager",)
-    eval_config = config or EvalConfig(reference_modes=modes)
-    compiler = Compiler(CompilerConfig(arch=options.arch, libraries=task.meta.libraries))
-    return Evaluator(task, eval_config, compiler=compiler)
+    return EvalConfig(seeds=seeds, reference_modes=modes, screen=screen)
 
 
-def make_profiler(task: Task, evaluator: Evaluator, enabled: bool) -> LockedProfiler | None:
-    """A GPU-lock-sharing profiler; None when disabled. Without ncu it still gives static evidence."""
-    return LockedProfiler(task, evaluator) if enabled else None
+def make_evaluator(
+    task: Task, options: SessionOptions, config: EvalConfig | None = None, compiler: Compiler | None = None
+) -> Evaluator:
+    """An evaluator for ``task`` (a context manager: it owns a GPU worker until closed)."""
+    return Evaluator(task, config or eval_config(options), compiler=compiler or make_compiler(task, options.arch))
+
+
+def check_compiles(task: Task, kernel: KernelSource, arch: str | None = None, screen: bool = True) -> EvalResult:
+    """Screen and compile only (no GPU): ``optiml eval --compile-only``."""
+    return compile_check(task, kernel, make_compiler(task, arch), screen=screen)
+
+
+def make_profiler(task: Task, evaluator: Evaluator, config: ProfileConfig | None = None) -> LockedProfiler:
+    """A profiler sharing ``evaluator``'s GPU lock. Without ncu it still gives static evidence."""
+    return LockedProfiler(task, evaluator, config)
 
 
 @contextlib.contextmanager
@@ -111,7 +141,7 @@ def open_session(task: Task, options: SessionOptions, run_label: str | None = No
         session = Session(
             task=task,
             evaluator=evaluator,
-            profiler=make_profiler(task, evaluator, options.profile),
+            profiler=make_profiler(task, evaluator) if options.profile else None,
             proposers=choose_proposers(options.proposer, client, options.seed),
             llm=client,
         )

@@ -111,24 +111,21 @@ def eval_cmd(
 ) -> None:
     """Compile, verify and time KERNEL against TASK's reference (--compile-only: screen and compile)."""
     from optiml.cli.views.evaluation import eval_to_json, render_eval
-    from optiml.evaluate.config import EvalConfig
-    from optiml.evaluate.evaluator import Evaluator, compile_check
-    from optiml.kernel.compiler import Compiler, CompilerConfig
     from optiml.kernel.source import KernelSource
+    from optiml.session import SessionOptions, check_compiles, eval_config, make_evaluator
     from optiml.task import load_task
 
     if compile_only and torch_compile:
         raise OptimlError("--compile-only builds the kernel only; --compile (timing torch.compile) needs a full run")
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
-    modes = ("eager", "compile") if torch_compile else ("eager",)
-    config = EvalConfig(seeds=seeds, reference_modes=modes, screen=not no_screen)
-    compiler = Compiler(CompilerConfig(arch=arch, libraries=loaded.meta.libraries))
     if compile_only:
-        result = compile_check(loaded, source, compiler, screen=not no_screen)
+        result = check_compiles(loaded, source, arch, screen=not no_screen)
     else:
+        options = SessionOptions(arch=arch, torch_compile=torch_compile)
+        config = eval_config(options, seeds=seeds, screen=not no_screen)
         try:
-            with Evaluator(loaded, config, compiler=compiler) as evaluator:
+            with make_evaluator(loaded, options, config) as evaluator:
                 result = evaluator.evaluate(source)
         except NoGPUError as exc:
             raise NoGPUError(f"{exc}; `optiml eval --compile-only` checks compilation and ptxas resources") from exc
@@ -151,22 +148,16 @@ def profile_cmd(
     raw_dir: Annotated[Path | None, typer.Option("--raw-dir", help="Keep ncu's raw CSV here.")] = None,
 ) -> None:
     """Verify, time and profile KERNEL: metrics per kernel, roofline position and a diagnosis."""
-    from optiml.evaluate.evaluator import Evaluator
-    from optiml.kernel.compiler import Compiler, CompilerConfig
     from optiml.kernel.source import KernelSource
-    from optiml.profile import ProfileConfig, Profiler, build_report, render_report, report_to_json
+    from optiml.profile import ProfileConfig, render_report, report_to_json
+    from optiml.session import SessionOptions, make_evaluator, make_profiler
     from optiml.task import load_task
 
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
-    compiler = Compiler(CompilerConfig(arch=arch, libraries=loaded.meta.libraries))
-    with Evaluator(loaded, compiler=compiler) as evaluator:
+    with make_evaluator(loaded, SessionOptions(arch=arch)) as evaluator:
         result = evaluator.evaluate(source)
-        facts = evaluator.facts
-        io_bytes = facts.input_bytes + facts.output_bytes if facts is not None else None
-        profiler = Profiler(loaded, compiler, ProfileConfig(raw_dir=raw_dir), io_bytes=io_bytes)
-        with evaluator.gpu_lock:
-            report = build_report(profiler, source, result)
+        report = make_profiler(loaded, evaluator, ProfileConfig(raw_dir=raw_dir)).report(source, result)
     if as_json:
         sys.stdout.write(report_to_json(report) + "\n")
     else:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -23,14 +22,21 @@ from optiml.cli.app import (
     reports_errors,
 )
 from optiml.errors import OptimlError
-from optiml.evaluate.results import EvalResult, EvalStatus
-from optiml.kernel.source import KernelSource
+
+if TYPE_CHECKING:
+    from optiml.kernel.source import KernelSource
+    from optiml.llm import LLMClient
+    from optiml.session import Session
+    from optiml.task import Task
 
 
-def generate_root_for(task: Any, session: Any, store: Path, out: Console) -> Any:
+def generate_root_for(task: Task, session: Session, store: Path, out: Console) -> KernelSource:
     """No --kernel: the root is the fastest verified of the template kernels (OptiML-G offline), the
     kernel the task ships, and — with an LLM configured — the Mixture-of-Thoughts generation."""
+    from optiml.generate import GenerationStore
     from optiml.generate.offline import generate_offline_root
+    from optiml.generate.report import render_generation
+    from optiml.generate.root import choose_root, llm_root
     from optiml.kernel.source import KernelSource
 
     naive_path = task.naive_kernel_path
@@ -38,108 +44,19 @@ def generate_root_for(task: Any, session: Any, store: Path, out: Console) -> Any
     with out.status("generating root candidates from the op graph's templates"):
         offline = generate_offline_root(task, session.evaluator, naive=naive)
     out.print(f"[bold]root candidates[/bold] (no LLM): {offline.summary()}", highlight=False)
-    best = offline.best
+    generated = None
     if session.llm is not None:
-        generated = _llm_root(task, session, store, out)
-        if generated is not None:
-            kernel, ms = generated
-            if best is None or ms < (best.result.time_ms or 0.0):
-                out.print(f"root: the LLM's kernel ({ms:.4f} ms)", highlight=False)
-                return kernel
-    if best is None:
-        raise OptimlError(_no_root_message(task, offline, llm_tried=session.llm is not None))
-    out.print(f"root: {best.label} ({best.result.time_ms:.4f} ms)", highlight=False)
-    return best.kernel
-
-
-def _no_root_message(task: Any, offline: Any, llm_tried: bool) -> str:
-    """One line: why no template or shipped kernel is a root, and the two ways to get one."""
-    reasons = []
-    if offline.error:  # e.g. "t.py: no template for aten.sort.default: configure an LLM, or …"
-        reason = str(offline.error).removeprefix(f"{task.path.name}: ")
-        reasons.append(re.split(r": configure an LLM", reason, maxsplit=1, flags=re.IGNORECASE)[0])
-    if offline.candidates:
-        reasons.append(f"none of the {len(offline.candidates)} template/shipped candidates verified")
-    if llm_tried:
-        reasons.append("the LLM's generation found no verified kernel")
-    how = (
-        "write one with"
-        if llm_tried
-        else "configure an LLM (OPTIML_LLM_MODEL and an API key, or --llm-base-url), or write one with"
-    )
-    return (
-        f"{task.path.name}: no root kernel: {'; '.join(reasons) or 'no candidate'}. "
-        f"To start from your own, {how} `optiml init-kernel {task.path}` and pass it with --kernel"
-    )
-
-
-def _llm_root(task: Any, session: Any, store: Path, out: Console) -> tuple[Any, float] | None:
-    """The LLM's verified root and its time; None (after saying why) when generation gives none."""
-    from optiml.generate import GenerationStore, generate_root, load_generation_config
-    from optiml.generate.report import render_generation
-
-    try:
-        outcome = generate_root(
-            task, session.llm, session.evaluator, load_generation_config(), store=GenerationStore(store)
-        )
-    except OptimlError as exc:
-        out.print(f"[yellow]LLM generation failed[/yellow]: {exc}", highlight=False)
-        return None
-    out.print(render_generation(outcome))
-    kernel, result = outcome.best_kernel, outcome.best_result
-    if kernel is None:
-        return None
-    if result is None or not result.ok or result.time_ms is None:  # e.g. a stored outcome without its timing
-        result = session.evaluator.evaluate(kernel)
-    return (kernel, result.time_ms) if result.ok and result.time_ms is not None else None
+        generated = llm_root(task, session.llm, session.evaluator, GenerationStore(store))
+        if generated.outcome is None:
+            out.print(f"[yellow]LLM generation failed[/yellow]: {generated.error}", highlight=False)
+        else:
+            out.print(render_generation(generated.outcome))
+    root = choose_root(task, offline, generated)
+    out.print(f"root: {root.label} ({root.time_ms:.4f} ms)", highlight=False)
+    return root.kernel
 
 
 NO_VERIFY_HELP = "No GPU: write the LLM's candidate kernels (compiled, not verified) instead of a verified root."
-
-
-def _require_gpu() -> None:
-    """Generation verifies every candidate on a GPU: say so before the first paid LLM call."""
-    import torch
-
-    if not torch.cuda.is_available():
-        from optiml.errors import NoGPUError
-
-        raise NoGPUError(
-            "no CUDA GPU is visible: generation verifies every candidate on one, so no LLM call was made "
-            "(run on a GPU machine, or pass --no-verify to only write the LLM's candidates)"
-        )
-
-
-class CompileOnly:
-    """A stand-in evaluator for --no-verify: compiles (CPU only) and marks every candidate unverified."""
-
-    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
-        from optiml.kernel.compiler import Compiler
-
-        results = []
-        for kernel, built in zip(kernels, Compiler().compile_many(list(kernels)), strict=True):
-            if built.ok:
-                message = "compiled; not verified (--no-verify)"
-                results.append(EvalResult(EvalStatus.REJECTED, message, kernel.digest, compile=built))
-            else:
-                summary = built.error_summary(3)
-                results.append(EvalResult(EvalStatus.COMPILE_ERROR, summary, kernel.digest, compile=built))
-        return results
-
-
-def write_candidates(outcome: Any, folder: Path) -> int:
-    """Every kernel the LLM wrote (paid for), one file each: ``<thought>-s<sample>-r<round>.cu``."""
-    count = 0
-    for thought in outcome.thoughts:
-        for attempt in thought.attempts:
-            if attempt.kernel is None:
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            name = f"{thought.name}-s{attempt.sample}-r{attempt.round}.cu"
-            (folder / name).write_text(f"// {attempt.status}: {attempt.message}\n" + attempt.kernel.to_file_text(),
-                                       encoding="utf-8")  # fmt: skip
-            count += 1
-    return count
 
 
 def _llm_configured(model: str | None, base_url: str | None) -> bool:
@@ -180,7 +97,7 @@ def _generate_offline(reference: Path, kernel_out: Path | None) -> None:
     )
 
 
-def _llm_client_for(model: str | None, base_url: str | None, store: Path, budget_usd: float | None = None) -> Any:
+def _llm_client_for(model: str | None, base_url: str | None, store: Path, budget_usd: float | None = None) -> LLMClient:
     """A configured LLM client for generation commands, or a one-line how-to-configure error."""
     from optiml.generate import require_llm
     from optiml.session import SessionOptions, llm_config, make_llm_client
@@ -221,8 +138,10 @@ def generate_cmd(
         load_generation_config,
         validate_task_file,
     )
+    from optiml.generate.candidate_files import write_candidates
     from optiml.generate.report import render_generation
-    from optiml.session import SessionOptions, make_evaluator
+    from optiml.generate.unverified import CompileOnly, require_gpu
+    from optiml.session import SessionOptions, make_compiler, make_evaluator
 
     if reference is not None and not _llm_configured(llm_model, llm_base_url):
         _generate_offline(reference, kernel_out)  # a reference needs no LLM: the templates serve it
@@ -232,7 +151,7 @@ def generate_cmd(
     config = load_generation_config()
     try:
         if not no_verify:
-            _require_gpu()  # before any paid call: every candidate is verified on the GPU
+            require_gpu()  # before any paid call: every candidate is verified on the GPU
         if reference is not None:
             task = validate_task_file(reference).task
         else:
@@ -248,7 +167,8 @@ def generate_cmd(
                     raise typer.Exit(1)
                 task = accepted
         if no_verify:
-            outcome = generate_root(task, client, CompileOnly(), replace(config, max_repairs=0), store=generation_store)
+            compile_only = CompileOnly(make_compiler(task))
+            outcome = generate_root(task, client, compile_only, replace(config, max_repairs=0), store=generation_store)
         else:
             with make_evaluator(task, SessionOptions()) as evaluator:
                 outcome = generate_root(task, client, evaluator, config, store=generation_store)
@@ -282,7 +202,9 @@ def adapt_cmd(
 ) -> None:
     """Wrap an existing CUDA kernel into the OptiML ABI (by the LLM, verified against TASK)."""
     from optiml.generate import GenerationStore, adapt_kernel, load_generation_config
+    from optiml.generate.candidate_files import write_candidates
     from optiml.generate.report import render_generation
+    from optiml.generate.unverified import require_gpu
     from optiml.session import SessionOptions, make_evaluator
     from optiml.task import load_task
 
@@ -293,7 +215,7 @@ def adapt_cmd(
         raise OptimlError(f"{code}: cannot read: {exc}") from exc
     client = _llm_client_for(llm_model, llm_base_url, store)
     try:
-        _require_gpu()  # before any paid call: the adapted kernel is verified on the GPU
+        require_gpu()  # before any paid call: the adapted kernel is verified on the GPU
         with make_evaluator(loaded, SessionOptions()) as evaluator:
             outcome = adapt_kernel(
                 source, loaded, client, evaluator, load_generation_config(), store=GenerationStore(store)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.markup import escape
@@ -31,6 +31,12 @@ from optiml.cli.app import (
 )
 from optiml.cli.generate import generate_root_for
 from optiml.errors import OptimlError
+
+if TYPE_CHECKING:
+    from optiml.llm import LLMClient
+    from optiml.propose.base import ProposalContext
+
+T = TypeVar("T")
 
 
 @app.command("propose")
@@ -102,7 +108,7 @@ def propose_cmd(
         raise typer.Exit(1)
 
 
-def _usage_line(client: Any) -> str:
+def _usage_line(client: LLMClient) -> str:
     """What the LLM calls of one command cost: answers, the cached ones, tokens, dollars."""
     usage = client.usage
     cached = f" ({usage.cached_calls} from the cache, free)" if usage.cached_calls else ""
@@ -113,17 +119,18 @@ def _usage_line(client: Any) -> str:
     return f"LLM: {answers}{cached}, {calls}, {usage.input_tokens:,} tokens in, {usage.output_tokens:,} out, {cost}"
 
 
-def _with_evidence(context: Any) -> Any:
+def _with_evidence(context: ProposalContext) -> ProposalContext:
     """The context with the current kernel's evidence and the target GPU: compiled (compile result and
     ptxas resources per kernel) and, where a GPU is visible, verified and timed too."""
     from dataclasses import replace
 
-    from optiml.evaluate.evaluator import Evaluator, compile_check
-    from optiml.kernel.compiler import DEFAULT_ARCH, Compiler, CompilerConfig
+    from optiml.evaluate.evaluator import compile_check
+    from optiml.kernel.compiler import DEFAULT_ARCH
     from optiml.propose.target import probe_target
+    from optiml.session import SessionOptions, make_compiler, make_evaluator
 
     try:
-        compiler = Compiler(CompilerConfig(libraries=context.task.meta.libraries))
+        compiler = make_compiler(context.task)
     except OptimlError as exc:  # no nvcc: the LLM still gets the kernel, without compile evidence
         err_console.print(f"[yellow]no compile evidence for the LLM[/yellow]: {exc}", highlight=False)
         return replace(context, target=probe_target(DEFAULT_ARCH))
@@ -133,7 +140,7 @@ def _with_evidence(context: Any) -> Any:
     if result.ok and target.sm_count is not None:  # a GPU is visible: verify and time it as well
         try:
             status = console.status("verifying and timing the current kernel on the GPU")
-            with status, Evaluator(context.task, compiler=compiler) as evaluator:
+            with status, make_evaluator(context.task, SessionOptions(), compiler=compiler) as evaluator:
                 result = evaluator.evaluate(context.kernel)
                 if evaluator.facts is not None:
                     target = probe_target(compiler.arch, evaluator.facts.bandwidth)
@@ -351,7 +358,7 @@ def show_cmd(
         console.print(f"best kernel written to {kernel_out}", highlight=False)
 
 
-def _interruptible(run: Callable[[], Any], store: Path) -> Any:
+def _interruptible(run: Callable[[], T], store: Path) -> T:
     try:
         return run()
     except KeyboardInterrupt:

@@ -1,0 +1,40 @@
+"""Generation and a GPU: refuse before any paid call when none is visible, or, asked to, only
+compile what the LLM writes (``optiml generate --no-verify``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from optiml.errors import NoGPUError
+from optiml.evaluate.results import EvalResult, EvalStatus
+from optiml.kernel.compiler import Compiler
+from optiml.kernel.source import KernelSource
+
+
+def require_gpu() -> None:
+    """Generation verifies every candidate on a GPU: say so before the first paid LLM call."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoGPUError(
+            "no CUDA GPU is visible: generation verifies every candidate on one, so no LLM call was made "
+            "(run on a GPU machine, or pass --no-verify to only write the LLM's candidates)"
+        )
+
+
+class CompileOnly:
+    """A stand-in evaluator for --no-verify: compiles (CPU only) and marks every candidate unverified."""
+
+    def __init__(self, compiler: Compiler) -> None:
+        self.compiler = compiler
+
+    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
+        results = []
+        for kernel, built in zip(kernels, self.compiler.compile_many(list(kernels)), strict=True):
+            if built.ok:
+                message = "compiled; not verified (--no-verify)"
+                results.append(EvalResult(EvalStatus.REJECTED, message, kernel.digest, compile=built))
+            else:
+                summary = built.error_summary(3)
+                results.append(EvalResult(EvalStatus.COMPILE_ERROR, summary, kernel.digest, compile=built))
+        return results
