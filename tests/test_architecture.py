@@ -1,0 +1,275 @@
+"""The layering of src/optiml, kept true: which part may import which (see docs/architecture.md).
+
+A *part* is a subpackage (``search``) or a top-level module (``store``). Every import between two
+parts must be in :data:`MAY_IMPORT`, or be one of the :data:`KNOWN_VIOLATIONS`, each with the
+reason it is there; a known violation that is gone fails too, so that list only shrinks.
+Imports inside functions count: they are dependencies all the same.
+
+Run as a script to list today's imports between parts and where they are::
+
+    python tests/test_architecture.py
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "optiml"
+
+#: part -> the parts it may import, bottom to top. Foundations import nothing of ours but ``errors``.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    name: frozenset(deps)
+    for name, deps in {
+        # foundations
+        "errors": (),
+        "cache_dirs": (),
+        "cuda_tools": (),
+        "code_blocks": (),
+        "config_file": (),
+        "sqlite_db": ("errors",),
+        "task": ("errors",),
+        # a candidate and what builds it; what screens it
+        "integrity": ("errors", "task", "kernel"),
+        "kernel": ("errors", "task", "integrity", "cache_dirs", "cuda_tools"),
+        # the op graph and the templates instantiated over it
+        "graph": ("errors", "task"),
+        "templates": ("errors", "task", "graph", "kernel"),
+        # measuring a candidate
+        "evaluate": ("errors", "task", "kernel", "integrity"),
+        "profile": ("errors", "task", "kernel", "integrity", "evaluate", "cache_dirs", "cuda_tools"),
+        # asking for candidates
+        "llm": ("errors", "config_file"),
+        "propose": ("errors", "task", "kernel", "evaluate", "templates", "llm", "code_blocks"),
+        # keeping and searching
+        "store": ("errors", "kernel", "evaluate", "propose", "sqlite_db"),
+        "search": ("errors", "task", "kernel", "evaluate", "propose", "templates", "store"),
+        "generate": (
+            "errors",
+            "task",
+            "kernel",
+            "integrity",
+            "evaluate",
+            "templates",
+            "llm",
+            "search",
+            "code_blocks",
+            "config_file",
+            "sqlite_db",
+        ),
+        # using the results
+        "bench": ("errors", "task", "kernel", "evaluate", "propose", "search", "generate", "store"),
+        "export": ("errors", "task", "kernel", "evaluate", "store"),
+        "report": ("errors", "task", "kernel", "evaluate", "profile", "propose", "search", "bench", "store", "llm"),
+        "doctor": ("errors", "kernel", "integrity", "cuda_tools"),
+        # assembling the parts of a run, and the command line on top
+        "session": ("errors", "task", "kernel", "evaluate", "profile", "propose", "llm", "store"),
+        "cli": (
+            "errors",
+            "llm",
+            "task",
+            "kernel",
+            "evaluate",
+            "profile",
+            "propose",
+            "search",
+            "generate",
+            "bench",
+            "store",
+            "export",
+            "report",
+            "doctor",
+            "session",
+        ),
+    }.items()
+}
+
+#: (importing module, imported part) -> why it is allowed for now, and what would remove it.
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
+    ("optiml.kernel.skeleton", "evaluate"): "issue 17.6: the skeleton runs the torch model through "
+    "evaluate.runtime's TaskRuntime, which belongs beside the task code",
+    ("optiml.graph.capture", "evaluate"): "issue 17.6: tracing builds the meta model and its arguments through "
+    "evaluate.runtime's TaskRuntime, which belongs beside the task code",
+    ("optiml.search.spend", "llm"): "issue 17.1 (what is left): the run's LLM spend for the summary and `optiml show` "
+    "reads the llm call store; it is reporting, not search, and belongs with the presenters",
+    ("optiml.evaluate.roofs", "profile"): "the physics floor's compute roof reuses the profiler's measured and "
+    "datasheet peaks (a cycle evaluate <-> profile); the peaks belong in a module both may import",
+    ("optiml.graph.sizes", "templates"): "workspace sizes raise templates.base.TemplateError (a cycle graph <-> "
+    "templates); the error belongs in graph or errors",
+}
+
+#: Terminal presentation (rich) lives under the CLI; domain parts return data.
+PRESENTATION = ("rich",)
+PRESENTERS = frozenset({"cli"})
+KNOWN_PRESENTERS: dict[str, str] = {
+    "optiml.generate.confirm": "issue 17.4: showing a generated task and asking to accept it, not moved to cli/views",
+    "optiml.generate.report": "issue 17.4: a generation's table, not moved to cli/views yet",
+    "optiml.profile.report": "issue 17.4: `optiml profile`'s terminal report, not moved to cli/views yet",
+    "optiml.search.live": "issue 17.4: the live search view and the runs/summary tables, not moved to cli/views yet",
+}
+
+#: The CLI parses, calls and presents; optiml.session assembles these parts (issue 17.3).
+ASSEMBLED = {
+    "optiml.kernel.compiler": {"Compiler", "CompilerConfig"},
+    "optiml.evaluate.evaluator": {"Evaluator"},
+    "optiml.profile": {"Profiler"},
+    "optiml.profile.profiler": {"Profiler"},
+}
+
+#: What the GPU worker process may load besides the standard library, NumPy and PyTorch.
+ORCHESTRATOR_ONLY = ("rich", "typer", "jinja2", "openai", "anthropic", "httpx", "ray", "sqlite3")
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # module that imports, e.g. optiml.search.engine
+    module: str  # module imported, e.g. optiml.evaluate.results
+    names: tuple[str, ...]  # names taken from it (from-imports)
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.importer}:{self.line}"
+
+
+def part(module: str) -> str:
+    """``optiml.search.engine`` -> ``search``; ``optiml.store`` -> ``store``."""
+    return module.split(".")[1] if module.count(".") else module
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> Iterator[Import]:
+    """Every import statement under src/optiml (absolute, or relative resolved against its package)."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = module_name(path)
+        package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield Import(importer, alias.name, (), node.lineno)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                yield Import(importer, base, tuple(a.name for a in node.names), node.lineno)
+
+
+def cross_part_imports() -> list[Import]:
+    return [
+        i
+        for i in imports()
+        if i.module.startswith("optiml.") and i.importer.count(".") and part(i.module) != part(i.importer)
+    ]
+
+
+def violations() -> list[Import]:
+    return [
+        i
+        for i in cross_part_imports()
+        if part(i.module) not in MAY_IMPORT.get(part(i.importer), frozenset())
+        and (i.importer, part(i.module)) not in KNOWN_VIOLATIONS
+    ]
+
+
+def test_every_part_has_a_place_in_the_table() -> None:
+    parts = {part(module_name(p)) for p in PACKAGE.rglob("*.py")} - {"optiml"}
+    assert parts - MAY_IMPORT.keys() == set(), "a new part: add it to MAY_IMPORT and docs/architecture.md"
+    assert MAY_IMPORT.keys() - parts == set(), "a part in the table no longer exists"
+
+
+def test_imports_between_parts_follow_the_table() -> None:
+    found = [f"{i.where} imports {i.module}" for i in violations()]
+    assert found == [], "imports against docs/architecture.md's layering:\n" + "\n".join(found)
+
+
+def test_the_table_lists_no_dependency_that_is_not_used() -> None:
+    used: dict[str, set[str]] = defaultdict(set)
+    for i in cross_part_imports():
+        used[part(i.importer)].add(part(i.module))
+    unused = {p: sorted(deps - used[p]) for p, deps in MAY_IMPORT.items() if deps - used[p]}
+    assert unused == {}, "MAY_IMPORT allows imports nobody makes: tighten it"
+
+
+def test_known_violations_still_exist() -> None:
+    present = {(i.importer, part(i.module)) for i in cross_part_imports()}
+    gone = sorted(set(KNOWN_VIOLATIONS) - present)
+    assert gone == [], f"fixed, so remove from KNOWN_VIOLATIONS: {gone}"
+
+
+def test_terminal_presentation_lives_under_the_cli() -> None:
+    found = sorted(
+        {
+            i.importer
+            for i in imports()
+            if i.module.split(".")[0] in PRESENTATION
+            and part(i.importer) not in PRESENTERS
+            and i.importer not in KNOWN_PRESENTERS
+        }
+    )
+    assert found == [], f"rendering outside optiml.cli: {found}"
+    stale = sorted(
+        m for m in KNOWN_PRESENTERS if not any(i.importer == m and i.module.startswith("rich") for i in imports())
+    )
+    assert stale == [], f"no longer render: remove from KNOWN_PRESENTERS: {stale}"
+
+
+def test_the_cli_builds_no_part_by_hand() -> None:
+    found = [
+        f"{i.where} imports {sorted(set(i.names) & ASSEMBLED[i.module])} from {i.module}"
+        for i in imports()
+        if part(i.importer) == "cli" and i.module in ASSEMBLED and set(i.names) & ASSEMBLED[i.module]
+    ]
+    assert found == [], "the CLI assembles parts itself; ask optiml.session for them:\n" + "\n".join(found)
+
+
+def test_the_gpu_worker_loads_no_orchestrator_library() -> None:
+    code = "import json, sys, optiml.evaluate.worker; print(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded = {m.split(".")[0] for m in json.loads(out.stdout)}
+    assert loaded & set(ORCHESTRATOR_ONLY) == set()
+
+
+def direct_optiml_errors() -> dict[str, str]:
+    """Every class deriving from OptimlError directly: name -> the module defining it (read from the AST)."""
+    found: dict[str, str] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and "OptimlError" in {ast.unparse(b).split(".")[-1] for b in node.bases}:
+                found[node.name] = module_name(path)
+    return found
+
+
+def test_the_exception_tree_names_every_optiml_error() -> None:
+    doc = (PACKAGE / "errors.py").read_text(encoding="utf-8").split('"""')[1]
+    drawn = set(re.findall(r"[├└]── (\w+)", doc))
+    missing = sorted(f"{name} ({module})" for name, module in direct_optiml_errors().items() if name not in drawn)
+    assert missing == [], "add to the tree in optiml/errors.py's docstring: " + ", ".join(missing)
+
+
+def main() -> None:
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for i in cross_part_imports():
+        edges[(part(i.importer), part(i.module))].append(i.where)
+    for (src, dst), where in sorted(edges.items()):
+        allowed = dst in MAY_IMPORT.get(src, frozenset())
+        print(f"{src} -> {dst}{'' if allowed else '   NOT IN THE TABLE'}: {' '.join(where)}")
+
+
+if __name__ == "__main__":
+    main()
