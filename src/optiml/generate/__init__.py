@@ -10,7 +10,9 @@
 
 Modules: thoughts (strategies as data), config (``[generate]``), prompts + templates/, answers
 (code out of answers), pipeline (ask → evaluate → repair → verdict), mixture, adapt, task_gen,
-task_check, confirm, store (its tables in the run store), report (rendering).
+task_check, confirm, store (its tables in the run store), report (rendering), offline (the root from
+templates), root (the search's root: offline or the LLM's), unverified (no GPU: refuse, or compile only),
+candidate_files (every LLM-written kernel kept as a file).
 """
 
 from __future__ import annotations
