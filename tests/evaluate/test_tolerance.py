@@ -116,3 +116,11 @@ def test_check_task_reports_the_distributions_and_the_tightened_tolerance(tmp_pa
     notes = check_task(load_task(path), "cpu")
     assert any(n.startswith("verification inputs: native, normal") for n in notes), notes
     assert any("atol tightened" in n for n in notes), notes
+
+
+def test_a_meta_runtime_builds_signed_cases_without_reading_values(tmp_path: Path) -> None:
+    path = tmp_path / "relu.py"
+    path.write_text(HEADER + RELU)
+    runtime = TaskRuntime(load_task(path), "meta")
+    case = runtime.case(2, 0, "normal")
+    assert case.distribution == "normal" and case.atol == (runtime.task.meta.atol,)

@@ -141,7 +141,7 @@ class TaskRuntime:
             return self._cases[key]
         self._make_room()
         case = self._build_case(seed, shape_set, distribution)
-        if self._default_signed(distribution) and not self._finite_enough(case):
+        if self._default_signed(distribution) and self.device.type != "meta" and not self._finite_enough(case):
             self._unusable.add(distribution)
             self._note(
                 f"{distribution} inputs not used: the reference is not finite on them (NaN/Inf where the native "
@@ -226,7 +226,7 @@ class TaskRuntime:
         if not isinstance(raw, (list, tuple)):
             raise TaskError(f"{self.task.shown}: get_inputs() must return a list, got {type(raw).__name__}")
         generator = None
-        if distribution != "native":
+        if distribution != "native" and self.device.type != "meta":  # meta tensors hold no values to draw
             generator = torch.Generator(device=self.device).manual_seed(seed + 7919)
         return [self._prepare_arg(value, distribution, generator) for value in raw]
 
