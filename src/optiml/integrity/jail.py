@@ -204,6 +204,10 @@ def build_view(workdir: str, paths: Sequence[str]) -> None:
     stage = os.path.join(workdir, VIEW_STAGE)
     os.makedirs(stage, exist_ok=True)
     _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    # the private /tmp first: a listed path under /tmp (a checkout there) is then bound on top of it
+    tmp = _place(stage, "/tmp")
+    os.makedirs(tmp, exist_ok=True)
+    _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, SHM_SIZE)
     seen: set[str] = set()
     for path in paths:
         if not os.path.isabs(path):
@@ -216,9 +220,6 @@ def build_view(workdir: str, paths: Sequence[str]) -> None:
             with open(target, "w", encoding="utf-8"):
                 pass
             _mount(device, target, None, MS_BIND)
-    tmp = _place(stage, "/tmp")
-    os.makedirs(tmp, exist_ok=True)
-    _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, SHM_SIZE)
     inside = _place(stage, workdir)  # last: DIR may lie under /tmp or under an exposed path
     os.makedirs(inside, exist_ok=True)
     _mount(workdir, inside, None, MS_BIND)  # not recursive: the staged root stays out of its own view
