@@ -122,8 +122,12 @@ class TaskRuntime:
         self.dtype = torch_dtype(task.meta.dtype)
         # References are computed in true fp32: cuDNN convolutions default to TF32, which is
         # off by ~1e-3 and would fail honest fp32 kernels (this process is a dedicated worker).
+        # Likewise half-precision GEMMs: by default cuBLAS may reduce split-K partial sums in
+        # bf16/fp16 (errors of several ulps at K ~ 1000); the reference accumulates in fp32.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         self.timing_sets = timing_sets
         self.plan: MemoryPlan | None = None
         self.notes: list[str] = []  # tolerance adjustments and distribution choices, in order

@@ -55,22 +55,32 @@ from optiml.task import Task, load_task
 
 EXIT_FATAL = 3
 
-#: Reference modes: exact fp32 eager (TF32 off: what candidates are verified against), eager with
-#: PyTorch's default settings as this process found them at start (TF32 convolutions through cuDNN;
-#: TF32 matmuls only where the environment turns them on), and torch.compile (exact fp32).
+#: Reference modes: exact eager (TF32 off, half GEMMs reduced in fp32: what candidates are verified
+#: against), eager with PyTorch's default settings as this process found them at start (TF32
+#: convolutions through cuDNN, reduced-precision half GEMM reductions; TF32 matmuls only where the
+#: environment turns them on), and torch.compile (exact).
 REFERENCE_MODES = ("eager", "eager_tf32", "compile")
-TORCH_DEFAULTS = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+_PRECISION_FLAGS = (
+    (torch.backends.cuda.matmul, "allow_tf32"),
+    (torch.backends.cudnn, "allow_tf32"),
+    (torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"),
+    (torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),
+)
+TORCH_DEFAULTS = tuple(getattr(owner, name) for owner, name in _PRECISION_FLAGS)
 
 
 @contextlib.contextmanager
 def torch_default_precision() -> Iterator[None]:
-    """PyTorch's own float32 settings for the duration (TaskRuntime turns TF32 off for the judge)."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = TORCH_DEFAULTS
+    """PyTorch's own precision settings for the duration (TaskRuntime makes the judge's references
+    exact: no TF32, no reduced-precision half GEMM reductions)."""
+    saved = tuple(getattr(owner, name) for owner, name in _PRECISION_FLAGS)
+    for (owner, name), value in zip(_PRECISION_FLAGS, TORCH_DEFAULTS, strict=True):
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        for (owner, name), value in zip(_PRECISION_FLAGS, saved, strict=True):
+            setattr(owner, name, value)
 
 
 class Worker:
