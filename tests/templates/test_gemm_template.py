@@ -114,6 +114,9 @@ SPECS: dict[str, dict[str, Any]] = {
     "mm_rowsum": dict(
         args="a, b", body="return (a @ b * 2.0).sum(dim=1)", inputs="torch.randn(M, K), torch.randn(K, N)"
     ),
+    "mm_scaled": dict(  # a size-derived float constant: 1 / sqrt(K) differs between shape sets
+        args="a, b", body="return (a @ b) * a.shape[-1] ** -0.5", inputs="torch.randn(M, K), torch.randn(K, N)"
+    ),
     "deep_k": dict(  # few tiles, long K: the simt variant splits K (2-3 slices on the emulator's 4 SMs)
         sizes={"M": 37, "N": 45, "K": 1100},
         sets=[{"M": 64, "N": 48, "K": 1024}],
@@ -748,6 +751,7 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("small_m_linear", [GroupConfig.of("gemv", threads=256, rows=4), GroupConfig.of("gemv", threads=128, rows=1)]),
     ("small_m_mm", [GroupConfig.of("gemv", threads=128, rows=2)]),
     ("mm_rowsum", [GroupConfig.of("simt", bm=32, bn=32, bk=16, tm=4, tn=4)]),  # product -> workspace -> row sum
+    ("mm_scaled", [GroupConfig.of("simt", bm=32, bn=32, bk=8, tm=4, tn=4)]),
     (
         "deep_k",
         [

@@ -9,6 +9,7 @@ that is the same constant in every shape set and matches no tensor dim stays a c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from optiml.graph.ir import Graph
@@ -60,6 +61,21 @@ class SizeResolver:
             self._cache[key] = self._find(values, hint_dim, hint_ndim)
         return self._cache[key]
 
+    def constant(self, values: tuple[float, ...]) -> str:
+        """A C ``double`` expression equal to a size-derived constant at every shape set: a size
+        itself (``kl_div``'s batch size) or a power of one (``d ** -0.5``, ``1 / n``). Raises
+        ValueError when no such form matches (never truncated to an integer)."""
+        sign = -1.0 if values and all(v < 0 for v in values) else 1.0
+        for power in _SIZE_POWERS:
+            sizes = tuple(round(abs(v) ** (1.0 / power)) if v else 0 for v in values)
+            if all(
+                s >= 1 and math.isclose(sign * s**power, v, rel_tol=1e-9) for s, v in zip(sizes, values, strict=True)
+            ):
+                base = f"(double)({self.size(sizes)})"
+                expr = base if power == 1 else f"pow({base}, {power!r})"
+                return f"(-{expr})" if sign < 0 else expr
+        raise ValueError(f"a size-derived constant {values} is neither a size nor a power of one")
+
     def _find(self, values: tuple[int, ...], hint_dim: int, hint_ndim: int) -> str:
         if all(v == 1 for v in values):
             return "((int64_t)1)"
@@ -99,3 +115,7 @@ def _prod(dims: tuple[int, ...]) -> int:
     for d in dims:
         n *= d
     return n
+
+
+#: The powers of a size :meth:`SizeResolver.constant` recognises, most common first.
+_SIZE_POWERS = (1, -1, -0.5, 0.5, 2, -2)

@@ -254,8 +254,11 @@ class Epilogue:
                 if self.sizes is None:
                     raise TemplateError("gemm: a size-derived constant needs the size resolver")
                 if vid not in [c for c, _ in self.consts]:
-                    values = tuple(int(g.value(vid).const) for g in self.graphs)  # type: ignore[arg-type]
-                    self.consts.append((vid, self.sizes.size(values)))
+                    values = tuple(float(g.value(vid).const) for g in self.graphs)  # type: ignore[arg-type]
+                    try:
+                        self.consts.append((vid, self.sizes.constant(values)))
+                    except ValueError as exc:
+                        raise TemplateError(f"gemm: {exc}") from None
                 return f"(({ctype})P.sc{vid})"
             return literal(value.const, ctype)  # type: ignore[arg-type]
         base = self._storage(vid)

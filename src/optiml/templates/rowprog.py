@@ -368,18 +368,15 @@ class RowProgram:
     def size_constants(self) -> list[tuple[int, str]]:
         """(value id, C expression) of every size-derived constant the group reads: kernel parameters."""
         found: list[tuple[int, str]] = []
-        for node in self.nodes:
+        readers = [*self.nodes, *(p for v in self.recomputable if (p := self.g.producer(v)) is not None)]
+        for node in readers:
             for vid in node.inputs:
                 if self.g.value(vid).is_const and self.varies(vid) and vid not in [f for f, _ in found]:
-                    values = tuple(int(g.value(vid).const) for g in self.graphs)  # type: ignore[arg-type]
-                    found.append((vid, self.sizes.size(values)))
-        for vid in self.recomputable:
-            producer = self.g.producer(vid)
-            if producer is not None:
-                for i in producer.inputs:
-                    if self.g.value(i).is_const and self.varies(i) and i not in [f for f, _ in found]:
-                        values = tuple(int(g.value(i).const) for g in self.graphs)  # type: ignore[arg-type]
-                        found.append((i, self.sizes.size(values)))
+                    values = tuple(float(g.value(vid).const) for g in self.graphs)  # type: ignore[arg-type]
+                    try:
+                        found.append((vid, self.sizes.constant(values)))
+                    except ValueError as exc:
+                        raise TemplateError(str(exc)) from None
         return found
 
     def load_expr(self, leaf: Leaf, ptr: str, offset: str) -> str:
