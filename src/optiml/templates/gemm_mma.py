@@ -241,9 +241,28 @@ def launch(
 ) -> str:
     """``{p}_launch``: the pipelined kernel when both operands allow 16-byte copies, else the scalar one."""
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
-    stages = int(config.get("stages", 2))
+    smem = smem_bytes(bm, bn, bk, int(config.get("stages", 2)), a_k_major, b_k_major)
+    terms = (a_ld, a_len, b_ld, b_len, vec_out)
+    return tensor_core_launch(p, f"{p}_mma_vec", bm, bn, wm * wn * 32, smem, fallback, *terms)
+
+
+def tensor_core_launch(
+    p: str,
+    kernel: str,
+    bm: int,
+    bn: int,
+    threads: int,
+    smem: int,
+    fallback: GroupConfig,
+    a_ld: str,
+    a_len: str,
+    b_ld: str,
+    b_len: str,
+    vec_out: str,
+) -> str:
+    """``{p}_launch`` of a 16-byte tensor-core ``kernel`` (``bm x bn`` tiles, ``smem`` bytes of dynamic
+    shared memory) with the scalar ``{p}_mma_any`` build of ``fallback`` for other operands."""
     fbm, fbn, fwm, fwn = (int(fallback.get(k)) for k in ("bm", "bn", "wm", "wn"))
-    smem = smem_bytes(bm, bn, bk, stages, a_k_major, b_k_major)
     return f"""\
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   (void)ws;
@@ -259,9 +278,9 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   if (blocks > 2147483647LL) return -4;
   if (vec) {{
     // every call (about a microsecond): no state kept across calls
-    const cudaError_t e = cudaFuncSetAttribute({p}_mma_vec, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
+    const cudaError_t e = cudaFuncSetAttribute({kernel}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
     if (e != cudaSuccess) return (int)e;
-    {p}_mma_vec<<<(unsigned)blocks, {wm * wn * 32}, {smem}, stream>>>(P);
+    {kernel}<<<(unsigned)blocks, {threads}, {smem}, stream>>>(P);
   }} else {{
     {p}_mma_any<<<(unsigned)blocks, {fwm * fwn * 32}, 0, stream>>>(P);
   }}

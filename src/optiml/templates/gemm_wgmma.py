@@ -25,6 +25,7 @@ takes the scalar ``mma`` build (:func:`optiml.templates.gemm_mma.fallback_config
 from __future__ import annotations
 
 from optiml.templates.base import GroupConfig
+from optiml.templates.gemm_mma import tensor_core_launch
 
 BK = 64  # k per slice: one 128-byte swizzle row of 16-bit values
 PANEL = 64  # MN-major B: n per panel (one 128-byte row)
@@ -209,30 +210,6 @@ def launch(
 ) -> str:
     """``{p}_launch``: the wgmma kernel when both operands allow 16-byte copies, else the scalar mma one."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
-    fbm, fbn, fwm, fwn = (int(fallback.get(k)) for k in ("bm", "bn", "wm", "wn"))
     smem = smem_bytes(bm, bn, stages)
-    return f"""\
-static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
-  (void)ws;
-  if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
-  {vec_out}
-  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 8 == 0 && {a_len} % 8 == 0 &&
-                   {b_ld} % 8 == 0 && {b_len} % 8 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 8) &&
-                   {p}_strides_ok(P.bsb, {p}_nbd, 8);
-  const int64_t tile_m = vec ? {bm} : {fbm}, tile_n = vec ? {bn} : {fbn};
-  P.tiles_m = (P.M + tile_m - 1) / tile_m;
-  P.tiles_n = (P.N + tile_n - 1) / tile_n;
-  const int64_t blocks = P.batch * P.tiles_m * P.tiles_n;
-  if (blocks > 2147483647LL) return -4;
-  if (vec) {{
-    // every call (about a microsecond): no state kept across calls
-    const cudaError_t e = cudaFuncSetAttribute({p}_wgmma_vec, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
-    if (e != cudaSuccess) return (int)e;
-    {p}_wgmma_vec<<<(unsigned)blocks, {(bm // 64) * 128}, {smem}, stream>>>(P);
-  }} else {{
-    {p}_mma_any<<<(unsigned)blocks, {fwm * fwn * 32}, 0, stream>>>(P);
-  }}
-  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
-  return 0;
-}}
-"""
+    terms = (a_ld, a_len, b_ld, b_len, vec_out)
+    return tensor_core_launch(p, f"{p}_wgmma_vec", bm, bn, (bm // 64) * 128, smem, fallback, *terms)
