@@ -157,7 +157,8 @@ def test_summary_and_show_report_calls_tokens_and_cost_per_verified_candidate(ta
     # every billed call reached the server; a connection the client saw drop (and retried) is
     # counted by the server but never billed
     assert spend.paid.api_calls <= calls <= spend.paid.api_calls + 2
-    tokens_in = 100 * spend.paid.api_calls  # the canned 100 input tokens per call, 20 output per sample
+    calls = spend.paid.api_calls
+    tokens_in = 100 * calls  # the canned 100 input tokens per call, 20 output per sample
     paid = spend.paid
     assert paid.input_tokens == tokens_in and paid.cost_usd == pytest.approx(
         1e-6 * tokens_in + 2e-6 * paid.output_tokens
