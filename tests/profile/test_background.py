@@ -62,9 +62,9 @@ def test_a_held_gpu_lock_delays_profiling_until_released(profiler: Profiler) -> 
         assert not future.done()
     try:
         diagnosis = future.result(timeout=180)
-    except TimeoutError:  # seen once in a loaded CI rehearsal (a 600 s hang); not reproduced since
+    except TimeoutError:  # reproduced in clean clones under /tmp (never in the working checkout): open bug
         queue.close(wait=False)
-        pytest.xfail("known intermittent: the queue's thread did not take the released GPU lock in 180 s")
+        pytest.xfail("known bug: no diagnosis 180 s after the GPU lock was released (seen in clones under /tmp)")
     assert diagnosis.static is not None
     queue.close()
 
