@@ -63,7 +63,7 @@ from optiml.templates.base import (
     c_type,
     to_compute,
 )
-from optiml.templates.gemm import Epilogue, Problem, _mma_helper
+from optiml.templates.gemm import Epilogue, Problem, _mma_helper, _mma_slice
 
 IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -455,28 +455,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
   __syncthreads();
   for (int64_t kt = 0; kt < KT; ++kt) {{
     buf = (int)(kt & 1);
-#pragma unroll
-    for (int ks = 0; ks < {bk}; ks += 16) {{
-      unsigned fa[{mi}][4], fb[{ni}][2];
-#pragma unroll
-      for (int i = 0; i < {mi}; ++i) {{
-        const int row = wy * {wtm} + i * 16 + g;
-        fa[i][0] = *(const unsigned*)&As[buf][row][ks + 2 * t4];
-        fa[i][1] = *(const unsigned*)&As[buf][row + 8][ks + 2 * t4];
-        fa[i][2] = *(const unsigned*)&As[buf][row][ks + 8 + 2 * t4];
-        fa[i][3] = *(const unsigned*)&As[buf][row + 8][ks + 8 + 2 * t4];
-      }}
-#pragma unroll
-      for (int j = 0; j < {ni}; ++j) {{
-        const int col = wx * {wtn} + j * 8 + g;
-        fb[j][0] = *(const unsigned*)&Bs[buf][col][ks + 2 * t4];
-        fb[j][1] = *(const unsigned*)&Bs[buf][col][ks + 8 + 2 * t4];
-      }}
-#pragma unroll
-      for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-        for (int j = 0; j < {ni}; ++j) {p}_mma(acc[i][j], fa[i], fb[j]);
-    }}
+{_mma_slice(p, bk, mi, ni, wtm, wtn)}\
     if (kt + 1 < KT) {{  // the next slice straight into the other buffer: no prefetch registers
       k0 = (kt + 1) * {bk};
       buf ^= 1;

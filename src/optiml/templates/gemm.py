@@ -792,29 +792,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
     for (int j = 0; j < {ni}; ++j)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-{_pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}#pragma unroll
-    for (int ks = 0; ks < {bk}; ks += 16) {{
-      unsigned fa[{mi}][4], fb[{ni}][2];
-#pragma unroll
-      for (int i = 0; i < {mi}; ++i) {{
-        const int row = wy * {wtm} + i * 16 + g;
-        fa[i][0] = *(const unsigned*)&As[buf][row][ks + 2 * t4];
-        fa[i][1] = *(const unsigned*)&As[buf][row + 8][ks + 2 * t4];
-        fa[i][2] = *(const unsigned*)&As[buf][row][ks + 8 + 2 * t4];
-        fa[i][3] = *(const unsigned*)&As[buf][row + 8][ks + 8 + 2 * t4];
-      }}
-#pragma unroll
-      for (int j = 0; j < {ni}; ++j) {{
-        const int col = wx * {wtn} + j * 8 + g;
-        fb[j][0] = *(const unsigned*)&Bs[buf][col][ks + 2 * t4];
-        fb[j][1] = *(const unsigned*)&Bs[buf][col][ks + 8 + 2 * t4];
-      }}
-#pragma unroll
-      for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-        for (int j = 0; j < {ni}; ++j) {p}_mma(acc[i][j], fa[i], fb[j]);
-    }}
-    if (kt + 1 < KT) {{
+{_pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}{_mma_slice(p, bk, mi, ni, wtm, wtn)}    if (kt + 1 < KT) {{
       buf ^= 1;
 {store_a}
 {store_b}
@@ -837,6 +815,35 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
         }}
     }}
 }}
+"""
+
+
+def _mma_slice(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int) -> str:
+    """The scalar mma kernels' multiply of one ``bk``-deep slice: 32-bit fragment loads from shared
+    ``As[buf][m][k]`` / ``Bs[buf][n][k]`` and ``mi x ni`` mma tiles per warp (shared with conv)."""
+    return f"""\
+#pragma unroll
+    for (int ks = 0; ks < {bk}; ks += 16) {{
+      unsigned fa[{mi}][4], fb[{ni}][2];
+#pragma unroll
+      for (int i = 0; i < {mi}; ++i) {{
+        const int row = wy * {wtm} + i * 16 + g;
+        fa[i][0] = *(const unsigned*)&As[buf][row][ks + 2 * t4];
+        fa[i][1] = *(const unsigned*)&As[buf][row + 8][ks + 2 * t4];
+        fa[i][2] = *(const unsigned*)&As[buf][row][ks + 8 + 2 * t4];
+        fa[i][3] = *(const unsigned*)&As[buf][row + 8][ks + 8 + 2 * t4];
+      }}
+#pragma unroll
+      for (int j = 0; j < {ni}; ++j) {{
+        const int col = wx * {wtn} + j * 8 + g;
+        fb[j][0] = *(const unsigned*)&Bs[buf][col][ks + 2 * t4];
+        fb[j][1] = *(const unsigned*)&Bs[buf][col][ks + 8 + 2 * t4];
+      }}
+#pragma unroll
+      for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+        for (int j = 0; j < {ni}; ++j) {p}_mma(acc[i][j], fa[i], fb[j]);
+    }}
 """
 
 
