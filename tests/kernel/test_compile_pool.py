@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,21 @@ def test_compile_many_keeps_order_with_failures_and_cache_hits(tmp_path: Path) -
     assert results[2].cached and not results[0].cached
     assert "undefined_name" in results[1].error_summary()
     compiler.close()
+
+
+def test_a_build_that_finishes_before_it_is_tracked_does_not_deadlock(tmp_path: Path) -> None:
+    """A cache hit can finish on the pool before :meth:`submit` attaches its done-callback; the
+    callback then runs inline, inside submit's lock (CI once hung 600 s on exactly this)."""
+    compiler = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path))
+    done: Future = Future()
+    done.set_result(None)
+
+    def track_inside_the_lock() -> None:
+        with compiler._lock:
+            compiler._track("finished-already", done)
+
+    worker = threading.Thread(target=track_inside_the_lock, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "tracking a finished build deadlocked on the compiler's lock"
+    assert "finished-already" not in compiler._in_flight

@@ -146,7 +146,9 @@ class Compiler:
         self.jobs = self.config.jobs or os.cpu_count() or 1
         self._header_hash = hashlib.sha256(abi_header().encode()).hexdigest()[:12]
         self._view: tuple[str, ...] | None = None
-        self._lock = threading.Lock()
+        # Re-entrant: a future that is already done runs its done-callback (which takes this lock)
+        # inline from ``add_done_callback``, inside :meth:`submit`'s critical section.
+        self._lock = threading.RLock()
         self._in_flight: dict[str, Future[CompileResult]] = {}
         self._pool: ThreadPoolExecutor | None = None
 
