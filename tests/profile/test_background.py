@@ -60,11 +60,7 @@ def test_a_held_gpu_lock_delays_profiling_until_released(profiler: Profiler) -> 
         future = queue.submit(_naive(profiler), TIMED)
         time.sleep(0.5)
         assert not future.done()
-    try:
-        diagnosis = future.result(timeout=180)
-    except TimeoutError:  # reproduced in clean clones under /tmp (never in the working checkout): open bug
-        queue.close(wait=False)
-        pytest.xfail("known bug: no diagnosis 180 s after the GPU lock was released (seen in clones under /tmp)")
+    diagnosis = future.result(timeout=180)
     assert diagnosis.static is not None
     queue.close()
 
