@@ -99,8 +99,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     "evaluate.runtime's TaskRuntime, which belongs beside the task code",
     ("optiml.graph.capture", "evaluate"): "issue 17.6: tracing builds the meta model and its arguments through "
     "evaluate.runtime's TaskRuntime, which belongs beside the task code",
-    ("optiml.search.spend", "llm"): "issue 17.1 (what is left): the run's LLM spend for the summary and `optiml show` "
-    "reads the llm call store; it is reporting, not search, and belongs with the presenters",
     ("optiml.evaluate.roofs", "profile"): "the physics floor's compute roof reuses the profiler's measured and "
     "datasheet peaks (a cycle evaluate <-> profile); the peaks belong in a module both may import",
     ("optiml.graph.sizes", "templates"): "workspace sizes raise templates.base.TemplateError (a cycle graph <-> "
@@ -110,12 +108,7 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
 #: Terminal presentation (rich) lives under the CLI; domain parts return data.
 PRESENTATION = ("rich",)
 PRESENTERS = frozenset({"cli"})
-KNOWN_PRESENTERS: dict[str, str] = {
-    "optiml.generate.confirm": "issue 17.4: showing a generated task and asking to accept it, not moved to cli/views",
-    "optiml.generate.report": "issue 17.4: a generation's table, not moved to cli/views yet",
-    "optiml.profile.report": "issue 17.4: `optiml profile`'s terminal report, not moved to cli/views yet",
-    "optiml.search.live": "issue 17.4: the live search view and the runs/summary tables, not moved to cli/views yet",
-}
+KNOWN_PRESENTERS: dict[str, str] = {}
 
 #: The CLI parses, calls and presents; optiml.session assembles these parts (issue 17.3).
 ASSEMBLED = {

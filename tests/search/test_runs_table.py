@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
+from optiml.cli.views.runs import render_runs
 from optiml.search import Budgets, SearchConfig, list_runs, run_search
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
-from optiml.search.live import render_runs
 from optiml.store import RunStore
 from optiml.task import Task
 

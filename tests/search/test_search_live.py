@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.console import Console, RenderableType
 from search_helpers import KnobProfiler
 
+from optiml.cli.views.runs import render_run_path, render_runs
+from optiml.cli.views.search import LiveView, render_progress, render_summary
 from optiml.evaluate.results import Speedup, TimingStats
 from optiml.propose.base import Edit
 from optiml.search import Budgets, SearchConfig, SearchEvent, best_path, list_runs, run_search
 from optiml.search.events import EventKind, Progress
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
-from optiml.search.live import LiveView, render_progress, render_run_path, render_runs, render_summary
 from optiml.search.outcome import PathStep, SearchOutcome
 from optiml.store import RunStore
 from optiml.task import Task

@@ -13,15 +13,16 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from llm_servers import OpenAIServer, RecordedRequest, Reply, answer
+from optiml.cli.views.runs import render_run_path
+from optiml.cli.views.search import render_summary
 from optiml.llm import LLMCallStore, LLMClient, LLMConfig
 from optiml.propose.llm import LLMProposer
+from optiml.report.llm_spend import load_run_spend
 from optiml.search import Budgets, SearchConfig, SearchEvent, run_search
 from optiml.search.events import EventKind
 from optiml.search.landscape import KNOBS, Landscape, LandscapeEvaluator, landscape_kernel
-from optiml.search.live import render_run_path, render_summary
 from optiml.search.outcome import SearchOutcome
 from optiml.search.queries import best_path
-from optiml.search.spend import load_run_spend
 from optiml.store import RunStore, new_run_id
 from optiml.task import Task
 

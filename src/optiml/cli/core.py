@@ -148,8 +148,9 @@ def profile_cmd(
     raw_dir: Annotated[Path | None, typer.Option("--raw-dir", help="Keep ncu's raw CSV here.")] = None,
 ) -> None:
     """Verify, time and profile KERNEL: metrics per kernel, roofline position and a diagnosis."""
+    from optiml.cli.views.profile import render_report
     from optiml.kernel.source import KernelSource
-    from optiml.profile import ProfileConfig, render_report, report_to_json
+    from optiml.profile import ProfileConfig, report_to_json
     from optiml.session import SessionOptions, make_evaluator, make_profiler
     from optiml.task import load_task
 

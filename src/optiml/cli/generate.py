@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 def generate_root_for(task: Task, session: Session, store: Path, out: Console) -> KernelSource:
     """No --kernel: the root is the fastest verified of the template kernels (OptiML-G offline), the
     kernel the task ships, and — with an LLM configured — the Mixture-of-Thoughts generation."""
+    from optiml.cli.views.generation import render_generation
     from optiml.generate import GenerationStore
     from optiml.generate.offline import generate_offline_root
-    from optiml.generate.report import render_generation
     from optiml.generate.root import choose_root, llm_root
     from optiml.kernel.source import KernelSource
 
@@ -130,16 +130,16 @@ def generate_cmd(
     With --reference and no LLM configured, the root comes from the op graph's templates."""
     from rich.syntax import Syntax
 
+    from optiml.cli.views.confirm import confirm_task
+    from optiml.cli.views.generation import render_generation
     from optiml.generate import (
         GenerationStore,
-        confirm_task,
         generate_root,
         generate_task_from_request,
         load_generation_config,
         validate_task_file,
     )
     from optiml.generate.candidate_files import write_candidates
-    from optiml.generate.report import render_generation
     from optiml.generate.unverified import CompileOnly, require_gpu
     from optiml.session import SessionOptions, make_compiler, make_evaluator
 
@@ -201,9 +201,9 @@ def adapt_cmd(
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
     """Wrap an existing CUDA kernel into the OptiML ABI (by the LLM, verified against TASK)."""
+    from optiml.cli.views.generation import render_generation
     from optiml.generate import GenerationStore, adapt_kernel, load_generation_config
     from optiml.generate.candidate_files import write_candidates
-    from optiml.generate.report import render_generation
     from optiml.generate.unverified import require_gpu
     from optiml.session import SessionOptions, make_evaluator
     from optiml.task import load_task

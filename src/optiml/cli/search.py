@@ -184,10 +184,10 @@ def optimize_cmd(
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
     """Optimize TASK's kernel by search under verification; writes the best verified kernel."""
+    from optiml.cli.views.search import LiveView, render_summary
     from optiml.kernel.source import KernelSource
+    from optiml.report.llm_spend import load_run_spend
     from optiml.search import Budgets, SearchConfig, run_search
-    from optiml.search.live import LiveView, render_summary
-    from optiml.search.spend import load_run_spend
     from optiml.session import SessionOptions, open_session
     from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
@@ -270,9 +270,9 @@ def resume_cmd(
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
     """Continue a stopped or interrupted run; no evaluated candidate is evaluated again."""
+    from optiml.cli.views.search import LiveView, render_summary
+    from optiml.report.llm_spend import load_run_spend
     from optiml.search import Budgets, SearchConfig, resume_search
-    from optiml.search.live import LiveView, render_summary
-    from optiml.search.spend import load_run_spend
     from optiml.session import SessionOptions, open_session
     from optiml.store import RunStore
     from optiml.task import load_task
@@ -322,8 +322,8 @@ def resume_cmd(
 @reports_errors
 def runs_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the runs in the store."""
+    from optiml.cli.views.runs import render_runs
     from optiml.search import list_runs
-    from optiml.search.live import render_runs
     from optiml.store import RunStore
 
     if not store.exists():
@@ -341,9 +341,9 @@ def show_cmd(
 ) -> None:
     """Show a run's best kernel path: each edit, why, and what it gained; and its LLM calls, tokens and
     cost, per verified candidate too."""
+    from optiml.cli.views.runs import render_run_path
+    from optiml.report.llm_spend import load_run_spend
     from optiml.search import best_path
-    from optiml.search.live import render_run_path
-    from optiml.search.spend import load_run_spend
     from optiml.store import RunStore
 
     if kernel_out is not None:

@@ -4,22 +4,22 @@
   parallel, every candidate is compiled, verified and repaired, an aggregation step combines the
   verified ones, and the fastest verified kernel becomes the search's root.
 - :func:`adapt_kernel` — an existing CUDA kernel with its own host code, wrapped into the ABI.
-- :func:`generate_task_from_request` and :func:`confirm_task` — natural language → a checked
-  KernelBench task, shown to the user before anything is optimized against it.
+- :func:`generate_task_from_request` and :func:`validate_task_file` — natural language → a checked
+  KernelBench task, which the CLI shows to the user (``optiml.cli.views.confirm``) before anything
+  is optimized against it.
 - :func:`require_llm` — generation needs an LLM; this says how to configure one.
 
 Modules: thoughts (strategies as data), config (``[generate]``), prompts + templates/, answers
 (code out of answers), pipeline (ask → evaluate → repair → verdict), mixture, adapt, task_gen,
-task_check, confirm, store (its tables in the run store), report (rendering), offline (the root from
-templates), root (the search's root: offline or the LLM's), unverified (no GPU: refuse, or compile only),
-candidate_files (every LLM-written kernel kept as a file).
+task_check, store (its tables in the run store), offline (the root from templates), root (the
+search's root: offline or the LLM's), unverified (no GPU: refuse, or compile only), candidate_files
+(every LLM-written kernel kept as a file).
 """
 
 from __future__ import annotations
 
 from optiml.generate.adapt import adapt_kernel
 from optiml.generate.config import GenerationConfig, load_generation_config, require_llm
-from optiml.generate.confirm import confirm_task
 from optiml.generate.errors import GenerationError
 from optiml.generate.mixture import generate_root
 from optiml.generate.outcome import Attempt, GenerationEvent, GenerationOutcome, ThoughtRecord
@@ -40,7 +40,6 @@ __all__ = [
     "Thought",
     "ThoughtRecord",
     "adapt_kernel",
-    "confirm_task",
     "generate_root",
     "generate_task_from_request",
     "load_generation_config",

@@ -4,8 +4,8 @@ The model writes the file (reference ``Model``, seeded ``get_inputs``, ``OPTIML`
 small shape set); it is checked statically and then run on the CPU in a sandbox
 (:mod:`optiml.generate.task_check`). A file that fails goes back to the model with the one-line
 error, at most ``task_repairs`` times. Only a file that passes is written to the output path —
-and it must then be shown to the user (:func:`optiml.generate.confirm.confirm_task`) before
-anything is optimized against it.
+and it must then be shown to the user (the CLI's :func:`optiml.cli.views.confirm.confirm_task`)
+before anything is optimized against it.
 """
 
 from __future__ import annotations

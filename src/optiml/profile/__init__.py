@@ -8,7 +8,7 @@ in the GPU worker setup — loads only the standard library, torch and worker-si
     diagnosis = profiler.diagnose(kernel, eval_result)                # Diagnosis
     roofline = profiler.roofline()                                    # Roofline
     report = build_report(profiler, kernel, eval_result)              # for `optiml profile`
-    render_report(report, console); report_to_json(report)
+    report_to_json(report)                                            # str (the CLI draws it: cli.views.profile)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from optiml.profile.findings import Bottleneck
     from optiml.profile.metrics import DEFAULT_METRICS, KernelMetrics
     from optiml.profile.profiler import ProfileConfig, Profiler
-    from optiml.profile.report import ProfileReport, build_report, render_report, report_to_json
+    from optiml.profile.report import ProfileReport, build_report, report_to_json
     from optiml.profile.results import KernelProfile, Profile
     from optiml.profile.roofline import Peaks, Roofline
     from optiml.profile.static import StaticAnalysis
@@ -35,7 +35,6 @@ _EXPORTS = {
     "Profiler": "optiml.profile.profiler",
     "ProfileReport": "optiml.profile.report",
     "build_report": "optiml.profile.report",
-    "render_report": "optiml.profile.report",
     "report_to_json": "optiml.profile.report",
     "KernelProfile": "optiml.profile.results",
     "Profile": "optiml.profile.results",
@@ -58,7 +57,6 @@ __all__ = [
     "Roofline",
     "StaticAnalysis",
     "build_report",
-    "render_report",
     "report_to_json",
 ]
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optiml.llm.store import LLMCallStore
-from optiml.search.spend import LLMSpend, run_spend, spend_rows
+from optiml.report.llm_spend import LLMSpend, run_spend, spend_rows
 from optiml.store import RunStore
 
 

@@ -1,6 +1,6 @@
 """Show a generated task to the user, who accepts it, edits it, or rejects it.
 
-Nothing is optimized against a reference the user has not seen: the CLI calls
+Nothing is optimized against a reference the user has not seen: ``optiml generate`` calls
 :func:`confirm_task` after :func:`~optiml.generate.task_gen.generate_task_from_request` and goes
 on only with the task it returns. Prompting and editing are injected, so the loop is testable.
 """

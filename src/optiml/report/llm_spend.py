@@ -2,8 +2,8 @@
 
 :func:`run_spend` reads a run's LLM calls (``llm_calls``, in the same SQLite file as the run) and
 its edits and evaluations (the run store) and returns an :class:`LLMSpend`; :func:`spend_rows`
-turns it into the labelled lines that ``optiml optimize``'s summary table and ``optiml show``
-print. A *verified LLM candidate* is a kernel an LLM proposed (its edit's proposer is
+turns it into the labelled lines that ``optiml optimize``'s summary table, ``optiml show`` and the
+HTML report print. A *verified LLM candidate* is a kernel an LLM proposed (its edit's proposer is
 ``llm:<model>@…``) that was evaluated and verified; the search's calls (purposes ``propose*``)
 are divided among those, and the calls that generated the root (``generate*``) are shown apart.
 """

@@ -6,9 +6,9 @@ import io
 
 from rich.console import Console
 
+from optiml.cli.views.generation import attempt_trail, render_generation
 from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.generate.outcome import Attempt, GenerationOutcome, ThoughtRecord
-from optiml.generate.report import attempt_trail, render_generation
 from optiml.kernel.source import KernelSource
 
 

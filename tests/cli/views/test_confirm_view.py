@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from optiml.cli.views.confirm import confirm_task
 from optiml.errors import TaskError
-from optiml.generate.confirm import confirm_task
 from optiml.generate.task_check import TaskCheck
 from optiml.task import load_task
 
