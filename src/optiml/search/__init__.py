@@ -7,7 +7,7 @@ Entry points for the CLI::
     list_runs(store) -> list[RunSummary]
     best_path(store, run_id) -> RunPath
 
-and :mod:`optiml.search.live` for the live view and the summary tables.
+The CLI draws their results (:mod:`optiml.cli.views.search`, :mod:`optiml.cli.views.runs`).
 """
 
 from optiml.search.config import Budgets, RewardWeights, SearchConfig
