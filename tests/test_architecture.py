@@ -37,24 +37,28 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "code_blocks": (),
         "config_file": (),
         "sqlite_db": ("errors",),
+        "values": (),
         "task": ("errors",),
+        "task_runtime": ("errors", "task"),
         # a candidate and what builds it; what screens it
         "integrity": ("errors", "task", "kernel"),
-        "kernel": ("errors", "task", "integrity", "cache_dirs", "cuda_tools"),
+        "kernel": ("errors", "values", "task", "task_runtime", "integrity", "cache_dirs", "cuda_tools"),
+        "peaks": ("kernel", "integrity", "cache_dirs"),
         # the op graph and the templates instantiated over it
-        "graph": ("errors", "task"),
+        "graph": ("errors", "task", "task_runtime"),
         "templates": ("errors", "task", "graph", "kernel"),
         # measuring a candidate
-        "evaluate": ("errors", "task", "kernel", "integrity"),
-        "profile": ("errors", "task", "kernel", "integrity", "evaluate", "cache_dirs", "cuda_tools"),
+        "evaluate": ("errors", "values", "task", "task_runtime", "kernel", "integrity", "peaks"),
+        "profile": ("errors", "values", "task", "kernel", "integrity", "peaks", "evaluate", "cuda_tools"),
         # asking for candidates
         "llm": ("errors", "config_file"),
-        "propose": ("errors", "task", "kernel", "evaluate", "templates", "llm", "code_blocks"),
+        "propose": ("errors", "values", "task", "kernel", "templates", "llm", "code_blocks"),
         # keeping and searching
-        "store": ("errors", "kernel", "evaluate", "propose", "sqlite_db"),
-        "search": ("errors", "task", "kernel", "evaluate", "propose", "templates", "store"),
+        "store": ("errors", "values", "kernel", "sqlite_db"),
+        "search": ("errors", "values", "task", "kernel", "evaluate", "propose", "templates", "store"),
         "generate": (
             "errors",
+            "values",
             "task",
             "kernel",
             "integrity",
@@ -68,13 +72,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         # using the results
         "bench": ("errors", "task", "kernel", "evaluate", "propose", "search", "generate", "store"),
-        "export": ("errors", "task", "kernel", "evaluate", "store"),
-        "report": ("errors", "task", "kernel", "evaluate", "profile", "propose", "search", "bench", "store", "llm"),
+        "export": ("errors", "task", "task_runtime", "kernel", "evaluate", "store"),
+        "report": ("errors", "values", "task", "kernel", "profile", "search", "bench", "store", "llm"),
         "doctor": ("errors", "kernel", "integrity", "cuda_tools"),
         # assembling the parts of a run, and the command line on top
-        "session": ("errors", "task", "kernel", "evaluate", "profile", "propose", "llm", "store"),
+        "session": ("errors", "values", "task", "kernel", "evaluate", "profile", "propose", "llm", "store"),
         "cli": (
             "errors",
+            "values",
             "llm",
             "task",
             "kernel",
@@ -94,16 +99,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 #: (importing module, imported part) -> why it is allowed for now, and what would remove it.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("optiml.kernel.skeleton", "evaluate"): "issue 17.6: the skeleton runs the torch model through "
-    "evaluate.runtime's TaskRuntime, which belongs beside the task code",
-    ("optiml.graph.capture", "evaluate"): "issue 17.6: tracing builds the meta model and its arguments through "
-    "evaluate.runtime's TaskRuntime, which belongs beside the task code",
-    ("optiml.evaluate.roofs", "profile"): "the physics floor's compute roof reuses the profiler's measured and "
-    "datasheet peaks (a cycle evaluate <-> profile); the peaks belong in a module both may import",
-    ("optiml.graph.sizes", "templates"): "workspace sizes raise templates.base.TemplateError (a cycle graph <-> "
-    "templates); the error belongs in graph or errors",
-}
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}  # none today: a new one says why here
 
 #: Terminal presentation (rich) lives under the CLI; domain parts return data.
 PRESENTATION = ("rich",)
@@ -125,7 +121,7 @@ ORCHESTRATOR_ONLY = ("rich", "typer", "jinja2", "openai", "anthropic", "httpx", 
 @dataclass(frozen=True)
 class Import:
     importer: str  # module that imports, e.g. optiml.search.engine
-    module: str  # module imported, e.g. optiml.evaluate.results
+    module: str  # module imported, e.g. optiml.values
     names: tuple[str, ...]  # names taken from it (from-imports)
     line: int
 

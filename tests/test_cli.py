@@ -264,7 +264,7 @@ class _TimedEvaluator:
         self.evaluated: list[str] = []
 
     def evaluate(self, kernel: Any) -> Any:
-        from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
+        from optiml.values import EvalResult, EvalStatus, TimingStats
 
         self.evaluated.append(kernel.digest)
         ms = self.shipped_ms if kernel.digest == self.shipped_digest else self.other_ms
@@ -336,9 +336,9 @@ def test_an_llm_root_competes_with_the_templates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_ms: float | None
 ) -> None:
     import optiml.generate.root
-    from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
     from optiml.generate import GenerationError, GenerationOutcome
     from optiml.kernel.source import KernelSource
+    from optiml.values import EvalResult, EvalStatus, TimingStats
 
     llm_kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu").with_code("// written by the LLM\n")
 

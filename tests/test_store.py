@@ -9,11 +9,18 @@ from pathlib import Path
 import pytest
 
 from optiml.errors import StoreError
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
-from optiml.kernel.build import CompileDiagnostic, CompileResult
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit
 from optiml.store import EDIT_DUPLICATE, EDIT_NOT_APPLIED, EDIT_UNTRIED, NodeRecord, RunStore
+from optiml.values import (
+    CompileDiagnostic,
+    CompileResult,
+    Edit,
+    EvalResult,
+    EvalStatus,
+    TimingStats,
+    TrialCheck,
+    VerifyReport,
+)
 
 EDIT = Edit("search_replace", "<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE", "tiling", "tile by 32", "llm:test")
 ROOT = KernelSource("__global__ void k() {}", flags=("-O3",))

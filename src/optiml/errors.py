@@ -11,7 +11,7 @@
     ├── WorkerError             the isolated GPU worker could not be started or spoke garbage
     ├── ConfigError             bad configuration (optiml.toml, flags, environment)
     ├── StoreError              the run store is missing a run or is unreadable
-    ├── TemplateError           (optiml.templates.base) a configuration a template cannot render
+    ├── TemplateError           a configuration a template cannot render (also optiml.templates.base's)
     ├── EditError               (optiml.propose.errors) an edit cannot be parsed or applied
     ├── GenerationError         (optiml.generate.errors) generation cannot produce what was asked
     ├── SearchError             (optiml.search.runner) a search cannot start or continue
@@ -20,7 +20,7 @@
     └── LLMError                (optiml.llm.errors) provider, budget and replay failures
 
 A candidate that fails to compile, crashes, hangs or computes the wrong answer is *not*
-an exception: it is a normal :class:`optiml.evaluate.results.EvalResult` with its status
+an exception: it is a normal :class:`optiml.values.EvalResult` with its status
 and message, so search code never branches on exceptions.
 """
 
@@ -57,6 +57,13 @@ class ConfigError(OptimlError):
 
 class StoreError(OptimlError):
     pass
+
+
+class TemplateError(OptimlError):
+    """A configuration that a template cannot render (the search treats it as "prune").
+
+    Raised by the templates and by the op graph's workspace sizes (:mod:`optiml.graph.sizes`);
+    :mod:`optiml.templates.base` re-exports it."""
 
 
 class BudgetSpent(OptimlError):

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from optiml.errors import ConfigError
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator, compile_check
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.llm import LLMCallStore, LLMClient, LLMConfig, load_llm_config
@@ -26,6 +25,7 @@ from optiml.propose.base import Proposer
 from optiml.propose.factory import make_proposer
 from optiml.store import DEFAULT_DB_PATH
 from optiml.task import Task
+from optiml.values import EvalResult
 
 if TYPE_CHECKING:  # the profiler loads on first use
     from optiml.profile import Diagnosis, ProfileConfig, Profiler, ProfileReport

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optiml.errors import StoreError
-from optiml.evaluate.results import EvalResult, TimingStats
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit
 from optiml.sqlite_db import SqliteDatabase
+from optiml.values import Edit, EvalResult, TimingStats
 
 DEFAULT_DB_PATH = Path(".optiml") / "runs.db"
 SCHEMA_VERSION = 1

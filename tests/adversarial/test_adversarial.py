@@ -25,12 +25,11 @@ import pytest
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
-from optiml.evaluate.results import EvalStatus
 from optiml.integrity.sandbox import probe_isolation
 from optiml.integrity.screen import is_fp32_strict, screen_kernel
-from optiml.kernel.build import CompileResult
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
+from optiml.values import CompileResult, EvalStatus
 
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE / "kernels"

@@ -169,9 +169,9 @@ def _fake_factory(workdir: Path):  # type: ignore[no-untyped-def]
             raise ValueError("the reference failed (simulated)")
         import os
 
-        from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
         from optiml.kernel.source import KernelSource
         from optiml.store import NodeRecord, RunStore
+        from optiml.values import EvalResult, EvalStatus, TimingStats
 
         best = 0.1 if path.with_name(path.stem + ".naive.cu").is_file() else 0.2
         kernel = KernelSource(f"int {path.stem}_marker;\n")

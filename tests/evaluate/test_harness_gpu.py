@@ -9,9 +9,9 @@ import pytest
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
-from optiml.evaluate.results import EvalStatus
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
+from optiml.values import EvalStatus
 
 pytestmark = pytest.mark.gpu
 

@@ -19,9 +19,9 @@ import torch
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import Peaks, evaluate_candidate
 from optiml.evaluate.judge import Judge
-from optiml.evaluate.results import EvalStatus
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
+from optiml.values import EvalStatus
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -15,9 +15,9 @@ import torch
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
 from optiml.evaluate.memory import USABLE_FRACTION
-from optiml.evaluate.results import EvalResult, EvalStatus
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
+from optiml.values import EvalResult, EvalStatus
 
 pytestmark = pytest.mark.gpu
 

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from optiml.evaluate.results import EvalResult, EvalStatus, Speedup, TimingStats, TrialCheck, VerifyReport
-from optiml.kernel.build import CompileDiagnostic, CompileResult, KernelResources
+from optiml.values import (
+    CompileDiagnostic,
+    CompileResult,
+    EvalResult,
+    EvalStatus,
+    KernelResources,
+    Speedup,
+    TimingStats,
+    TrialCheck,
+    VerifyReport,
+)
 
 
 def test_quantiles_and_spread() -> None:

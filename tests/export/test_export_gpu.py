@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 from export_helpers import STARTERS, TASKS, import_file, unique_namespace, write
 
-from optiml.evaluate.runtime import Case, TaskRuntime, smallest_shape_set
+from optiml.evaluate.runtime import Case, TaskRuntime
 from optiml.export.kernelbench import render_model_new
 from optiml.export.op import render_op
 from optiml.export.standalone import render_standalone
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
+from optiml.task_runtime import smallest_shape_set
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
 

@@ -14,11 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from optiml.cli import app
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
-from optiml.kernel.build import CompileResult
 from optiml.kernel.source import KernelSource
 from optiml.store import NodeRecord, RunStore
 from optiml.task import Task, load_task
+from optiml.values import CompileResult, EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tasks" / "layernorm.py"

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_servers import RecordedRequest, Reply, answer
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.compiler import Compiler
 from optiml.kernel.source import KernelSource
 from optiml.llm.types import LLMRequest, LLMResponse
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 ROOT = Path(__file__).resolve().parents[2]
 SILU_TASK = ROOT / "tasks" / "silu.py"

@@ -10,13 +10,13 @@ from generate_helpers import RuleEvaluator, ScriptedModel, fenced, silu_kernel
 
 from llm_servers import OpenAIServer, answer, error
 from optiml.errors import NoGPUError
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.generate import GenerationConfig, GenerationStore, Thought, generate_root
 from optiml.generate.outcome import Attempt, ThoughtRecord
 from optiml.generate.pipeline import judge
 from optiml.kernel.source import KernelSource
 from optiml.llm import LLMClient
 from optiml.task import Task
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 FAST = silu_kernel(1.0, "fast")
 SLOW = silu_kernel(4.0, "slow")

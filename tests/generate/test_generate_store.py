@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from optiml.errors import StoreError
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 from optiml.generate import GenerationStore
 from optiml.generate.outcome import Attempt, GenerationOutcome, ThoughtRecord
 from optiml.generate.store import TaskDraft
 from optiml.kernel.source import KernelSource
 from optiml.llm import LLMCallStore
 from optiml.store import RunStore
+from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
 
 def _outcome(generation_id: str) -> GenerationOutcome:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.generate.offline import generate_offline_root
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
 from optiml.templates.assemble import read_marker
 from optiml.templates.kernels import template_kernels
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 ROOT = Path(__file__).resolve().parents[2]
 

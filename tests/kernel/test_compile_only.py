@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from optiml.cli import app
 from optiml.evaluate.evaluator import compile_check
-from optiml.evaluate.results import EvalStatus
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
+from optiml.values import EvalStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tasks" / "silu.py"
@@ -22,8 +22,7 @@ runner = CliRunner()
 
 
 def test_compile_only_result_is_not_called_verified() -> None:
-    from optiml.evaluate.results import EvalResult
-    from optiml.kernel.build import CompileResult
+    from optiml.values import CompileResult, EvalResult
 
     compiled = CompileResult(ok=True, so_path="k.so", digest="d", arch="sm_90a", seconds=0.1, cached=True)
     feedback = EvalResult(status=EvalStatus.OK, compile=compiled).feedback()

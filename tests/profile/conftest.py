@@ -13,11 +13,11 @@ if importlib.util.find_spec("optiml") is None:  # running from a checkout withou
 
 from profile_data import read
 
-from optiml.kernel.build import CompileResult
 from optiml.kernel.ptxas import parse_resources
 from optiml.profile.ncu_csv import NcuRow, parse_raw_csv
 from optiml.profile.sass import SassReport, parse_sass
 from optiml.profile.static import StaticAnalysis, analyse
+from optiml.values import CompileResult
 
 
 @pytest.fixture(scope="session")

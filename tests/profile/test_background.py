@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from profile_data import SRC
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.profile.background import DiagnosisQueue
 from optiml.profile.ncu import find_ncu
 from optiml.profile.profiler import ProfileConfig, Profiler
 from optiml.task import load_task
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 pytestmark = pytest.mark.nvcc
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from profile_data import plain_launch
 
-from optiml.kernel.build import CompileResult
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
-from optiml.profile.peaks_probe import FMA_PROBE_SOURCE
+from optiml.peaks.probe import FMA_PROBE_SOURCE
 from optiml.profile.profiler import ProfileConfig, Profiler
 from optiml.profile.roofline import Peaks, save_cached
 from optiml.task import Task, load_task
+from optiml.values import CompileResult
 
 ROOT = Path(__file__).resolve().parents[2]
 

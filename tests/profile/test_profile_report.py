@@ -9,12 +9,12 @@ from profile_data import single_profile
 from rich.console import Console
 
 from optiml.cli.views.profile import render_report
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.profile.diagnosis import diagnose
 from optiml.profile.ncu_csv import NcuRow
 from optiml.profile.report import ProfileReport, report_to_json
 from optiml.profile.roofline import Roofline, datasheet_peaks
 from optiml.profile.static import StaticAnalysis
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 
 @pytest.fixture

@@ -11,22 +11,23 @@ from pathlib import Path
 import pytest
 from profile_data import SRC
 
-from optiml.evaluate.results import EvalResult, EvalStatus
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.profile.ncu import find_ncu
 from optiml.profile.profiler import ProfileConfig, Profiler
 from optiml.task import load_task
+from optiml.values import EvalResult, EvalStatus
 
 ROOT = SRC.parent
 WORKER_SIDE = {
     "optiml",
     "optiml.errors",
     "optiml.task",
+    "optiml.task_runtime",
     "optiml.profile",
     "optiml.profile.target",
     "optiml.kernel",
-    "optiml.kernel.build",
+    "optiml.values",
     "optiml.evaluate",
 }
 
@@ -51,7 +52,7 @@ def test_target_imports_only_worker_side_modules() -> None:
 
 
 def test_peaks_probe_imports_no_torch_until_it_measures() -> None:
-    out = run_python("import sys, optiml.profile.peaks_probe; print('torch' in sys.modules)")
+    out = run_python("import sys, optiml.peaks.probe; print('torch' in sys.modules)")
     assert out.stdout.strip() == "False"
 
 
@@ -87,7 +88,7 @@ def test_peaks_probe_without_a_gpu_fails_in_one_line(tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
     proc = subprocess.run(
-        [sys.executable, "-m", "optiml.profile.peaks_probe", "--out", str(tmp_path / "p.json")],
+        [sys.executable, "-m", "optiml.peaks.probe", "--out", str(tmp_path / "p.json")],
         capture_output=True,
         text=True,
         env=_env(),

@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 from profile_data import multi_candidate_csv, plain_launch, read
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
-from optiml.kernel.build import CompileDiagnostic, CompileResult
 from optiml.kernel.ptxas import parse_resources
 from optiml.kernel.source import KernelSource
 from optiml.profile.attribution import split_by_markers
@@ -27,6 +25,7 @@ from optiml.profile.ncu_csv import parse_raw_csv
 from optiml.profile.profiler import ProfileConfig, Profiler
 from optiml.profile.roofline import datasheet_peaks
 from optiml.task import Task, load_task
+from optiml.values import CompileDiagnostic, CompileResult, EvalResult, EvalStatus, TimingStats
 
 PERMISSION_ERROR = (
     "==PROF== Connected to process 9012 (/usr/bin/python3.12)\n"

@@ -9,7 +9,6 @@ import pytest
 from propose_helpers import DATA_KERNELS, SUITE_KERNELS
 
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit
 from optiml.propose.edits import (
     SearchReplace,
     apply_blocks,
@@ -20,6 +19,7 @@ from optiml.propose.edits import (
     render_blocks,
 )
 from optiml.propose.errors import EditApplyError, EditParseError
+from optiml.values import Edit
 
 SOURCE = """#include "optiml.h"
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from propose_helpers import make_task
 
-from optiml.kernel.build import CompileResult, KernelResources
 from optiml.kernel.source import KernelSource
 from optiml.propose.flags import FAST_MATH_MIN_RTOL, flag_changes
+from optiml.values import CompileResult, KernelResources
 
 KERNEL = KernelSource("OPTIML_EXPORT int optiml_forward();\n")
 

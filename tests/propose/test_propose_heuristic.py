@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 from propose_helpers import DATA, DATA_KERNELS, SUITE_KERNELS, make_task, read_kernel, suite_task
 
-from optiml.evaluate.results import EvalResult, EvalStatus
 from optiml.integrity.screen import is_fp32_strict, screen_kernel
-from optiml.kernel.build import CompileResult, KernelResources
-from optiml.propose.base import CATEGORIES, Edit, HistoryEntry, ProposalContext, Proposer
+from optiml.propose.base import CATEGORIES, HistoryEntry, ProposalContext, Proposer
 from optiml.propose.edits import apply_edit
 from optiml.propose.heuristic import HeuristicProposer, bottleneck_signals
+from optiml.values import CompileResult, Edit, EvalResult, EvalStatus, KernelResources
 
 SILU = SUITE_KERNELS[[p.name for p in SUITE_KERNELS].index("silu.naive.cu")]
 

@@ -11,10 +11,10 @@ import pytest
 from propose_helpers import TASKS, read_kernel, suite_task
 
 from llm_servers import AnthropicServer, OpenAIServer, RecordedRequest, Reply, answer, error, slow
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.llm import LLMBudgetExceeded, LLMCallStore, LLMClient, LLMUnavailable
-from optiml.propose.base import Edit, HistoryEntry, ProposalContext, Proposer
+from optiml.propose.base import HistoryEntry, ProposalContext, Proposer
 from optiml.propose.llm import LLMProposer
+from optiml.values import Edit, EvalResult, EvalStatus, TimingStats
 
 SILU_PATH = TASKS / "silu.naive.cu"
 SILU = SILU_PATH.read_text()

@@ -9,10 +9,11 @@ import pytest
 from propose_helpers import SILU_TASK, read_kernel, suite_task
 
 from optiml.errors import ConfigError, OptimlError
-from optiml.propose.base import Edit, Proposal, ProposalContext
+from optiml.propose.base import Proposal, ProposalContext
 from optiml.propose.factory import make_proposer
 from optiml.propose.heuristic import HeuristicProposer
 from optiml.propose.output import write_proposals
+from optiml.values import Edit
 
 
 def proposals() -> list[Proposal]:

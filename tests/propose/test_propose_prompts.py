@@ -6,11 +6,10 @@ import pytest
 from propose_helpers import TASKS, read_kernel, suite_task
 
 from optiml.errors import ConfigError
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
-from optiml.kernel.build import CompileDiagnostic, CompileResult, KernelResources
 from optiml.llm.types import ChatMessage
-from optiml.propose.base import Edit, HistoryEntry, ProposalContext
+from optiml.propose.base import HistoryEntry, ProposalContext
 from optiml.propose.prompts import MAX_HISTORY, PROMPT_VERSION, available_versions, load_prompts
+from optiml.values import CompileDiagnostic, CompileResult, Edit, EvalResult, EvalStatus, KernelResources, TimingStats
 
 ROW_SUM = TASKS / "row_sum.naive.cu"
 

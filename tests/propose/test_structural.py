@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import DiagnosisFacts, Edit, Proposal, ProposalContext
+from optiml.propose.base import DiagnosisFacts, Proposal, ProposalContext
 from optiml.propose.structural import OfflineProposer, StructuralProposer, describe_payload, replay
 from optiml.task import Task, load_task
 from optiml.templates.assemble import MARKER, read_marker
 from optiml.templates.base import configs_from_json, configs_to_json
 from optiml.templates.kernels import TemplateKernels, template_kernels
+from optiml.values import Edit, EvalResult, EvalStatus, TimingStats
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX = ROOT / "tasks" / "softmax.py"

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.source import KernelSource
 from optiml.llm.store import LLMCallStore
 from optiml.llm.types import CallRecord, ChatMessage, LLMRequest, LLMResponse
@@ -16,11 +15,11 @@ from optiml.profile.metrics import KernelMetrics
 from optiml.profile.ncu_csv import parse_raw_csv
 from optiml.profile.results import KernelProfile, Profile
 from optiml.profile.roofline import Roofline, datasheet_peaks
-from optiml.propose.base import Edit
 from optiml.search import Budgets, SearchConfig, run_search
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel, read_knobs
 from optiml.store import EDIT_UNTRIED, NodeRecord, RunStore
 from optiml.task import Task, load_task
+from optiml.values import Edit, EvalResult, EvalStatus, TimingStats
 
 NCU_CSV = Path(__file__).resolve().parents[1] / "profile" / "data" / "ncu_raw.csv"
 N = 1 << 20

@@ -8,12 +8,12 @@ import pytest
 from report_helpers import N, make_run, manual_run
 
 from optiml.errors import OptimlError
-from optiml.evaluate.results import Speedup
 from optiml.profile.profiler import gpu_name
 from optiml.report import load_run_report
 from optiml.report.run_data import NOT_APPLIED
 from optiml.search import best_path
 from optiml.store import RunStore
+from optiml.values import Speedup
 
 
 def test_the_tree_holds_every_evaluation_under_its_parent(stored_run: tuple[Path, str]) -> None:

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposal, ProposalContext, Proposer
 from optiml.search.landscape import Landscape, LandscapeEvaluator, read_knobs
 from optiml.task import Task, load_task
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 TASK_SOURCE = """\
 import torch

@@ -18,7 +18,6 @@ from search_helpers import (
 )
 
 from optiml.errors import ConfigError
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposer
 from optiml.search import Budgets, SearchConfig, SearchError, SearchEvent, run_search
@@ -28,6 +27,7 @@ from optiml.search.outcome import SearchOutcome
 from optiml.search.protocols import Profiler
 from optiml.store import RunStore
 from optiml.task import Task
+from optiml.values import EvalResult
 
 SEQUENTIAL = SearchConfig(strategy="mcts", parallel_evaluations=1, parallel_proposals=1, reproducible=True)
 

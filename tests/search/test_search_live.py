@@ -7,14 +7,13 @@ from search_helpers import KnobProfiler
 
 from optiml.cli.views.runs import render_run_path, render_runs
 from optiml.cli.views.search import LiveView, render_progress, render_summary
-from optiml.evaluate.results import Speedup, TimingStats
-from optiml.propose.base import Edit
 from optiml.search import Budgets, SearchConfig, SearchEvent, best_path, list_runs, run_search
 from optiml.search.events import EventKind, Progress
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
 from optiml.search.outcome import PathStep, SearchOutcome
 from optiml.store import RunStore
 from optiml.task import Task
+from optiml.values import Edit, Speedup, TimingStats
 
 
 def text(renderable: RenderableType, width: int = 160) -> str:

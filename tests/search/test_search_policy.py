@@ -4,10 +4,10 @@ import math
 from dataclasses import replace
 
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit
 from optiml.search.config import SearchConfig
 from optiml.search.policy import allowed_children, close_reason, q_value, selection_score
 from optiml.search.tree import Candidate, Node
+from optiml.values import Edit
 
 CONFIG = SearchConfig(widen_k=2.0, widen_alpha=0.5, max_children=6)
 

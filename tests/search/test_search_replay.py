@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from optiml.errors import ConfigError
-from optiml.evaluate.results import EvalStatus, TimingStats
 from optiml.search import Budgets, SearchConfig, run_search
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
 from optiml.search.replay import Measurement, RecordedLandscape, ReplayEvaluator, StoredResults, load_landscapes
@@ -25,6 +24,7 @@ from optiml.store import RunStore
 from optiml.task import Task, load_task
 from optiml.templates.base import GroupConfig
 from optiml.templates.kernels import TemplateKernels, template_kernels
+from optiml.values import EvalStatus, TimingStats
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 

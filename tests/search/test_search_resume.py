@@ -15,13 +15,13 @@ from search_helpers import TASK_SOURCE, write_task
 
 import optiml
 from optiml.errors import StoreError, TaskError, WorkerError
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.search import Budgets, SearchConfig, SearchEvent, resume_search, run_search
 from optiml.search.events import EventKind
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
 from optiml.store import RunStore
 from optiml.task import Task
+from optiml.values import EvalResult
 
 HERE = Path(__file__).resolve().parent
 SRC = Path(optiml.__file__).resolve().parent.parent

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from optiml.errors import ConfigError
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.search.config import RewardWeights, SearchConfig
 from optiml.search.reward import Change, compare, failure_value, node_value, speed_value
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 W = RewardWeights()
 FAILURES = [

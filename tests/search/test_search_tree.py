@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, HistoryEntry
+from optiml.propose.base import HistoryEntry
 from optiml.search.tree import Candidate, NodeState, Tree
+from optiml.values import Edit, EvalResult, EvalStatus, TimingStats
 
 
 def edit(name: str) -> Edit:

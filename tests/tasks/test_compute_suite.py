@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from optiml.errors import OptimlError
-from optiml.evaluate.runtime import TaskRuntime, _smallest_shape_set, check_task, torch_dtype
+from optiml.evaluate.runtime import TaskRuntime, check_task
 from optiml.task import Task, load_task
+from optiml.task_runtime import _smallest_shape_set, torch_dtype
 
 COMPUTE = Path(__file__).resolve().parents[2] / "tasks" / "compute"
 TASK_FILES = sorted(COMPUTE.glob("*.py"))

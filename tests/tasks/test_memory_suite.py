@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from optiml.evaluate.runtime import TaskRuntime, _smallest_shape_set, check_task, torch_dtype
+from optiml.evaluate.runtime import TaskRuntime, check_task
 from optiml.task import Task, load_task
+from optiml.task_runtime import _smallest_shape_set, torch_dtype
 
 MEMORY = Path(__file__).resolve().parents[2] / "tasks" / "memory"
 TASK_FILES = sorted(MEMORY.glob("*.py"))

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from optiml.evaluate.results import EvalStatus
+from optiml.values import EvalStatus
 
 SHIM = Path(__file__).resolve().with_name("candidate_process.py")
 START_TIMEOUT_S = 120.0  # a cold CUDA context on a busy machine can take many seconds

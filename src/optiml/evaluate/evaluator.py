@@ -16,11 +16,11 @@ from typing import Any
 from optiml.errors import NoGPUError, TaskError, WorkerError
 from optiml.evaluate.client import WorkerClient, WorkerCrashed, WorkerReplyError, WorkerTimeout
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 from optiml.integrity.screen import is_fp32_strict, screen_kernel
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
+from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
 
 @dataclass(frozen=True)

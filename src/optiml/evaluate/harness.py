@@ -30,9 +30,9 @@ from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_o
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
 from optiml.evaluate.judge import Calibration, CandidateSession, Judge
-from optiml.evaluate.results import EvalStatus, TimingStats, TrialCheck
 from optiml.evaluate.runtime import Case, TaskRuntime
 from optiml.evaluate.timing import StopRule
+from optiml.values import EvalStatus, TimingStats, TrialCheck
 
 __all__ = ["CandidateFailure", "CandidateReport", "CandidateRunner", "Peaks", "evaluate_candidate", "time_candidate"]
 

@@ -27,9 +27,9 @@ from optiml.evaluate.checks import (
     poison_,
     quick_match,
 )
-from optiml.evaluate.results import EvalStatus, TrialCheck
 from optiml.evaluate.runtime import Case, TaskRuntime
 from optiml.evaluate.timing import TimedCall
+from optiml.values import EvalStatus, TrialCheck
 
 
 class CandidateRunner:

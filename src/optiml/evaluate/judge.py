@@ -38,8 +38,8 @@ import torch
 from optiml.evaluate import cudart
 from optiml.evaluate.arena import Block, SharedBuffers, abi_spec, layout_key
 from optiml.evaluate.candidate_link import CandidateFailure, CandidateProcess
-from optiml.evaluate.results import EvalStatus
 from optiml.evaluate.timing import DeviceTimer
+from optiml.values import EvalStatus
 
 CALIBRATION_CALLS = 41
 SPIN_CALLS = 15

@@ -2,7 +2,7 @@
 
 The floor of a candidate's time is ``max(bytes / bandwidth, flops / compute roof)``. Without a
 compute roof a GEMM whose answer is replayed from a cache runs at copy speed and still looks
-physical. The roof is the GPU's measured peak (the profiler's probe, cached per GPU), never
+physical. The roof is the GPU's measured peak (:mod:`optiml.peaks`' probe, cached per GPU), never
 below its datasheet figure: the floor must be a bound no honest kernel beats, so the higher of
 the two is used. Which peak applies follows the task's dtype and tolerance: fp32 tasks with a
 tight tolerance get the FP32 FMA rate (TF32 and half precision are refused by screening there),
@@ -44,15 +44,14 @@ def roof_rate(meta: TaskMeta, fp32: float, fp16_tensor: float, bf16_tensor: floa
 
 def compute_roof(task: Task, compiler: Compiler) -> ComputeRoof:
     """The roof for ``task`` on this machine's GPU: measured (cached) or datasheet, whichever is higher."""
-    from optiml.profile.profiler import ProfileConfig, Profiler
-    from optiml.profile.roofline import Peaks, datasheet_peaks
+    from optiml.peaks import Peaks, datasheet_peaks, find_peaks
 
     def rate(peaks: Peaks) -> float:
         return roof_rate(
             task.meta, peaks.fp32_flops, peaks.fp16_tensor_flops, peaks.bf16_tensor_flops, peaks.fp64_flops
         )
 
-    found = Profiler(task, compiler, ProfileConfig()).peaks()
+    found = find_peaks(compiler)
     sheet = datasheet_peaks(found.gpu)
     best, source = rate(found), found.source
     if sheet is not None and rate(sheet) > best:

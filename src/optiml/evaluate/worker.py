@@ -48,10 +48,10 @@ from optiml.evaluate.harness import (
 )
 from optiml.evaluate.judge import CandidateSession, Judge, set_dumpable
 from optiml.evaluate.memory import reset_peak
-from optiml.evaluate.results import TimingStats
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
 from optiml.task import Task, load_task
+from optiml.values import TimingStats
 
 EXIT_FATAL = 3
 

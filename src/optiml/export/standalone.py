@@ -30,7 +30,8 @@ _INCLUDE_HEADER = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[\"<]optiml\.h[\">][^\
 
 def record_case(task: Task, shape_set: int | None = None, seed: int = 0) -> tuple[int, bytes]:
     """The shape set used and the data file: inputs, parameters and reference outputs on the CPU."""
-    from optiml.evaluate.runtime import TaskRuntime, smallest_shape_set
+    from optiml.evaluate.runtime import TaskRuntime
+    from optiml.task_runtime import smallest_shape_set
 
     runtime = TaskRuntime(task, "cpu")
     chosen = smallest_shape_set(runtime) if shape_set is None else shape_set

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from optiml.errors import OptimlError
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.search.protocols import Evaluator
 from optiml.task import Task
 from optiml.templates.kernels import template_kernels
+from optiml.values import EvalResult
 
 
 @dataclass(frozen=True)

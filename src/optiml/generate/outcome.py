@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from optiml.evaluate.results import EvalResult
 from optiml.generate.errors import GenerationError
 from optiml.kernel.source import KernelSource
+from optiml.values import EvalResult
 
 #: Attempt statuses besides the EvalStatus values.
 NO_CODE = "no_code"  # the answer held no usable source

@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from optiml.evaluate.results import EvalResult
 from optiml.generate.answers import NoCodeError, extract_cuda
 from optiml.generate.config import GenerationConfig
 from optiml.generate.outcome import (
@@ -40,6 +39,7 @@ from optiml.llm.client import LLMClient
 from optiml.llm.errors import LLMError
 from optiml.llm.types import ChatMessage, LLMResponse
 from optiml.task import Task
+from optiml.values import EvalResult
 
 _CUT_OFF = (
     "Your answer was cut off by the token limit before the source was complete. Give the complete "

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from optiml.errors import StoreError
-from optiml.evaluate.results import EvalResult
 from optiml.generate.outcome import Attempt, GenerationOutcome, ThoughtRecord
 from optiml.kernel.source import KernelSource
 from optiml.sqlite_db import SqliteDatabase
+from optiml.values import EvalResult
 
 STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"  # a kernel (or task) was produced

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from optiml.errors import NoGPUError
-from optiml.evaluate.results import EvalResult, EvalStatus
 from optiml.kernel.compiler import Compiler
 from optiml.kernel.source import KernelSource
+from optiml.values import EvalResult, EvalStatus
 
 
 def require_gpu() -> None:

@@ -605,9 +605,9 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
 
 def trace_model(task: Task, shape_set: int = 0) -> Graph:
     """The IR of ``task`` at one shape set (traced on the meta device: no memory, no compute)."""
-    from optiml.evaluate.runtime import TaskRuntime
+    from optiml.task_runtime import TaskRunner
 
-    runtime = TaskRuntime(task, "meta")
+    runtime = TaskRunner(task, "meta")
     args = runtime.make_args(0, shape_set)
     model = runtime.build_model(0, shape_set)
     state = dict(model.state_dict())

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from optiml.errors import TemplateError
 from optiml.graph.ir import Graph
-from optiml.templates.base import TemplateError
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ class ScreenReport:
         return "passed screening"
 
     def warnings(self) -> list[str]:
-        """One line per flag, for :attr:`optiml.evaluate.results.EvalResult.warnings`."""
+        """One line per flag, for :attr:`optiml.values.EvalResult.warnings`."""
         return [f"screening flag {f.render()}" for f in self.flags]
 
     def __add__(self, other: ScreenReport) -> ScreenReport:

@@ -47,10 +47,10 @@ from optiml.cuda_tools import find_cuda_tool
 from optiml.errors import ToolchainError
 from optiml.integrity.jail import VIEW_STAGE
 from optiml.kernel import compile_sandbox
-from optiml.kernel.build import CompileDiagnostic, CompileResult
 from optiml.kernel.identity import IdentityError, binary_digest
 from optiml.kernel.ptxas import parse_diagnostics, parse_resources
 from optiml.kernel.source import KernelSource
+from optiml.values import CompileDiagnostic, CompileResult
 
 DEFAULT_ARCH = "sm_90a"  # H100/H200; used when no GPU is visible and none is configured
 BASE_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xptxas", "-v")

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from optiml.kernel.build import CompileDiagnostic, KernelResources
+from optiml.values import CompileDiagnostic, KernelResources
 
 _ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '(?P<name>[^']+)' for '(?P<arch>[^']+)'")
 _PROPERTIES = re.compile(r"ptxas info\s*: Function properties for (?P<name>\S+)")

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from optiml.errors import TaskError
-from optiml.evaluate.runtime import TaskRuntime, runs_on_the_cpu_instead, smallest_shape_set
 from optiml.task import Task
+from optiml.task_runtime import TaskRunner, runs_on_the_cpu_instead, smallest_shape_set
 
 _C_TYPES = {
     torch.float32: "float",
@@ -61,11 +61,11 @@ def describe(task: Task) -> tuple[list[ArgSpec], list[ArgSpec]]:
     except (TaskError, NotImplementedError, RuntimeError) as exc:
         if not runs_on_the_cpu_instead(exc):
             raise
-    return _describe_on(task, "cpu", smallest_shape_set(TaskRuntime(task, "cpu")))
+    return _describe_on(task, "cpu", smallest_shape_set(TaskRunner(task, "cpu")))
 
 
 def _describe_on(task: Task, device: str, shape_set: int) -> tuple[list[ArgSpec], list[ArgSpec]]:
-    runtime = TaskRuntime(task, device)
+    runtime = TaskRunner(task, device)
     args = runtime.make_args(0, shape_set)
     model = runtime.build_model(0, shape_set)
     outputs = runtime.run_reference(model, args)

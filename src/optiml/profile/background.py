@@ -22,10 +22,10 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.profile.diagnosis import Diagnosis
 from optiml.profile.profiler import Profiler
+from optiml.values import EvalResult
 
 
 @dataclass

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from optiml.cuda_tools import find_cuda_tool
-from optiml.profile import process
+from optiml.integrity import process
+from optiml.integrity.process import LaunchBuilder
 from optiml.profile.ncu_csv import NcuCsvError, NcuRow, parse_raw_csv
-from optiml.profile.process import LaunchBuilder
 
 PERMISSION_HINT = (
     "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): an administrator must allow "

@@ -14,8 +14,6 @@ GPU's peaks (measured once per GPU and cached; datasheet figures as the labelled
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,12 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from optiml.cache_dirs import user_cache_dir
-from optiml.evaluate.results import EvalResult
-from optiml.kernel.build import CompileResult
+from optiml.integrity import process
+from optiml.integrity.process import LaunchBuilder, sandbox_launch
 from optiml.kernel.compiler import Compiler
 from optiml.kernel.source import KernelSource
-from optiml.profile import process
+from optiml.peaks import Peaks, default_cache_dir, find_peaks
+from optiml.peaks import gpu_name as gpu_name  # where it was; it lives with the peaks
 from optiml.profile.attribution import split_by_markers
 from optiml.profile.diagnosis import Diagnosis, diagnose
 from optiml.profile.light_target import MANIFEST as CASE_MANIFEST
@@ -43,21 +41,12 @@ from optiml.profile.ncu import (
     target_command,
 )
 from optiml.profile.ncu_csv import NcuRow
-from optiml.profile.peaks_probe import FMA_PROBE_SOURCE
-from optiml.profile.process import LaunchBuilder, sandbox_launch
 from optiml.profile.results import KernelProfile, Profile
-from optiml.profile.roofline import (
-    ASSUMED_GPU,
-    Peaks,
-    Roofline,
-    datasheet_peaks,
-    load_cached,
-    problem_bytes,
-    save_cached,
-)
+from optiml.profile.roofline import Roofline, problem_bytes
 from optiml.profile.sass import disassemble
 from optiml.profile.static import StaticAnalysis, analyse
 from optiml.task import Task
+from optiml.values import CompileResult, EvalResult
 
 REFERENCE_LABEL = "reference"  # the profile target's label for the PyTorch model (optiml.profile.target)
 
@@ -78,7 +67,7 @@ class ProfileConfig:
     peaks: Peaks | None = None  # fixed peaks: skip the cache and the measurement
     measure_peaks: bool = True  # measure on first use when a GPU is visible and nothing is cached
     peaks_timeout_s: float = 300.0
-    roofline_cache_dir: Path = field(default_factory=lambda: user_cache_dir("roofline"))
+    roofline_cache_dir: Path = field(default_factory=default_cache_dir)
     raw_dir: Path | None = None  # keep each ncu run's raw CSV and the target's events here
     #: candidates run in the torch-free light target (the reference always uses the torch target)
     light_target: bool = True
@@ -325,51 +314,16 @@ class Profiler:
     def peaks(self) -> Peaks:
         """Configured peaks, else cached for this GPU, else measured now (and cached), else datasheet."""
         if self._peaks is None:
-            self._peaks = self._find_peaks()
+            self._peaks = find_peaks(
+                self.compiler,
+                configured=self.config.peaks,
+                gpu=self.config.gpu,
+                cache_dir=self.config.roofline_cache_dir,
+                measure=self.config.measure_peaks,
+                timeout_s=self.config.peaks_timeout_s,
+                launch=self._launch,
+            )
         return self._peaks
-
-    def _find_peaks(self) -> Peaks:
-        if self.config.peaks is not None:
-            return self.config.peaks
-        gpu = gpu_name(self.config.gpu)
-        if gpu is None:
-            fallback = datasheet_peaks(ASSUMED_GPU)
-            assert fallback is not None
-            source = f"{fallback.source}; no GPU visible, {ASSUMED_GPU} assumed"
-            return Peaks(**{**fallback.to_dict(), "source": source})
-        cached = load_cached(self.config.roofline_cache_dir, gpu)
-        if cached is not None:
-            return cached
-        failure = "measurement disabled"
-        if self.config.measure_peaks:
-            measured = self._measure_peaks()
-            if isinstance(measured, Peaks):
-                save_cached(self.config.roofline_cache_dir, measured)
-                return measured
-            failure = measured
-        sheet = datasheet_peaks(gpu) or datasheet_peaks(ASSUMED_GPU)
-        assert sheet is not None
-        note = "" if datasheet_peaks(gpu) else f"; unknown GPU {gpu}, {ASSUMED_GPU} figures"
-        return Peaks(**{**sheet.to_dict(), "gpu": gpu, "source": f"{sheet.source}{note}; {failure}"})
-
-    def _measure_peaks(self) -> Peaks | str:
-        """Run the peaks probe in the worker setup; a one-line reason on failure."""
-        fma = self.compiler.compile(KernelSource(code=FMA_PROBE_SOURCE))
-        with tempfile.TemporaryDirectory(prefix="optiml-peaks-") as tmp:
-            workdir = Path(tmp)
-            out = workdir / "peaks.json"
-            argv = [sys.executable, "-m", "optiml.profile.peaks_probe", "--out", str(out)]
-            if fma.ok and fma.so_path:
-                argv += ["--fma-so", fma.so_path]
-            extra_env = {"CUDA_VISIBLE_DEVICES": str(self.config.gpu)} if self.config.gpu is not None else {}
-            outcome = process.run(argv, self._launch, workdir, self.config.peaks_timeout_s, extra_env)
-            if outcome.timed_out:
-                return f"peak measurement timed out after {self.config.peaks_timeout_s:.0f} s"
-            try:
-                return Peaks.from_dict(json.loads(out.read_text(encoding="utf-8")))
-            except (OSError, ValueError, KeyError, TypeError):
-                detail = process.last_line(outcome.stderr) or outcome.start_error or "no result"
-                return f"peak measurement failed: {detail}"
 
 
 def _sandbox_refused(run: NcuRun) -> bool:
@@ -382,24 +336,6 @@ def _sandbox_refused(run: NcuRun) -> bool:
         return False
     started = any(e.get("event") == "case" for e in run.events)
     return run.error == PERMISSION_HINT or not started
-
-
-def gpu_name(index: int | None = None) -> str | None:
-    """Name of GPU ``index`` (default 0) from nvidia-smi, or None without a visible GPU."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=name", "--format=csv,noheader", "-i", str(index or 0)],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.splitlines()[0].strip() if out else None
 
 
 def _kernel_profile(row: NcuRow) -> KernelProfile:

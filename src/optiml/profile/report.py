@@ -9,10 +9,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.profile.diagnosis import Diagnosis
 from optiml.profile.profiler import Profiler
+from optiml.values import EvalResult
 
 
 @dataclass(frozen=True)

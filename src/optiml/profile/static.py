@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from optiml.kernel.build import CompileResult, KernelResources
 from optiml.profile.occupancy import SmLimits, limits_for, register_limited_warps
 from optiml.profile.results import kernel_base_name
 from optiml.profile.sass import SassKernel, SassReport
+from optiml.values import CompileResult, KernelResources
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
-from optiml.propose.base import CATEGORIES, Edit, HistoryEntry, Proposal, ProposalContext, Proposer
+from optiml.propose.base import CATEGORIES, HistoryEntry, Proposal, ProposalContext, Proposer
 from optiml.propose.edits import apply_edit
 from optiml.propose.errors import EditApplyError, EditError, EditParseError
 from optiml.propose.factory import PROPOSER_KINDS, make_proposer
 from optiml.propose.heuristic import HeuristicProposer
 from optiml.propose.llm import LLMProposer
 from optiml.propose.output import write_proposals
+from optiml.values import Edit
 
 __all__ = [
     "CATEGORIES",

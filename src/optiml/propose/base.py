@@ -1,7 +1,7 @@
 """The proposer contract: given a kernel and its evidence, return candidate edits.
 
 A proposer never evaluates anything; the search decides which proposals to try and the
-evaluator verifies them. An :class:`Edit` is a small frozen value, so a node's state is the
+evaluator verifies them. An :class:`~optiml.values.Edit` is a small frozen value, so a node's state is the
 chain of edits that produced it (tinygrad's idea) and can be replayed or shown to a user.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
+from optiml.values import Edit, EvalResult
 
 #: Optimisation categories an edit can claim (free text is allowed, these are the usual ones).
 CATEGORIES = (
@@ -32,27 +32,6 @@ CATEGORIES = (
     "algorithm",
     "other",
 )
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One change to a kernel.
-
-    ``kind`` says how ``payload`` applies: ``"search_replace"`` (blocks in the
-    SEARCH/REPLACE format of :mod:`optiml.propose.edits`), ``"full_source"`` (a whole new
-    source), ``"knob"`` (``NAME=value`` for a compile-time constant) or ``"flags"`` (the new
-    nvcc flag list, space separated).
-    """
-
-    kind: str
-    payload: str
-    category: str
-    rationale: str
-    proposer: str
-
-    def summary(self, width: int = 100) -> str:
-        text = f"[{self.category}] {self.rationale}".replace("\n", " ")
-        return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @dataclass(frozen=True)

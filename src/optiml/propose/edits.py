@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit
 from optiml.propose.errors import EditApplyError, EditParseError
 from optiml.propose.knobs import parse_knob_payload, set_knob
+from optiml.values import Edit
 
 SEARCH_MARK = "<<<<<<< SEARCH"
 DIVIDER = "======="

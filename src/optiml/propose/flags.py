@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optiml.kernel.build import CompileResult
 from optiml.kernel.compiler import BASE_FLAGS
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
+from optiml.values import CompileResult
 
 FAST_MATH_MIN_RTOL = 1e-3
 REGISTER_CAPS = (128, 96, 64, 48, 32)

@@ -23,13 +23,13 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from optiml.evaluate.results import EvalResult, EvalStatus
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import DiagnosisFacts, Edit, HistoryEntry, Proposal, ProposalContext
+from optiml.propose.base import DiagnosisFacts, HistoryEntry, Proposal, ProposalContext
 from optiml.propose.edits import diff_blocks, render_blocks
 from optiml.propose.flags import flag_changes
 from optiml.propose.knobs import candidate_values, check_limits, find_knobs, set_knob
 from optiml.propose.transforms import source_rewrites
+from optiml.values import Edit, EvalResult, EvalStatus
 
 NAME = "heuristic"
 SIGNALS = ("memory", "occupancy", "compute", "latency")

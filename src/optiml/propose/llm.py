@@ -40,10 +40,11 @@ from optiml.llm.client import LLMClient
 from optiml.llm.errors import LLMBudgetExceeded, LLMCancelled, LLMConfigError, LLMError, LLMReplayMiss
 from optiml.llm.types import ChatMessage, LLMResponse
 from optiml.propose.answer import ParsedAnswer, parse_answer, unparsed_answer
-from optiml.propose.base import Edit, Proposal, ProposalContext, Spend
+from optiml.propose.base import Proposal, ProposalContext, Spend
 from optiml.propose.edits import apply_edit
 from optiml.propose.errors import EditError
 from optiml.propose.prompts import PromptSet, load_prompts
+from optiml.values import Edit
 
 #: samples per request on providers that return ``n`` samples from one call (the prompt is paid once)
 DEFAULT_SAMPLES_PER_REQUEST = 4

@@ -22,11 +22,12 @@ from collections.abc import Sequence
 
 from optiml.errors import OptimlError
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, Proposal, ProposalContext, Proposer
+from optiml.propose.base import Proposal, ProposalContext, Proposer
 from optiml.task import Task
 from optiml.templates.assemble import read_marker
 from optiml.templates.base import GroupConfig, configs_from_json, configs_to_json
 from optiml.templates.kernels import Move, TemplateKernels, template_kernels
+from optiml.values import Edit
 
 NAME = "structural"
 _CATEGORY = {

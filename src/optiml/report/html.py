@@ -17,10 +17,10 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
 from optiml import __version__
-from optiml.evaluate.results import Speedup, TimingStats
 from optiml.report.bench_data import BenchReport
 from optiml.report.charts import Chart, bench_charts, charts_json, run_charts
 from optiml.report.run_data import RunReport, reference_name
+from optiml.values import Speedup, TimingStats
 
 _TEMPLATES = resources.files("optiml.report") / "templates"
 _HIGHLIGHT_CLASS = "hl"

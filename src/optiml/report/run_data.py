@@ -4,7 +4,7 @@ Read-only: :func:`load_run_report` opens the run store (and the LLM calls in the
 returns a :class:`RunReport`; nothing here renders. Times of the root and the best are the final
 interleaved re-timing's where the run got that far (as ``optiml show`` reports them), else the
 search-time ones; every per-edit gain is search-time, parent against child, with the band the two
-timings' spreads give (:class:`optiml.evaluate.results.Speedup`).
+timings' spreads give (:class:`optiml.values.Speedup`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from optiml.errors import OptimlError
-from optiml.evaluate.results import EvalResult, Speedup, TimingStats
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit
 from optiml.report.diff import SourceDiff, source_diff
 from optiml.report.evidence import Evidence, parse_evidence
 from optiml.report.llm_calls import LLMSection, load_llm_section
@@ -26,6 +24,7 @@ from optiml.report.roofline import RooflineView, roofline_view
 from optiml.report.task_info import TaskInfo, load_task_info
 from optiml.search.queries import best_path
 from optiml.store import EDIT_EVALUATED, EDIT_NOT_APPLIED, EditRecord, RunRecord, RunStore
+from optiml.values import Edit, EvalResult, Speedup, TimingStats
 
 NOT_APPLIED = "not applied"  # the failure kind of proposals that yielded no kernel
 REFERENCE_NAMES = {"eager": "PyTorch eager", "compile": "torch.compile"}

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from optiml.errors import BudgetSpent
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import DiagnosisFacts, HistoryEntry, Proposal, ProposalContext, Proposer
 from optiml.search.budget import BudgetTracker
@@ -49,6 +48,7 @@ from optiml.search.reward import node_value
 from optiml.search.strategy import Expand, Strategy, Try
 from optiml.search.tree import Candidate, Node, NodeState, Tree
 from optiml.task import Task
+from optiml.values import EvalResult
 
 _EVALUATE = "evaluate"
 _PROPOSE = "propose"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from optiml.errors import StoreError
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, HistoryEntry
+from optiml.propose.base import HistoryEntry
 from optiml.search.protocols import DiagnosisSnapshot
 from optiml.search.tree import Candidate, Node, Tree
 from optiml.store import (
@@ -28,6 +28,7 @@ from optiml.store import (
     NodeRecord,
     RunStore,
 )
+from optiml.values import Edit
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, VerifyReport
-from optiml.kernel.build import CompileDiagnostic, CompileResult
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, Proposal, ProposalContext, Spend
+from optiml.propose.base import Proposal, ProposalContext, Spend
+from optiml.values import CompileDiagnostic, CompileResult, Edit, EvalResult, EvalStatus, TimingStats, VerifyReport
 
 KNOBS: dict[str, tuple[int, ...]] = {
     "BLOCK": (64, 128, 256, 512, 1024),

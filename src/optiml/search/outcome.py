@@ -5,10 +5,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from optiml.evaluate.results import EvalResult, Speedup, TimingStats
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit
 from optiml.search.verdict import Retimed, Verdict
+from optiml.values import Edit, EvalResult, Speedup, TimingStats
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from optiml.evaluate.results import EvalResult, TimingStats
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposal, Spend
+from optiml.values import EvalResult, TimingStats
 
 
 class Evaluator(Protocol):

@@ -38,8 +38,8 @@ from __future__ import annotations
 import math
 from enum import Enum
 
-from optiml.evaluate.results import EvalResult, EvalStatus, Speedup, TimingStats
 from optiml.search.config import RewardWeights
+from optiml.values import EvalResult, EvalStatus, Speedup, TimingStats
 
 _BUILD_FAILURES = {EvalStatus.REJECTED, EvalStatus.COMPILE_ERROR, EvalStatus.LOAD_ERROR}
 _SLOWEST = math.nextafter(-1.0, 0.0)  # tanh rounds to -1 in floating point past ~5e5x slower: stay above failures

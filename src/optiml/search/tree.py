@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from optiml.evaluate.results import EvalResult, TimingStats
 from optiml.kernel.source import KernelSource
-from optiml.propose.base import Edit, HistoryEntry
+from optiml.propose.base import HistoryEntry
 from optiml.search.protocols import DiagnosisSnapshot
+from optiml.values import Edit, EvalResult, TimingStats
 
 
 class NodeState(str, Enum):

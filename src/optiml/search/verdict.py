@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optiml.evaluate.results import Speedup, TimingStats
 from optiml.search.config import SearchConfig
 from optiml.search.protocols import Evaluator
 from optiml.search.reward import Change, compare
 from optiml.search.tree import Node, Tree
+from optiml.values import Speedup, TimingStats
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from optiml.errors import OptimlError
-
-
-class TemplateError(OptimlError):
-    """A configuration that a template cannot render (the search treats it as "prune")."""
+from optiml.errors import TemplateError  # defined low so the op graph raises it too (optiml.graph.sizes)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import io
 from rich.console import Console
 
 from optiml.cli.views.generation import attempt_trail, render_generation
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.generate.outcome import Attempt, GenerationOutcome, ThoughtRecord
 from optiml.kernel.source import KernelSource
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 
 def test_the_table_shows_every_thoughts_path_and_verdict() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.task import Task
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 
 def _fmt_time(stats: TimingStats) -> str:

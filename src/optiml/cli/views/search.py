@@ -16,10 +16,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from optiml.evaluate.results import Speedup, TimingStats
 from optiml.report.llm_spend import LLMSpend, spend_rows
 from optiml.search.events import EventKind, Progress, SearchEvent
 from optiml.search.outcome import PathStep, SearchOutcome
+from optiml.values import Speedup, TimingStats
 
 REFERENCE_NAMES = {
     "eager": "PyTorch eager",

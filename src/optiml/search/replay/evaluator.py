@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats
 from optiml.kernel.source import KernelSource
 from optiml.search.replay.record import scale_timing
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 NOT_RECORDED = "not in the record: the replayed landscape has no result for this kernel"
 

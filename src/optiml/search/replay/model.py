@@ -29,12 +29,12 @@ import hashlib
 import math
 import random
 
-from optiml.evaluate.results import EvalStatus, TimingStats
 from optiml.search.replay.record import Measurement, RecordedLandscape
 from optiml.search.replay.space import enumerate_space
 from optiml.task import Task
 from optiml.templates.base import GroupConfig, Space
 from optiml.templates.kernels import TemplateKernels
+from optiml.values import EvalStatus, TimingStats
 
 _TRIALS = 40
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from optiml.errors import ConfigError
-from optiml.evaluate.results import EvalResult, EvalStatus, TimingStats, VerifyReport
 from optiml.kernel.source import KernelSource
 from optiml.templates.assemble import read_marker
 from optiml.templates.base import GroupConfig, configs_to_json
+from optiml.values import EvalResult, EvalStatus, TimingStats, VerifyReport
 
 EXHAUSTIVE = "exhaustive"
 SWEEPS = "sweeps"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from optiml.evaluate.results import EvalResult, TimingStats
 from optiml.kernel.source import KernelSource
 from optiml.store import RunStore
+from optiml.values import EvalResult, TimingStats
 
 
 class StoredResults:

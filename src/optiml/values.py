@@ -1,4 +1,11 @@
-"""Evaluation results: the typed record every candidate gets, whatever happened to it.
+"""The values every part passes around: what a compile produced, what an evaluation found, an edit.
+
+:class:`CompileResult` (diagnostics, per-kernel resources, the shared object), :class:`EvalResult`
+(the typed record every candidate gets, whatever happened to it, with its :class:`EvalStatus`,
+verification and timings) and :class:`Edit` (one change to a kernel) live here, at the bottom, so
+the compiler, the evaluator, the proposers, the run store and the search share them without
+importing each other. (:class:`~optiml.kernel.source.KernelSource` stays in :mod:`optiml.kernel`,
+which every part that handles a candidate may import.)
 
 Failures are values, not exceptions: a kernel that does not compile, crashes, hangs or
 computes the wrong answer yields an :class:`EvalResult` with the matching :class:`EvalStatus`
@@ -13,7 +20,82 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from optiml.kernel.build import CompileResult
+
+@dataclass(frozen=True)
+class CompileDiagnostic:
+    """One compiler message, located in the candidate's source where nvcc says so."""
+
+    severity: str  # "error" | "warning" | "note"
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+    def render(self) -> str:
+        where = f"line {self.line}: " if self.line is not None else ""
+        return f"{self.severity}: {where}{self.message}"
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """``ptxas -v`` figures for one ``__global__`` function."""
+
+    name: str
+    arch: str
+    registers: int = 0
+    shared_bytes: int = 0  # static shared memory (smem)
+    constant_bytes: int = 0
+    stack_bytes: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    local_bytes: int = 0  # lmem
+    barriers: int = 0
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """Outcome of building one candidate with ``nvcc --shared``."""
+
+    ok: bool
+    so_path: str | None
+    digest: str
+    arch: str
+    seconds: float
+    cached: bool
+    diagnostics: tuple[CompileDiagnostic, ...] = ()
+    resources: tuple[KernelResources, ...] = ()
+    command: tuple[str, ...] = ()
+    log: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: what the build does (device + host code, see optiml.kernel.identity); "" when unknown
+    binary_digest: str = ""
+    sandbox: str = ""  # the isolation nvcc ran under ("unshare+jail", "bwrap", "none"); "" for old entries
+
+    @property
+    def errors(self) -> list[CompileDiagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    def error_summary(self, limit: int = 10) -> str:
+        """Compiler errors as lines, for a user or an LLM (never swallowed)."""
+        errors = self.errors or list(self.diagnostics)
+        lines = [d.render() for d in errors[:limit]]
+        if not lines and self.log:
+            lines = self.log.strip().splitlines()[-limit:]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompileResult:
+        data = dict(data)
+        data["diagnostics"] = tuple(CompileDiagnostic(**d) for d in data.get("diagnostics", ()))
+        data["resources"] = tuple(KernelResources(**r) for r in data.get("resources", ()))
+        data["command"] = tuple(data.get("command", ()))
+        return cls(**data)
 
 
 class EvalStatus(str, Enum):
@@ -211,3 +293,24 @@ class EvalResult:
             task_notes=list(data.get("task_notes", [])),
             memory=dict(data.get("memory", {})),
         )
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to a kernel.
+
+    ``kind`` says how ``payload`` applies: ``"search_replace"`` (blocks in the
+    SEARCH/REPLACE format of :mod:`optiml.propose.edits`), ``"full_source"`` (a whole new
+    source), ``"knob"`` (``NAME=value`` for a compile-time constant) or ``"flags"`` (the new
+    nvcc flag list, space separated).
+    """
+
+    kind: str
+    payload: str
+    category: str
+    rationale: str
+    proposer: str
+
+    def summary(self, width: int = 100) -> str:
+        text = f"[{self.category}] {self.rationale}".replace("\n", " ")
+        return text if len(text) <= width else text[: width - 1] + "…"

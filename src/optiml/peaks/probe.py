@@ -1,6 +1,6 @@
 """Measure a GPU's roofs once: DRAM copy bandwidth, FP32 FMA rate, tensor-core and FP64 matmul rates.
 
-Run in the isolated worker setup as ``python -m optiml.profile.peaks_probe --out PEAKS.json
+Run in the isolated worker setup as ``python -m optiml.peaks.probe --out PEAKS.json
 [--fma-so FMA.so]``. The FP32 roof comes from :data:`FMA_PROBE_SOURCE` (compiled by the
 orchestrator with nvcc: eight independent FMA chains per thread keep every FP32 lane busy);
 without it, from an FP32 matmul with TF32 off. Tensor-core roofs come from fp16/bf16
@@ -137,7 +137,7 @@ def _fma_rate(so_path: str, sms: int, device: Any) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m optiml.profile.peaks_probe")
+    parser = argparse.ArgumentParser(prog="python -m optiml.peaks.probe")
     parser.add_argument("--out", required=True, help="where to write the peaks as JSON")
     parser.add_argument("--fma-so", default=None, help="shared object built from FMA_PROBE_SOURCE")
     args = parser.parse_args(argv)
