@@ -65,7 +65,6 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "evaluate",
             "templates",
             "llm",
-            "search",
             "code_blocks",
             "config_file",
             "sqlite_db",

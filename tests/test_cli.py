@@ -281,7 +281,7 @@ def _root_for(task_path: Path, evaluator: Any, tmp_path: Path, llm: Any = None) 
     from optiml.task import load_task
 
     buffer = io.StringIO()
-    session = SimpleNamespace(evaluator=evaluator, llm=llm)
+    session = SimpleNamespace(evaluator=evaluator, costs=evaluator, llm=llm)
     root = generate_root_for(load_task(task_path), session, tmp_path / "runs.db", Console(file=buffer, width=200))
     return root, buffer.getvalue()
 

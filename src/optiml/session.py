@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from optiml.errors import ConfigError
 from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.cost import EvaluationCache
 from optiml.evaluate.evaluator import Evaluator, compile_check
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
@@ -141,6 +142,7 @@ def open_session(task: Task, options: SessionOptions, run_label: str | None = No
         session = Session(
             task=task,
             evaluator=evaluator,
+            costs=EvaluationCache(evaluator),
             profiler=make_profiler(task, evaluator) if options.profile else None,
             proposers=choose_proposers(options.proposer, client, options.seed),
             llm=client,
@@ -155,7 +157,8 @@ def open_session(task: Task, options: SessionOptions, run_label: str | None = No
 @dataclass
 class Session:
     task: Task
-    evaluator: Evaluator
+    evaluator: Evaluator  # prepare, the GPU lock, closing: the evaluator itself
+    costs: EvaluationCache  # what generation and the search ask: a source is judged once per command
     profiler: LockedProfiler | None
     proposers: Sequence[Proposer]
     llm: LLMClient | None

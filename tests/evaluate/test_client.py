@@ -28,7 +28,7 @@ for line in sys.stdin:
     if op == "hang":
         time.sleep(3600)
     if op == "fatal":
-        sys.stdout.write(json.dumps({"ok": True, "result": {"fatal": True}}) + "\n"); sys.stdout.flush()
+        sys.stdout.write(json.dumps({"ok": True, "result": {"verdict": 1}, "fatal": True}) + "\n"); sys.stdout.flush()
         time.sleep(0.3)
         sys.exit(3)
     if op == "garbage":
@@ -88,7 +88,7 @@ def _is_fake_worker(proc: Path, workdir: str) -> bool:
 
 
 def test_after_a_fatal_reply_the_next_request_goes_to_a_fresh_worker(client: WorkerClient) -> None:
-    assert client.request({"op": "fatal"}, timeout_s=30) == {"fatal": True}
+    assert client.request({"op": "fatal"}, timeout_s=30) == {"verdict": 1}
     assert client.request({"op": "echo", "x": 2}, timeout_s=30)["echo"] == 2
     assert client.starts == 2
 
@@ -96,7 +96,7 @@ def test_after_a_fatal_reply_the_next_request_goes_to_a_fresh_worker(client: Wor
 def test_garbage_and_error_replies_are_typed(client: WorkerClient) -> None:
     with pytest.raises(WorkerReplyError) as info:
         client.request({"op": "fail"}, timeout_s=30)
-    assert info.value.reply["status"] == "runtime_error"
+    assert info.value.reply.status == "runtime_error" and str(info.value) == "nope"
     with pytest.raises(WorkerError, match="malformed reply"):
         client.request({"op": "garbage"}, timeout_s=30)
 

@@ -168,7 +168,7 @@ CONFIG = EvalConfig(min_trials=5, max_trials=12, timing_seconds=0.2, warmup_call
 
 
 def _evaluate(judge: Judge, runtime: TaskRuntime, library: str, config: EvalConfig = CONFIG):  # type: ignore[no-untyped-def]
-    return evaluate_candidate(judge, runtime, library, config, Peaks(), None)
+    return evaluate_candidate(judge, runtime, library, config, Peaks(), None).result
 
 
 def test_honest_candidate_is_verified_and_timed_by_the_judge(
@@ -176,7 +176,7 @@ def test_honest_candidate_is_verified_and_timed_by_the_judge(
 ) -> None:
     report = _evaluate(judge, runtime, libraries["honest"])
     assert report.status is EvalStatus.OK, report.message
-    assert len(report.trials) == 5 and all(t.passed for t in report.trials)  # 3 seeds, shape set 1, after timing
+    assert len(report.verify.trials) == 5 and report.verify.passed  # 3 seeds, shape set 1, after timing
     assert report.timing is not None and 5 <= report.timing.trials <= 12
     assert report.timing.stop in ("tight", "time", "trials")
     assert set(report.phase_seconds) == {"load", "verify", "time", "recheck"}
@@ -216,7 +216,7 @@ def test_state_carried_between_timed_calls_is_caught(
     report = _evaluate(judge, runtime, libraries[name])
     assert report.status is EvalStatus.WRONG_ANSWER, report.message
     assert "timed call" in report.message
-    assert all(t.passed for t in report.trials)  # it behaved during the trials: only the timed calls catch it
+    assert all(t.passed for t in report.verify.trials)  # it behaved during the trials: only the timed calls catch it
 
 
 @pytest.mark.parametrize(

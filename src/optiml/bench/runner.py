@@ -160,6 +160,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
 
     def job(path: Path, worker: Any, gpu: int | None) -> BenchRow:
         from optiml.evaluate.config import EvalConfig
+        from optiml.evaluate.cost import EvaluationCache
         from optiml.evaluate.evaluator import Evaluator
         from optiml.generate.offline import generate_offline_root
         from optiml.kernel.source import KernelSource
@@ -173,11 +174,12 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         modes = ("eager", "compile") if config.torch_compile else ("eager",)
         evaluator = Evaluator(task, EvalConfig(reference_modes=modes), compiler=compiler, worker=worker)
         facts = evaluator.prepare()
+        costs = EvaluationCache(evaluator)  # the root the search starts from is judged once, by the generation
         row = BenchRow(task=task.name, file=str(path), status="no kernel")
         row.baselines_ms = {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
         row.floor_ms = facts.floor_ms  # bytes / measured bandwidth, and flops / the compute roof
         naive = KernelSource.from_file(task.naive_kernel_path) if task.naive_kernel_path else None
-        offline = generate_offline_root(task, evaluator, seeds=config.seeds, naive=naive)
+        offline = generate_offline_root(task, costs, seeds=config.seeds, naive=naive)
         row.plan = offline.plan
         best = offline.best
         if best is None:
@@ -192,7 +194,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
             ),
         )
         with RunStore(out_dir / "runs.db") as store:
-            outcome = run_search(task, best.kernel, evaluator, [make_proposer("offline")], None, store, search)
+            outcome = run_search(task, best.kernel, costs, [make_proposer("offline")], None, store, search)
         row.status = "verified"
         row.root = best.label
         row.best_ms = outcome.best_timing.median_ms

@@ -42,11 +42,11 @@ def generate_root_for(task: Task, session: Session, store: Path, out: Console) -
     naive_path = task.naive_kernel_path
     naive = KernelSource.from_file(naive_path) if naive_path is not None else None
     with out.status("generating root candidates from the op graph's templates"):
-        offline = generate_offline_root(task, session.evaluator, naive=naive)
+        offline = generate_offline_root(task, session.costs, naive=naive)
     out.print(f"[bold]root candidates[/bold] (no LLM): {offline.summary()}", highlight=False)
     generated = None
     if session.llm is not None:
-        generated = llm_root(task, session.llm, session.evaluator, GenerationStore(store))
+        generated = llm_root(task, session.llm, session.costs, GenerationStore(store))
         if generated.outcome is None:
             out.print(f"[yellow]LLM generation failed[/yellow]: {generated.error}", highlight=False)
         else:

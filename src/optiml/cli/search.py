@@ -239,7 +239,7 @@ def optimize_cmd(
                 lambda: run_search(
                     loaded,
                     root,
-                    session.evaluator,
+                    session.costs,
                     session.proposers,
                     session.profiler,
                     run_store,
@@ -304,7 +304,7 @@ def resume_cmd(
                 lambda: resume_search(
                     run_store,
                     run_id,
-                    session.evaluator,
+                    session.costs,
                     session.proposers,
                     session.profiler,
                     view,

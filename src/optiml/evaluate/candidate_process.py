@@ -18,8 +18,12 @@ replies are only claims). Requests (``op``):
     map        {"id": K, "ipc": HEX} | {"id": K, "file": PATH, "size": N}
     workspace  {"inputs": SPEC}                              → {"bytes": N}   shapes only: no data
     bind       {"id": B, "inputs": SPEC, "outputs": SPEC, "workspace": [K, OFFSET, BYTES] | null}
-    call       {"id": B}                                     → {"rc", "sync", "inner_ms", "l2"}
+    call       {"id": B}                                     → {"rc", "sync", "inner_ms", "l2", "host_us"}
     exit
+
+``host_us`` is the process's own host clock (microseconds) around the call's prologue (persisting
+L2 reset, start event), its launch (the candidate's host code) and the device synchronisation: a
+claim like ``inner_ms``, kept only to explain the judge's window, never to decide anything.
 
 SPEC is an ``optiml_tensor`` array as the judge marshalled it (``structs``: base64 of the array,
 ``size``: bytes per entry) and one relocation per entry for its ``data`` field, the struct's
@@ -240,16 +244,21 @@ class Runner:
             start = time.perf_counter()
             rc = self._forward(binding, None) if self.forward is not None and binding is not None else 0
             return {"rc": rc, "sync": 0, "inner_ms": (time.perf_counter() - start) * 1e3, "l2": 0}
+        t0 = time.perf_counter()
         cuda.reset_persisting_l2()
         cuda.record(cuda.start)
+        t1 = time.perf_counter()
         if self.forward is not None and binding is not None:
             rc = self._forward(binding, cuda.stream)
         else:
             rc = cuda.empty_call(int(request["cycles"]) if "cycles" in request else None)
         cuda.record(cuda.end)
+        t2 = time.perf_counter()
         sync = cuda.synchronize()
+        t3 = time.perf_counter()
         inner = cuda.elapsed_ms() if sync == 0 else -1.0
-        return {"rc": rc, "sync": sync, "inner_ms": inner, "l2": cuda.persisting_l2()}
+        host_us = {"prologue": (t1 - t0) * 1e6, "launch": (t2 - t1) * 1e6, "sync": (t3 - t2) * 1e6}
+        return {"rc": rc, "sync": sync, "inner_ms": inner, "l2": cuda.persisting_l2(), "host_us": host_us}
 
     # -- helpers -------------------------------------------------------------------------------
     def _forward(self, binding: Binding, stream: ctypes.c_void_p | None) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from optiml.errors import WorkerError
+from optiml.evaluate.wire import Reply
 from optiml.integrity.sandbox import ResourceLimits, WorkerLaunch, build_worker_launch, kill_group
 
 
@@ -33,10 +34,10 @@ class WorkerCrashed(Exception):
 
 
 class WorkerReplyError(Exception):
-    """The worker answered ``ok: false``."""
+    """The worker answered ``ok: false``; ``reply`` says why (:mod:`optiml.evaluate.wire`)."""
 
-    def __init__(self, reply: dict[str, Any]) -> None:
-        super().__init__(reply.get("error", "worker error"))
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.error)
         self.reply = reply
 
 
@@ -129,16 +130,15 @@ class WorkerClient:
         line = self._read_line(proc, timeout_s)
         self.requests_served += 1
         try:
-            reply = json.loads(line)
-        except json.JSONDecodeError as exc:
+            reply = Reply.decode(line)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
             self.stop()
             raise WorkerError(f"the GPU worker sent a malformed reply: {line[:200]!r}") from exc
-        fatal = bool(reply.get("fatal") or (reply.get("ok") and reply.get("result", {}).get("fatal")))
-        if fatal:  # the worker exits after a fatal reply: wait for it, so the next request starts afresh
+        if reply.fatal:  # the worker exits after a fatal reply: wait for it, so the next request starts afresh
             self._reap(proc)
-        if not reply.get("ok"):
+        if not reply.ok:
             raise WorkerReplyError(reply)
-        return dict(reply.get("result", {}))
+        return dict(reply.result)
 
     def stderr_tail(self, lines: int = 12) -> str:
         if self._stderr_path is None or not self._stderr_path.is_file():

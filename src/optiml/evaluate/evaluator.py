@@ -16,11 +16,12 @@ from typing import Any
 from optiml.errors import NoGPUError, TaskError, WorkerError
 from optiml.evaluate.client import WorkerClient, WorkerCrashed, WorkerReplyError, WorkerTimeout
 from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.wire import KIND_NO_GPU, KIND_TASK
 from optiml.integrity.screen import is_fp32_strict, screen_kernel
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
-from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 
 @dataclass(frozen=True)
@@ -123,13 +124,17 @@ class Evaluator:
         return result
 
     def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
-        """Compile all on the compile pool; verify and time each on the GPU as soon as it is built."""
+        """Compile all on the compile pool; verify and time each on the GPU as soon as it is built.
+        Each result's ``total`` is the wall time from this call to that result."""
+        start = time.perf_counter()
         screened = [self._screen(k) for k in kernels]
         to_build = [k for k, s in zip(kernels, screened, strict=True) if s is None]
         built = iter(self.compiler.prefetch(to_build))
         results = []
         for kernel, early in zip(kernels, screened, strict=True):
-            results.append(early if early is not None else self._run_compiled(kernel, next(built).result()))
+            result = early if early is not None else self._run_compiled(kernel, next(built).result())
+            result.phase_seconds["total"] = round(time.perf_counter() - start, 4)
+            results.append(result)
         return results
 
     def retime(self, kernels: Sequence[KernelSource], rounds: int = 5) -> list[TimingStats]:
@@ -163,6 +168,7 @@ class Evaluator:
         return None
 
     def _prepare_locked(self) -> TaskFacts:
+        # A worker that timed out, crashed or replied fatal is gone (the client reaped it): prepare afresh.
         if self.facts is not None and self.worker.alive:
             return self.facts
         try:
@@ -172,9 +178,9 @@ class Evaluator:
             )
         except WorkerReplyError as exc:
             message = str(exc)
-            if exc.reply.get("kind") == "task":  # the worker loaded the resolved path: show the user's
+            if exc.reply.kind == KIND_TASK:  # the worker loaded the resolved path: show the user's
                 raise TaskError(message.replace(str(self.task.path), self.task.shown)) from exc
-            if "no CUDA device" in message:
+            if exc.reply.kind == KIND_NO_GPU:
                 raise NoGPUError("no CUDA GPU is visible: evaluation needs one (run `optiml doctor`)") from exc
             raise WorkerError(f"preparing the task failed: {message}") from exc
         except (WorkerCrashed, WorkerTimeout) as exc:
@@ -231,7 +237,9 @@ class Evaluator:
                 warnings=[*result.warnings, note],
                 phase_seconds={"compile": result.phase_seconds["compile"]},
             )
+        waiting = time.perf_counter()
         with self._gpu:
+            result.phase_seconds["gpu_wait"] = round(time.perf_counter() - waiting, 4)
             self._prepare_locked()
             result.reference = dict(self.reference)
             result.task_notes = list(self.facts.notes) if self.facts else []
@@ -254,24 +262,17 @@ class Evaluator:
                     },
                     timeout_s=self.config.timeout_s,
                 )
-            except WorkerTimeout as exc:
+            except WorkerTimeout as exc:  # the client killed the worker: the next request prepares afresh
                 result.status, result.message = EvalStatus.TIMEOUT, str(exc)
-                self.facts = None
                 return result
             except WorkerCrashed as exc:
                 result.status, result.message = EvalStatus.CRASH, str(exc)
-                self.facts = None
                 return result
             except WorkerReplyError as exc:
-                status = exc.reply.get("status")
-                result.status = EvalStatus(status) if status else EvalStatus.RUNTIME_ERROR
+                result.status = EvalStatus(exc.reply.status) if exc.reply.status else EvalStatus.RUNTIME_ERROR
                 result.message = str(exc)
-                if exc.reply.get("fatal"):
-                    self.facts = None
                 return result
-        self._fill_from_report(result, reply)
-        if reply.get("fatal"):
-            self.facts = None
+        self._take_judged(result, EvalResult.from_dict(reply["evaluation"]))
         faster = result.timing is not None and (
             self.incumbent is None or result.timing.median_ms < self.incumbent.median_ms
         )
@@ -282,16 +283,10 @@ class Evaluator:
         return result
 
     @staticmethod
-    def _fill_from_report(result: EvalResult, report: dict[str, Any]) -> None:
-        result.status = EvalStatus(report["status"])
-        result.message = report.get("message", "")
-        trials = tuple(TrialCheck(**t) for t in report.get("trials", ()))
-        if trials:
-            passed = all(t.passed for t in trials) and result.status is not EvalStatus.WRONG_ANSWER
-            result.verify = VerifyReport(passed=passed, trials=trials, message="" if passed else result.message)
-        timing = report.get("timing")
-        result.timing = TimingStats(**timing) if timing else None
-        result.warnings.extend(report.get("warnings", []))
-        result.floor_ms = report.get("floor_ms")
-        result.phase_seconds.update(report.get("phase_seconds", {}))
-        result.memory = dict(report.get("memory") or {})
+    def _take_judged(result: EvalResult, judged: EvalResult) -> None:
+        """The judge's verdict into ``result``, which holds what the orchestrator knows (compile, references)."""
+        result.status, result.message = judged.status, judged.message
+        result.verify, result.timing, result.floor_ms = judged.verify, judged.timing, judged.floor_ms
+        result.warnings.extend(judged.warnings)
+        result.phase_seconds.update(judged.phase_seconds)
+        result.memory = dict(judged.memory)

@@ -29,12 +29,12 @@ from optiml.evaluate.candidate_link import CandidateFailure
 from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_output
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
-from optiml.evaluate.judge import Calibration, CandidateSession, Judge
+from optiml.evaluate.judge import Calibration, CandidateSession, Judge, median_phases
 from optiml.evaluate.runtime import Case, TaskRuntime
 from optiml.evaluate.timing import StopRule
-from optiml.values import EvalStatus, TimingStats, TrialCheck
+from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
-__all__ = ["CandidateFailure", "CandidateReport", "CandidateRunner", "Peaks", "evaluate_candidate", "time_candidate"]
+__all__ = ["CandidateFailure", "CandidateRunner", "Judged", "Peaks", "evaluate_candidate", "time_candidate"]
 
 #: The judge's time may exceed the candidate stream's own event time by this factor (plus the
 #: configured slack) before the difference is called work outside the given stream.
@@ -48,16 +48,12 @@ TIMEOUT_MARGIN_S = 3.0  # the judge answers this long before the orchestrator's 
 
 
 @dataclass
-class CandidateReport:
-    status: EvalStatus
-    message: str = ""
-    trials: list[TrialCheck] = field(default_factory=list)
-    timing: TimingStats | None = None
-    warnings: list[str] = field(default_factory=list)
-    floor_ms: float | None = None
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-    fatal: bool = False
+class Judged:
+    """The judge's answer for one candidate: its result, the timing's evidence, and whether the judge survived."""
+
+    result: EvalResult
     judge: dict[str, Any] = field(default_factory=dict)  # the round trip removed, the candidate's own claim
+    fatal: bool = False  # the judge's own CUDA context is unusable: the worker must be replaced
 
 
 @dataclass(frozen=True)
@@ -182,6 +178,7 @@ class TimedSeries:
     event_ms: list[float] = field(default_factory=list)
     host_ms: list[float] = field(default_factory=list)
     inner_ms: list[float] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)  # the candidate process's replies (diagnostics)
     stop: str = ""
 
 
@@ -196,6 +193,7 @@ class TimingBench:
         self.buffers.refill(cases[0].abi_inputs)  # parameters and scalars stay the first case's
         self.binding = session.bind(self.buffers)
         self.calls = 0
+        self.last_claim: dict[str, Any] = {}
 
     def call(self, calibration: Calibration) -> tuple[float, float, float]:
         """One checked timed call: (event ms, host ms, candidate-reported ms), calibration removed."""
@@ -208,6 +206,7 @@ class TimingBench:
             self.binding, lambda: mismatch_flag(self.buffers.outputs, expected, first.atol, first.rtol)
         )
         index, self.calls = self.calls, self.calls + 1
+        self.last_claim = window.reply.get("result", {})
         if bool(window.check.item()):
             raise CandidateFailure(
                 EvalStatus.WRONG_ANSWER,
@@ -230,6 +229,7 @@ class TimingBench:
             samples.event_ms.append(event)
             samples.host_ms.append(host)
             samples.inner_ms.append(inner)
+            samples.claims.append(self.last_claim)
             samples.stop = rule.stop(samples.event_ms, time.perf_counter() - start)
         return samples
 
@@ -257,7 +257,11 @@ def time_candidate(
         raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
     stats = TimingStats.from_samples(samples.event_ms, samples.host_ms, stop=samples.stop)
     inner = statistics.median(samples.inner_ms)
-    detail = {"calibration": asdict(calibration), "claimed_stream_ms": inner}
+    detail = {
+        "calibration": asdict(calibration),
+        "claimed_stream_ms": inner,
+        "claimed_host_us": median_phases(samples.claims),
+    }
     slack = config.stream_slack_ms + JUDGE_SLACK_MS + max(0.0, calibration.excess_ms)
     if stats.median_ms > STREAM_FACTOR * inner + slack:
         raise CandidateFailure(
@@ -276,9 +280,10 @@ def evaluate_candidate(
     peaks: Peaks,
     flops: float | None,
     incumbent: TimingStats | None = None,
-) -> CandidateReport:
+) -> Judged:
     """Run the whole protocol for one shared object; never raises for candidate faults."""
-    report = CandidateReport(status=EvalStatus.OK)
+    judged = Judged(EvalResult(status=EvalStatus.OK))
+    result = judged.result
     clock = time.perf_counter()
     session: CandidateSession | None = None
     try:
@@ -286,60 +291,64 @@ def evaluate_candidate(
         deadline = time.monotonic() + max(1.0, config.timeout_s - TIMEOUT_MARGIN_S)
         session = CandidateSession(judge, process, deadline)
         session.load(so_path)
-        report.phase_seconds["load"] = _lap(clock)
+        result.phase_seconds["load"] = _lap(clock)
 
         clock = time.perf_counter()
-        _verify(session, runtime, verification_plan(runtime, config), report)
-        report.phase_seconds["verify"] = _lap(clock)
+        _verify(session, runtime, verification_plan(runtime, config), result)
+        result.phase_seconds["verify"] = _lap(clock)
 
         clock = time.perf_counter()
-        report.timing, report.judge = time_candidate(session, runtime, config, incumbent)
-        report.phase_seconds["time"] = _lap(clock)
+        result.timing, judged.judge = time_candidate(session, runtime, config, incumbent)
+        result.phase_seconds["time"] = _lap(clock)
 
         clock = time.perf_counter()
-        report.floor_ms = physical_floor_ms(timing_cases(runtime, config)[0], flops, peaks)
-        if report.floor_ms and report.timing.median_ms < config.suspect_margin * report.floor_ms:
-            _recheck_suspect(session, runtime, config, report)
-        _verify(session, runtime, [(config.base_seed + 97, 0, "native")], report)  # after timing, fresh seed
-        report.phase_seconds["recheck"] = _lap(clock)
+        result.floor_ms = physical_floor_ms(timing_cases(runtime, config)[0], flops, peaks)
+        if result.floor_ms and result.timing.median_ms < config.suspect_margin * result.floor_ms:
+            _recheck_suspect(session, runtime, config, judged)
+        _verify(session, runtime, [(config.base_seed + 97, 0, "native")], result)  # after timing, fresh seed
+        result.phase_seconds["recheck"] = _lap(clock)
     except CandidateFailure as failure:
-        report.status, report.message, report.fatal = failure.status, failure.message, failure.fatal
+        result.status, result.message, judged.fatal = failure.status, failure.message, failure.fatal
     except torch.cuda.OutOfMemoryError as exc:
-        report.status, report.message = EvalStatus.OUT_OF_MEMORY, str(exc).splitlines()[0]
-        report.fatal = True
+        result.status, result.message = EvalStatus.OUT_OF_MEMORY, str(exc).splitlines()[0]
+        judged.fatal = True
     finally:
         if session is not None:
             session.close()
-    return report
+    if result.verify is not None and (not result.verify.passed or result.status is EvalStatus.WRONG_ANSWER):
+        result.verify = VerifyReport(passed=False, trials=result.verify.trials, message=result.message)
+    return judged
 
 
 def _verify(
-    session: CandidateSession, runtime: TaskRuntime, plan: list[tuple[int, int, str]], report: CandidateReport
+    session: CandidateSession, runtime: TaskRuntime, plan: list[tuple[int, int, str]], result: EvalResult
 ) -> None:
+    """Run the trials of ``plan`` in order, each added to ``result.verify``; the first failing one raises."""
     for seed, shape_set, distribution in plan:
         check = trial(session, runtime, runtime.case(seed, shape_set, distribution))
-        report.trials.append(check)
+        trials = (*result.verify.trials, check) if result.verify is not None else (check,)
+        result.verify = VerifyReport(passed=all(t.passed for t in trials), trials=trials)
         if not check.passed:
             where = f"seed {seed}, shape set {shape_set}, {distribution} inputs"
             raise CandidateFailure(EvalStatus.WRONG_ANSWER, f"wrong answer ({where}): {check.message}")
 
 
-def _recheck_suspect(
-    session: CandidateSession, runtime: TaskRuntime, config: EvalConfig, report: CandidateReport
-) -> None:
-    assert report.timing is not None and report.floor_ms is not None
-    first = report.timing.median_ms
-    report.warnings.append(
+def _recheck_suspect(session: CandidateSession, runtime: TaskRuntime, config: EvalConfig, judged: Judged) -> None:
+    """Re-verify and re-time a candidate faster than the physics floor allows."""
+    result = judged.result
+    assert result.timing is not None and result.floor_ms is not None
+    first = result.timing.median_ms
+    result.warnings.append(
         f"suspect: {first:.4f} ms is below {config.suspect_margin:.0%} of the physical floor "
-        f"{report.floor_ms:.4f} ms; re-verified with fresh inputs and re-timed"
+        f"{result.floor_ms:.4f} ms; re-verified with fresh inputs and re-timed"
     )
     fresh = [(config.base_seed + 500 + i, 0, d) for i, d in enumerate(("normal", "uniform_pm1", "native"))]
-    _verify(session, runtime, fresh, report)
-    report.timing, report.judge = time_candidate(session, runtime, config)
-    if report.timing.median_ms < config.suspect_margin * report.floor_ms:
+    _verify(session, runtime, fresh, result)
+    result.timing, judged.judge = time_candidate(session, runtime, config)
+    if result.timing.median_ms < config.suspect_margin * result.floor_ms:
         raise CandidateFailure(
             EvalStatus.INTEGRITY,
-            f"time {report.timing.median_ms:.4f} ms stays below the physical floor {report.floor_ms:.4f} ms "
+            f"time {result.timing.median_ms:.4f} ms stays below the physical floor {result.floor_ms:.4f} ms "
             "(bytes / peak bandwidth, flops / peak rate): the measurement is being fooled",
         )
 

@@ -29,7 +29,7 @@ import itertools
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,8 @@ class Calibration:
     calls: int
     excess_ms: float = 0.0  # window(spin) − window(empty) − spin timed directly: what calibration misses
     spin_direct_ms: float = 0.0
+    #: the calibration process's own host clock around an empty call (median µs per phase; diagnostics)
+    claimed_host_us: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ class Judge:
                 calls=len(hosts),
                 excess_ms=spin_ms - event_ms - direct,
                 spin_direct_ms=direct,
+                claimed_host_us=median_phases([w.reply.get("result", {}) for w in empty]),
             )
         return self._calibration
 
@@ -327,6 +330,13 @@ class CandidateSession:
             self.judge.notes.append("the judge is dumpable: CUDA IPC on this driver needs it")
             self.process.request({"op": "map", **block.share}, self.deadline)
         self._mapped[block.id] = block
+
+
+def median_phases(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-phase medians of the ``host_us`` the candidate process reports with each call (none: {})."""
+    phases = [r["host_us"] for r in results if isinstance(r.get("host_us"), dict)]
+    names = {name for p in phases for name in p}
+    return {name: round(statistics.median(float(p.get(name, 0.0)) for p in phases), 2) for name in sorted(names)}
 
 
 def set_dumpable(on: bool) -> bool:

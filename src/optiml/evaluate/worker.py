@@ -7,10 +7,13 @@ Requests::
     {"op": "hello"}                                        → device facts
     {"op": "prepare", "task": PATH, "config": {...}}       → reference timings, bytes, flops, round trip
     {"op": "evaluate", "task": PATH, "so": PATH, "config": {...}, "peaks": {...}, "incumbent": {...}}
+                                                           → {"evaluation": EvalResult, "judge": evidence}
     {"op": "retime", "task": PATH, "so": [PATH, ...], "rounds": N, "config": {...}}
     {"op": "shutdown"}
 
-Replies are ``{"ok": true, "result": {...}}`` or ``{"ok": false, "error": "one line"}``.
+Replies follow :mod:`optiml.evaluate.wire`: ``{"ok": true, "result": {...}}`` or
+``{"ok": false, "error": "one line", ...}``, either with ``"fatal": true`` when this worker exits
+right after it.
 
 This process never loads a candidate: each one runs in a candidate process of its own
 (``optiml.evaluate.judge``), so a candidate's host code — static constructors included — cannot
@@ -50,6 +53,7 @@ from optiml.evaluate.judge import CandidateSession, Judge, set_dumpable
 from optiml.evaluate.memory import reset_peak
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
+from optiml.evaluate.wire import KIND_NO_GPU, KIND_TASK, encode, failure, success
 from optiml.task import Task, load_task
 from optiml.values import TimingStats
 
@@ -83,15 +87,20 @@ def torch_default_precision() -> Iterator[None]:
             setattr(owner, name, value)
 
 
+class NoCudaDevice(RuntimeError):
+    """The worker sees no CUDA device (replied with kind :data:`~optiml.evaluate.wire.KIND_NO_GPU`)."""
+
+
 class Worker:
     def __init__(self) -> None:
         if not torch.cuda.is_available():
-            raise RuntimeError("no CUDA device is visible to the worker")
+            raise NoCudaDevice("no CUDA device is visible to the worker")
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.runtimes: dict[str, TaskRuntime] = {}
         self.references: dict[tuple[str, str], TimingStats] = {}
         self._bandwidth: float | None = None
         self.judge = Judge(self.device, Path.cwd())
+        self.unusable = False  # the judge's own CUDA context broke: reply, then exit (EXIT_FATAL)
 
     # -- ops ---------------------------------------------------------------------------------
     def hello(self, _: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +145,7 @@ class Worker:
         )
         incumbent = request.get("incumbent")
         reset_peak(runtime.device)
-        report = evaluate_candidate(
+        judged = evaluate_candidate(
             self.judge,
             runtime,
             request["so"],
@@ -145,10 +154,9 @@ class Worker:
             runtime.task.flops(0),
             TimingStats(**incumbent) if incumbent else None,
         )
-        result = asdict(report)
-        result["status"] = report.status.value
-        result["memory"] = runtime.memory_report()  # peak since reset_peak, against the footprint (memory.py)
-        return result
+        judged.result.memory = runtime.memory_report()  # peak since reset_peak, against the footprint (memory.py)
+        self.unusable = judged.fatal
+        return {"evaluation": judged.result.to_dict(), "judge": judged.judge}
 
     def retime(self, request: dict[str, Any]) -> dict[str, Any]:
         """Interleaved timing (A B C A B C …) of already verified candidates, each in its own process."""
@@ -237,8 +245,11 @@ def _run_reference(forward: Callable[..., Any], args: list[Any], stream: torch.c
 def serve(requests: IO[str], replies: IO[str]) -> int:
     try:
         worker = Worker()
+    except NoCudaDevice as exc:
+        _reply(replies, failure(f"worker could not start: {exc}", kind=KIND_NO_GPU, fatal=True))
+        return EXIT_FATAL
     except Exception as exc:
-        _reply(replies, {"ok": False, "error": f"worker could not start: {exc}", "fatal": True})
+        _reply(replies, failure(f"worker could not start: {exc}", fatal=True))
         return EXIT_FATAL
     try:
         return _serve(worker, requests, replies)
@@ -260,47 +271,39 @@ def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
             request = json.loads(line)
             op = request.get("op")
         except json.JSONDecodeError as exc:
-            _reply(replies, {"ok": False, "error": f"malformed request: {exc}"})
+            _reply(replies, failure(f"malformed request: {exc}"))
             continue
         if op == "shutdown":
-            _reply(replies, {"ok": True, "result": {}})
+            _reply(replies, success({}))
             return 0
         handler = handlers.get(op)
         if handler is None:
-            _reply(replies, {"ok": False, "error": f"unknown op {op!r}"})
+            _reply(replies, failure(f"unknown op {op!r}"))
             continue
         try:
             result = handler(request)
         except TaskError as exc:
-            _reply(replies, {"ok": False, "error": str(exc), "kind": "task"})
+            _reply(replies, failure(str(exc), kind=KIND_TASK))
             continue
-        except CandidateFailure as failure:
-            _reply(
-                replies,
-                {
-                    "ok": False,
-                    "error": failure.message,
-                    "status": failure.status.value,
-                    "fatal": failure.fatal,
-                },
-            )
-            if failure.fatal:
+        except CandidateFailure as fault:
+            _reply(replies, failure(fault.message, status=fault.status.value, fatal=fault.fatal))
+            if fault.fatal:
                 return EXIT_FATAL
             worker.judge.keep_spare()
             continue
         except Exception as exc:  # a harness bug must not take the orchestrator down with it
             traceback.print_exc(file=sys.stderr)
-            _reply(replies, {"ok": False, "error": f"worker error: {type(exc).__name__}: {exc}", "fatal": True})
+            _reply(replies, failure(f"worker error: {type(exc).__name__}: {exc}", fatal=True))
             return EXIT_FATAL
-        _reply(replies, {"ok": True, "result": result})
-        if result.get("fatal"):
+        _reply(replies, success(result, fatal=worker.unusable))
+        if worker.unusable:
             return EXIT_FATAL
         worker.judge.keep_spare()  # the next candidate's process starts while the orchestrator compiles
     return 0
 
 
 def _reply(stream: IO[str], message: dict[str, Any]) -> None:
-    stream.write(json.dumps(message) + "\n")
+    stream.write(encode(message))
     stream.flush()
 
 

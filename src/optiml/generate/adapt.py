@@ -8,10 +8,11 @@ repaired like any generated candidate.
 
 from __future__ import annotations
 
+from optiml.evaluate.cost import CostFunction
 from optiml.generate.config import GenerationConfig
 from optiml.generate.errors import GenerationError
 from optiml.generate.outcome import EventSink, GenerationOutcome
-from optiml.generate.pipeline import CandidateEvaluator, GenerationSession, Step
+from optiml.generate.pipeline import GenerationSession, Step
 from optiml.generate.prompts import TaskBrief, adapt_conversation
 from optiml.generate.store import GenerationStore
 from optiml.llm.client import LLMClient
@@ -25,7 +26,7 @@ def adapt_kernel(
     cuda_source: str,
     task: Task,
     client: LLMClient,
-    evaluator: CandidateEvaluator,
+    evaluator: CostFunction,
     config: GenerationConfig | None = None,
     store: GenerationStore | None = None,
     on_event: EventSink | None = None,

@@ -11,9 +11,10 @@ or lost.
 
 from __future__ import annotations
 
+from optiml.evaluate.cost import CostFunction
 from optiml.generate.config import GenerationConfig
 from optiml.generate.outcome import EventKind, EventSink, GenerationOutcome, ThoughtRecord
-from optiml.generate.pipeline import CandidateEvaluator, GenerationSession, Step
+from optiml.generate.pipeline import GenerationSession, Step
 from optiml.generate.prompts import TaskBrief, VerifiedCandidate, aggregate_conversation, kernel_conversation
 from optiml.generate.store import GenerationStore
 from optiml.llm.client import LLMClient
@@ -26,7 +27,7 @@ AGGREGATE_STRATEGY = "Combine the strongest ideas of the verified candidates int
 def generate_root(
     task: Task,
     client: LLMClient,
-    evaluator: CandidateEvaluator,
+    evaluator: CostFunction,
     config: GenerationConfig | None = None,
     store: GenerationStore | None = None,
     on_event: EventSink | None = None,

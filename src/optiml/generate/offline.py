@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from optiml.errors import OptimlError
+from optiml.evaluate.cost import CostFunction
 from optiml.kernel.source import KernelSource
-from optiml.search.protocols import Evaluator
 from optiml.task import Task
 from optiml.templates.kernels import template_kernels
 from optiml.values import EvalResult
@@ -45,7 +45,7 @@ class OfflineRoot:
 
 
 def generate_offline_root(
-    task: Task, evaluator: Evaluator, seeds: int = 4, naive: KernelSource | None = None
+    task: Task, evaluator: CostFunction, seeds: int = 4, naive: KernelSource | None = None
 ) -> OfflineRoot:
     """Template seeds (and ``naive``, when given) evaluated; ``.best`` is the root, or None."""
     outcome = OfflineRoot()

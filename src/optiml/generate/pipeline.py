@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Protocol
 
+from optiml.evaluate.cost import CostFunction, EvaluationCache
 from optiml.generate.answers import NoCodeError, extract_cuda
 from optiml.generate.config import GenerationConfig
 from optiml.generate.outcome import (
@@ -47,14 +47,6 @@ _CUT_OFF = (
 )
 
 
-class CandidateEvaluator(Protocol):
-    """What generation needs from an evaluator (:class:`optiml.evaluate.evaluator.Evaluator` fits)."""
-
-    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
-        """Compile (in parallel), verify and time; failures are results, never exceptions."""
-        ...
-
-
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -69,24 +61,6 @@ class _Answer:
     cut_off: bool
 
 
-class _MemoEvaluator:
-    """Evaluates each distinct kernel (by digest) once per generation, however many steps propose it."""
-
-    def __init__(self, evaluator: CandidateEvaluator) -> None:
-        self._evaluator = evaluator
-        self._results: dict[str, EvalResult] = {}
-        self._lock = threading.Lock()
-
-    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
-        with self._lock:
-            todo = list({k.digest: k for k in kernels if k.digest not in self._results}.values())
-        for kernel, result in zip(todo, self._evaluator.evaluate_many(todo) if todo else [], strict=True):
-            with self._lock:
-                self._results.setdefault(kernel.digest, result)
-        with self._lock:
-            return [self._results[k.digest] for k in kernels]
-
-
 class GenerationSession:
     """One generation: its id, store rows, events, evaluation memo, and the verdict at the end."""
 
@@ -95,7 +69,7 @@ class GenerationSession:
         kind: str,
         task: Task,
         client: LLMClient,
-        evaluator: CandidateEvaluator,
+        evaluator: CostFunction,
         config: GenerationConfig,
         store: GenerationStore | None = None,
         on_event: EventSink | None = None,
@@ -106,7 +80,7 @@ class GenerationSession:
         self.config = config
         self.store = store
         self._on_event = on_event
-        self._evaluator = _MemoEvaluator(evaluator)
+        self._evaluator = EvaluationCache.of(evaluator)  # a source several steps propose is evaluated once
         self._events = threading.Lock()
         self._stop = threading.Event()
         self._started = time.perf_counter()

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from optiml.errors import OptimlError
-from optiml.evaluate.evaluator import Evaluator
+from optiml.evaluate.cost import CostFunction
 from optiml.generate.config import GenerationConfig, load_generation_config
 from optiml.generate.mixture import generate_root
 from optiml.generate.offline import OfflineRoot
@@ -39,7 +39,7 @@ class Root:
 def llm_root(
     task: Task,
     llm: LLMClient,
-    evaluator: Evaluator,
+    evaluator: CostFunction,
     store: GenerationStore,
     config: GenerationConfig | None = None,
 ) -> LLMRoot:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from optiml.errors import NoGPUError
+from optiml.evaluate.cost import CostFunction
 from optiml.kernel.compiler import Compiler
 from optiml.kernel.source import KernelSource
-from optiml.values import EvalResult, EvalStatus
+from optiml.values import EvalResult, EvalStatus, TimingStats
 
 
 def require_gpu() -> None:
@@ -22,11 +23,21 @@ def require_gpu() -> None:
         )
 
 
-class CompileOnly:
-    """A stand-in evaluator for --no-verify: compiles (CPU only) and marks every candidate unverified."""
+class CompileOnly(CostFunction):
+    """A stand-in cost function for --no-verify: compiles (CPU only) and marks every candidate unverified."""
 
     def __init__(self, compiler: Compiler) -> None:
         self.compiler = compiler
+
+    @property
+    def reference(self) -> dict[str, TimingStats]:
+        return {}  # nothing runs on a GPU
+
+    def evaluate(self, kernel: KernelSource) -> EvalResult:
+        return self.evaluate_many([kernel])[0]
+
+    def retime(self, kernels: Sequence[KernelSource], rounds: int) -> list[TimingStats]:
+        raise NoGPUError("--no-verify only compiles: there is nothing verified to re-time")
 
     def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
         results = []

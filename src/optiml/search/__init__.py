@@ -13,14 +13,13 @@ The CLI draws their results (:mod:`optiml.cli.views.search`, :mod:`optiml.cli.vi
 from optiml.search.config import Budgets, RewardWeights, SearchConfig
 from optiml.search.events import EventKind, Progress, SearchEvent
 from optiml.search.outcome import PathStep, SearchOutcome
-from optiml.search.protocols import Diagnosis, Evaluator, Profiler
+from optiml.search.protocols import Diagnosis, Profiler
 from optiml.search.queries import RunPath, RunSummary, best_path, list_runs
 from optiml.search.runner import SearchError, resume_search, run_search
 
 __all__ = [
     "Budgets",
     "Diagnosis",
-    "Evaluator",
     "EventKind",
     "PathStep",
     "Profiler",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optiml.errors import BudgetSpent
+from optiml.evaluate.cost import CostFunction
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import DiagnosisFacts, HistoryEntry, Proposal, ProposalContext, Proposer
 from optiml.search.budget import BudgetTracker
@@ -43,7 +44,7 @@ from optiml.search.config import SearchConfig
 from optiml.search.events import EventKind, EventSink, Progress, SearchEvent
 from optiml.search.journal import Journal
 from optiml.search.policy import close_reason
-from optiml.search.protocols import DiagnosisSnapshot, Evaluator, PaidProposer, Profiler
+from optiml.search.protocols import DiagnosisSnapshot, PaidProposer, Profiler
 from optiml.search.reward import node_value
 from optiml.search.strategy import Expand, Strategy, Try
 from optiml.search.tree import Candidate, Node, NodeState, Tree
@@ -78,7 +79,7 @@ class Engine:
         tree: Tree,
         config: SearchConfig,
         strategy: Strategy,
-        evaluator: Evaluator,
+        evaluator: CostFunction,
         proposers: Sequence[Proposer],
         profiler: Profiler | None,
         journal: Journal,

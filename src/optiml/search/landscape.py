@@ -13,7 +13,7 @@ UNROLL, VEC — decide a synthetic run time. The landscape is deterministic give
   seeded ``fail_rate`` of the rest hits an illegal address;
 * every timing sample carries seeded Gaussian noise of relative size ``noise``.
 
-:class:`LandscapeEvaluator` satisfies :class:`optiml.search.protocols.Evaluator` (with an
+:class:`LandscapeEvaluator` satisfies :class:`optiml.evaluate.cost.CostFunction` (with an
 ``optimism`` knob that reports search-time timings too fast, modelling a lucky measurement that
 only re-timing exposes); :class:`KnobProposer` satisfies :class:`optiml.propose.base.Proposer`
 by moving one knob one step, seeded.
@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from optiml.evaluate.cost import CostFunction
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposal, ProposalContext, Spend
 from optiml.values import CompileDiagnostic, CompileResult, Edit, EvalResult, EvalStatus, TimingStats, VerifyReport
@@ -140,7 +141,7 @@ class Landscape:
         return best[1], best[0]
 
 
-class LandscapeEvaluator:
+class LandscapeEvaluator(CostFunction):
     """Evaluates landscape kernels; thread-safe; counts every call per kernel digest."""
 
     def __init__(
@@ -160,10 +161,14 @@ class LandscapeEvaluator:
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
-        self.reference = {
+        self._reference = {
             "eager": TimingStats.from_samples([t * 1.25 for t in landscape.samples(START, "eager", trials)]),
             "compile": TimingStats.from_samples([t * 0.9 for t in landscape.samples(START, "compile", trials)]),
         }
+
+    @property
+    def reference(self) -> dict[str, TimingStats]:
+        return self._reference
 
     def evaluate(self, kernel: KernelSource) -> EvalResult:
         with self._lock:

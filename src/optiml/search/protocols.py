@@ -1,7 +1,8 @@
-"""The boundaries the search codes against: an evaluator, a profiler and its diagnosis, what proposals cost.
+"""The boundaries the search codes against: a profiler and its diagnosis, what proposals cost.
 
-The search never talks to a GPU itself (Kernel Tuner's lesson): it hands kernels to an
-:class:`Evaluator` and reads typed results back. Tests use the seeded synthetic landscape of
+The search never talks to a GPU itself (Kernel Tuner's lesson): it hands kernels to a cost
+function (:class:`optiml.evaluate.cost.CostFunction`, the one every consumer of evaluations
+shares) and reads typed results back. Tests use the seeded synthetic landscape of
 :mod:`optiml.search.landscape` and the replayed GPU landscapes of :mod:`optiml.search.replay`;
 the real evaluator compiles, verifies and times in an isolated GPU worker. Proposers follow
 :class:`optiml.propose.base.Proposer`; those that pay for their proposals (an LLM's) also follow
@@ -17,24 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposal, Spend
-from optiml.values import EvalResult, TimingStats
-
-
-class Evaluator(Protocol):
-    """Turns candidates into results. Must be thread-safe: the search calls it from a pool."""
-
-    @property
-    def reference(self) -> dict[str, TimingStats]:
-        """Timings of the PyTorch references (``"eager"``, ``"compile"``); may be empty."""
-        ...
-
-    def evaluate(self, kernel: KernelSource) -> EvalResult:
-        """Compile, verify and time one kernel; failures are returned as results, never raised."""
-        ...
-
-    def retime(self, kernels: Sequence[KernelSource], rounds: int) -> list[TimingStats]:
-        """Time already-verified kernels interleaved (A B C A B C …); results in the given order."""
-        ...
+from optiml.values import EvalResult
 
 
 class Finding(Protocol):

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from optiml.errors import ConfigError, OptimlError, StoreError, TaskError
+from optiml.evaluate.cost import CostFunction
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposer
 from optiml.search.best_of_n import BestOfN
@@ -28,7 +29,7 @@ from optiml.search.greedy import Greedy
 from optiml.search.journal import Journal
 from optiml.search.mcts import MCTS
 from optiml.search.outcome import SearchOutcome, build_outcome
-from optiml.search.protocols import Evaluator, PaidProposer, Profiler
+from optiml.search.protocols import PaidProposer, Profiler
 from optiml.search.strategy import Strategy
 from optiml.search.tree import Tree
 from optiml.search.verdict import confirm_best
@@ -52,7 +53,7 @@ def make_strategy(config: SearchConfig) -> Strategy:
 def run_search(
     task: Task,
     root: KernelSource,
-    evaluator: Evaluator,
+    evaluator: CostFunction,
     proposers: Sequence[Proposer],
     profiler: Profiler | None,
     store: RunStore,
@@ -80,7 +81,7 @@ def run_search(
 def resume_search(
     store: RunStore,
     run_id: str,
-    evaluator: Evaluator,
+    evaluator: CostFunction,
     proposers: Sequence[Proposer],
     profiler: Profiler | None = None,
     on_event: EventSink | None = None,
@@ -123,7 +124,7 @@ def _drive(
     task: Task,
     tree: Tree,
     config: SearchConfig,
-    evaluator: Evaluator,
+    evaluator: CostFunction,
     proposers: Sequence[Proposer],
     profiler: Profiler | None,
     store: RunStore,

@@ -3,8 +3,8 @@
 Search-time timings are single measurements taken minutes apart, under whatever the machine was
 doing then; the fastest of many such numbers is biased towards a lucky one. So before a run
 ends, the ``retime_top_k`` fastest verified candidates and the root are timed again, interleaved
-(root A B C root A B C …, ``retime_rounds`` rounds) by :meth:`Evaluator.retime`, and a candidate
-is accepted only when it is faster than the root *in that re-timing* beyond the noise
+(root A B C root A B C …, ``retime_rounds`` rounds) by the cost function's ``retime``, and a
+candidate is accepted only when it is faster than the root *in that re-timing* beyond the noise
 (:func:`optiml.search.reward.compare`). If none is, the root stays the best and the outcome
 says so. If re-timing fails, the search-time figures are used and the result is unconfirmed.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from optiml.evaluate.cost import CostFunction
 from optiml.search.config import SearchConfig
-from optiml.search.protocols import Evaluator
 from optiml.search.reward import Change, compare
 from optiml.search.tree import Node, Tree
 from optiml.values import Speedup, TimingStats
@@ -40,7 +40,7 @@ class Verdict:
     note: str = ""  # why the result is unconfirmed, when it is
 
 
-def confirm_best(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> Verdict:
+def confirm_best(tree: Tree, evaluator: CostFunction, config: SearchConfig) -> Verdict:
     root = tree.root
     if root.timing is None:
         raise ValueError("the root has no timing; confirm_best needs a verified root")

@@ -1,6 +1,6 @@
 """The replay evaluator: recorded results served as a stand-in GPU (Kernel Tuner's simulation runner).
 
-It satisfies :class:`optiml.search.protocols.Evaluator`. ``evaluate(kernel)`` asks its records in
+It satisfies :class:`optiml.evaluate.cost.CostFunction`. ``evaluate(kernel)`` asks its records in
 order; the first that knows the kernel answers, and its recorded result comes back with the
 timing multiplied by ``exp(N(0, noise))`` — ``noise`` defaults to the run-to-run noise the first
 record measured, so a replayed search sees the same spread between two evaluations of a kernel as
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from optiml.evaluate.cost import CostFunction
 from optiml.kernel.source import KernelSource
 from optiml.search.replay.record import scale_timing
 from optiml.values import EvalResult, EvalStatus, TimingStats
@@ -45,7 +46,7 @@ class Record(Protocol):
         ...
 
 
-class ReplayEvaluator:
+class ReplayEvaluator(CostFunction):
     """Answers evaluations from ``records`` (see the module docstring); thread-safe."""
 
     def __init__(self, records: Sequence[Record], *, seed: int = 0, noise: float | None = None) -> None:
