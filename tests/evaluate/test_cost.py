@@ -89,3 +89,17 @@ def test_an_environment_error_reaches_every_waiting_caller_and_is_not_cached() -
 def test_sharing_a_cache_keeps_sharing_it() -> None:
     cache = EvaluationCache(CountingEvaluator())
     assert EvaluationCache.of(cache) is cache
+
+
+def test_prefetch_hints_pass_through_except_for_kernels_already_judged() -> None:
+    hinted: list[str] = []
+
+    class Hinted(CountingEvaluator):
+        def prefetch(self, kernels: Sequence[KernelSource]) -> None:
+            hinted.extend(k.digest for k in kernels)
+
+    cache = EvaluationCache(Hinted())
+    cache.evaluate(_kernel(5))
+    cache.prefetch([_kernel(5), _kernel(6)])
+    assert hinted == [_kernel(6).digest]
+    CountingEvaluator().prefetch([_kernel(7)])  # the protocol's default: a hint that does nothing

@@ -384,3 +384,24 @@ def test_profiling_is_advisory_the_search_never_waits_for_a_diagnosis(
     # diagnoses that arrived fed the requests made after them (test_only_candidates_near_the_best_are_profiled
     # shows that they do arrive in a sequential run)
     assert all("memory-bound" in c.context.diagnosis_text for c in recorder.calls if c.context.diagnosis is not None)
+
+
+class PrefetchRecordingEvaluator(LandscapeEvaluator):
+    """Records the prefetch hints the engine gives, and which kernels were evaluated."""
+
+    def __init__(self, landscape: Landscape) -> None:
+        super().__init__(landscape)
+        self.hinted: list[str] = []
+
+    def prefetch(self, kernels: Sequence[KernelSource]) -> None:
+        with self._lock:
+            self.hinted.extend(k.digest for k in kernels)
+
+
+def test_queued_candidates_are_handed_to_the_compile_pool_before_they_are_tried(task: Task, store: RunStore) -> None:
+    evaluator = PrefetchRecordingEvaluator(Landscape(seed=3))
+    outcome = search(task, store, replace(SEQUENTIAL, budgets=Budgets(max_evaluations=12)), evaluator=evaluator)
+    evaluated = set(evaluator.calls) - {landscape_kernel().digest}
+    assert outcome.evaluations >= 5 and evaluated
+    assert evaluated <= set(evaluator.hinted)  # every candidate tried was prefetched first
+    assert len(evaluator.hinted) == len(set(evaluator.hinted))  # each one hinted once

@@ -53,6 +53,11 @@ class CostFunction(Protocol):
         """Time already-verified kernels interleaved (A B C A B C …); results in the given order."""
         ...
 
+    def prefetch(self, kernels: Sequence[KernelSource]) -> None:
+        """A hint: these will likely be evaluated soon (the real evaluator starts compiling them on its
+        compile pool, off the critical path, while the GPU times others). Returns at once."""
+        return None
+
 
 class EvaluationCache(CostFunction):
     """A cost function that evaluates each distinct kernel once (see the module docstring)."""
@@ -109,6 +114,12 @@ class EvaluationCache(CostFunction):
 
     def retime(self, kernels: Sequence[KernelSource], rounds: int) -> list[TimingStats]:
         return self.inner.retime(kernels, rounds)
+
+    def prefetch(self, kernels: Sequence[KernelSource]) -> None:
+        with self._lock:
+            fresh = [k for k in kernels if k.digest not in self._results and k.digest not in self._in_flight]
+        if fresh:
+            self.inner.prefetch(fresh)
 
     def _evaluate_mine(self, todo: list[KernelSource], mine: dict[str, Future[EvalResult]]) -> None:
         try:

@@ -137,6 +137,11 @@ class Evaluator:
             results.append(result)
         return results
 
+    def prefetch(self, kernels: Sequence[KernelSource]) -> None:
+        """Start compiling ``kernels`` that pass screening on the compile pool (see CostFunction.prefetch);
+        a later evaluation of one joins its build instead of starting another."""
+        self.compiler.prefetch([k for k in kernels if self._screen(k) is None])
+
     def retime(self, kernels: Sequence[KernelSource], rounds: int = 5) -> list[TimingStats]:
         """Interleaved re-timing (A B A B …) of verified kernels, in the given order."""
         compiled = self.compiler.compile_many(list(kernels))

@@ -396,6 +396,8 @@ class Engine:
                 node.untried.append(Candidate(proposal.edit, proposal.kernel, prior, edit_id))
                 known.add(proposal.kernel.digest)
                 new += 1
+        if new:  # compiled on the pool while the GPU times others: a later Try finds the build done
+            self.evaluator.prefetch([candidate.kernel for candidate in node.untried[-new:]])
         self.duplicates += duplicates
         node.dry_requests = 0 if new else node.dry_requests + 1
         self._maybe_close(node)
