@@ -35,12 +35,12 @@ from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
 from optiml.evaluate.harness import verification_plan
 from optiml.evaluate.inprocess import CandidateRunner
-from optiml.evaluate.results import TimingStats
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.evaluate.timing import DeviceTimer, StopRule, run_trials
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
+from optiml.values import TimingStats
 
 ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("load", "verify", "time", "recheck")

@@ -29,12 +29,12 @@ from result_file import write_result
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.search.replay.record import Measurement, RecordedLandscape
 from optiml.search.replay.space import enumerate_space
 from optiml.task import load_task
 from optiml.templates.kernels import template_kernels
+from optiml.values import EvalResult
 
 ROOT = Path(__file__).resolve().parent.parent
 #: one-kernel plans with several variants (softmax, layer norm, row sum, scan, transpose), a

@@ -27,7 +27,6 @@ from result_file import write_result
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
-from optiml.evaluate.results import EvalResult
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.propose.heuristic import HeuristicProposer
@@ -35,6 +34,7 @@ from optiml.search import Budgets, SearchConfig, run_search
 from optiml.session import LockedProfiler
 from optiml.store import RunStore
 from optiml.task import load_task
+from optiml.values import EvalResult
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_SECONDS_PER_CANDIDATE = 6.0
