@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from optiml.errors import ConfigError
+from optiml.evaluate.client import WorkerClient
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.cost import EvaluationCache
 from optiml.evaluate.evaluator import Evaluator, compile_check
+from optiml.evaluate.gpu_pool import GPUPool
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.llm import LLMCallStore, LLMClient, LLMConfig, load_llm_config
@@ -44,6 +46,8 @@ class SessionOptions:
     store_path: Path = DEFAULT_DB_PATH
     llm_overrides: dict[str, object] = field(default_factory=dict)
     llm_toml: Path | None = None
+    #: CUDA devices one search evaluates on (empty: the default GPU); several: a GPUPool, in the first's units
+    gpus: tuple[int, ...] = ()
 
 
 class LockedProfiler:
@@ -120,6 +124,16 @@ def make_evaluator(
     return Evaluator(task, config or eval_config(options), compiler=compiler or make_compiler(task, options.arch))
 
 
+def make_gpu_evaluators(task: Task, options: SessionOptions) -> list[Evaluator]:
+    """One evaluator per GPU of ``options.gpus`` (one for the default GPU when none is given), all
+    sharing one compiler and its cache; the first is the primary (see :mod:`optiml.evaluate.gpu_pool`)."""
+    compiler = make_compiler(task, options.arch)
+    if not options.gpus:
+        return [make_evaluator(task, options, compiler=compiler)]
+    config = eval_config(options)
+    return [Evaluator(task, config, compiler=compiler, worker=WorkerClient(gpu=gpu)) for gpu in options.gpus]
+
+
 def check_compiles(task: Task, kernel: KernelSource, arch: str | None = None, screen: bool = True) -> EvalResult:
     """Screen and compile only (no GPU): ``optiml eval --compile-only``."""
     return compile_check(task, kernel, make_compiler(task, arch), screen=screen)
@@ -137,19 +151,27 @@ def open_session(task: Task, options: SessionOptions, run_label: str | None = No
     client = make_llm_client(config, options.store_path, run_label) if config.is_configured else None
     if options.proposer in ("llm", "mix") and client is None:
         config.require_configured()
-    evaluator = make_evaluator(task, options)
+    members = make_gpu_evaluators(task, options)
+    evaluator = members[0]
+    costs = EvaluationCache(GPUPool(members, [f"GPU {g}" for g in options.gpus]) if len(members) > 1 else evaluator)
+    profile = None
+    if options.gpus:  # ncu profiles on the primary GPU, where the search's references were timed
+        from optiml.profile import ProfileConfig
+
+        profile = ProfileConfig(gpu=options.gpus[0])
     try:
         session = Session(
             task=task,
             evaluator=evaluator,
-            costs=EvaluationCache(evaluator),
-            profiler=make_profiler(task, evaluator) if options.profile else None,
+            costs=costs,
+            profiler=make_profiler(task, evaluator, profile) if options.profile else None,
             proposers=choose_proposers(options.proposer, client, options.seed),
             llm=client,
         )
         yield session
     finally:
-        evaluator.close()
+        for member in members:
+            member.close()
         if client is not None:
             client.close()
 

@@ -28,12 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 #: evaluate answers from the shared object's name: "ok", "slow_wrong", "fatal", "crash_status".
 STUB_WORKER = r"""
 import sys
+import time
 from optiml.errors import TaskError
 from optiml.evaluate import worker as w
 from optiml.evaluate.harness import CandidateFailure
 from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
 MODE = sys.argv[1]
+EAGER_MS = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0  # this "GPU"'s reference time
 
 class StubJudge:
     def keep_spare(self): pass
@@ -46,11 +48,14 @@ class StubWorker:
     def prepare(self, request):
         if MODE == "broken_task":
             raise TaskError("the task file " + request["task"] + " does not define Model")
-        timing = {"median_ms": 2.0, "q1_ms": 2.0, "q3_ms": 2.0, "min_ms": 2.0, "max_ms": 2.0, "trials": 3}
+        timing = {"median_ms": EAGER_MS, "q1_ms": EAGER_MS, "q3_ms": EAGER_MS, "min_ms": EAGER_MS,
+                  "max_ms": EAGER_MS, "trials": 3}
         return {"reference": {"eager": timing}, "input_bytes": 8, "output_bytes": 8, "flops": None,
                 "bandwidth": 1e12, "round_trip": {"host_ms": 0.25}, "notes": ["stub"], "seconds": 0.1}
     def evaluate(self, request):
         name = request["so"].rsplit("/", 1)[-1]
+        if name.startswith("slow"):
+            time.sleep(0.3)
         if name == "crash_status":
             raise CandidateFailure(EvalStatus.OUT_OF_MEMORY, "the candidate ran the judge out of memory", fatal=True)
         trials = (TrialCheck(seed=1, shape_set=0, distribution="normal", passed=True),)
@@ -83,12 +88,18 @@ class StubCompiler:
             ok=True, so_path=f"/nowhere/{name}", digest=kernel.digest, arch="sm_90a", seconds=0.5, cached=False
         )
 
+    def prefetch(self, kernels: list[KernelSource]) -> list[CompileResult]:
+        return [self.compile(k) for k in kernels]
 
-def _launcher(mode: str):  # type: ignore[no-untyped-def]
+
+def stub_launcher(mode: str, eager_ms: float = 2.0):  # type: ignore[no-untyped-def]
+    """Starts the stub worker (see STUB_WORKER) instead of the real one; ``eager_ms``: its reference time."""
+
     def launch(argv: list[str], workdir: Path) -> WorkerLaunch:
         script = workdir / "stub_worker.py"
         script.write_text(STUB_WORKER)
-        spec = build_worker_launch([sys.executable, str(script), mode], workdir=workdir, limits=ResourceLimits())
+        command = [sys.executable, str(script), mode, str(eager_ms)]
+        spec = build_worker_launch(command, workdir=workdir, limits=ResourceLimits())
         spec.env["PYTHONPATH"] = str(ROOT / "src")
         return spec
 
@@ -97,7 +108,7 @@ def _launcher(mode: str):  # type: ignore[no-untyped-def]
 
 def _evaluator(mode: str = "normal") -> Evaluator:
     task = load_task(ROOT / "tasks" / "silu.py")
-    worker = WorkerClient(launch=_launcher(mode))
+    worker = WorkerClient(launch=stub_launcher(mode))
     return Evaluator(task, EvalConfig(screen=False), compiler=StubCompiler(), worker=worker, peak_flops=0.0)  # type: ignore[arg-type]
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from optiml.cli.app import app, console, err_console, reports_errors
+from optiml.cli.gpus import parse_gpus
 from optiml.errors import OptimlError
 
 
@@ -49,7 +50,7 @@ def bench_cmd(
     if target.exists() and not target.is_dir():
         raise OptimlError(f"{target}: exists and is not a folder")
     config = BenchConfig(
-        evaluations=evaluations, minutes_per_task=minutes, torch_compile=not no_compile, gpus=_gpu_list(gpus)
+        evaluations=evaluations, minutes_per_task=minutes, torch_compile=not no_compile, gpus=parse_gpus(gpus)
     )
     console.print(f"bench [bold]{suite}[/bold]: {len(paths)} tasks on GPU(s) {gpus}; state in {target}/")
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -93,22 +94,3 @@ def _line(row: object) -> str:
     eager, tf32 = row.speedup("eager"), row.speedup("eager_tf32")
     shown = (f", {eager:.2f}× eager" if eager else "") + (f", {tf32:.2f}× eager TF32" if tf32 else "")
     return f"  {row.task}: {row.best_ms:.4f} ms" + shown
-
-
-def _gpu_list(spec: str) -> tuple[int | None, ...]:
-    if spec == "all":
-        import torch
-
-        count = torch.cuda.device_count()
-        if count == 0:
-            from optiml.errors import NoGPUError
-
-            raise NoGPUError("no CUDA GPU is visible: bench needs one (run `optiml doctor`)")
-        return tuple(range(count))
-    try:
-        indices = tuple(int(part) for part in spec.split(",") if part.strip())
-    except ValueError:
-        raise OptimlError(f"--gpus {spec!r}: give 'all' or comma-separated indices such as 0,1") from None
-    if not indices or any(i < 0 for i in indices):
-        raise OptimlError(f"--gpus {spec!r}: give 'all' or comma-separated indices such as 0,1")
-    return indices

@@ -30,6 +30,7 @@ from optiml.cli.app import (
     write_output,
 )
 from optiml.cli.generate import generate_root_for
+from optiml.cli.gpus import parse_gpus
 from optiml.errors import OptimlError
 
 if TYPE_CHECKING:
@@ -180,6 +181,10 @@ def optimize_cmd(
     store: StoreOpt = DEFAULT_STORE,
     seed: Annotated[int, typer.Option(help="Seed for proposers and tie-breaks.")] = 0,
     arch: Annotated[str | None, typer.Option(help="nvcc -arch (default: detect).")] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(help="Evaluate on these GPUs ('all', or indices like 0,1); times in the first's units."),
+    ] = None,
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
@@ -195,6 +200,7 @@ def optimize_cmd(
     loaded = load_task(task)
     target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
     run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
+    devices = parse_gpus(gpus) if gpus is not None else ()
     options = SessionOptions(
         arch=arch,
         torch_compile=torch_compile,
@@ -202,6 +208,7 @@ def optimize_cmd(
         proposer=proposer,
         seed=seed,
         store_path=store,
+        gpus=devices,
         llm_overrides=llm_overrides(
             llm_model,
             llm_base_url,
@@ -214,6 +221,8 @@ def optimize_cmd(
     config = SearchConfig(
         strategy=strategy,
         profile_margin=profile_margin,
+        # one evaluation compiling while each GPU times one: every GPU of the pool stays busy
+        parallel_evaluations=max(SearchConfig.parallel_evaluations, len(devices) + 1),
         budgets=Budgets(
             max_evaluations=evaluations,
             max_seconds=minutes * 60,

@@ -140,7 +140,11 @@ class Evaluator:
     def prefetch(self, kernels: Sequence[KernelSource]) -> None:
         """Start compiling ``kernels`` that pass screening on the compile pool (see CostFunction.prefetch);
         a later evaluation of one joins its build instead of starting another."""
-        self.compiler.prefetch([k for k in kernels if self._screen(k) is None])
+        self.compiler.prefetch([k for k in kernels if self.passes_screening(k)])
+
+    def passes_screening(self, kernel: KernelSource) -> bool:
+        """Whether static screening lets ``kernel`` be compiled (always, with screening off)."""
+        return self._screen(kernel) is None
 
     def retime(self, kernels: Sequence[KernelSource], rounds: int = 5) -> list[TimingStats]:
         """Interleaved re-timing (A B A B …) of verified kernels, in the given order."""
