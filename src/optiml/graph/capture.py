@@ -661,6 +661,8 @@ def _to_ir(gm: torch.fx.GraphModule, args: list[Any], tensor_slots: list[int], k
                 conv.env[node] = conv.convert(node)
             except UnsupportedOpError as exc:
                 raise UnsupportedOpError(f"{task.path.name}: {exc}") from None
+        elif node.op == "get_attr":  # a tensor the forward built itself (``torch.tensor(0.5)``)
+            conv.env[node] = _tensor_constant(builder, getattr(gm, str(node.target)), task)
         elif node.op == "output":
             result = node.args[0]
             items = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -669,6 +671,19 @@ def _to_ir(gm: torch.fx.GraphModule, args: list[Any], tensor_slots: list[int], k
                     raise UnsupportedOpError(f"{task.path.name}: forward returns a non-tensor")
                 outputs.append(conv.operand(item))
     return Graph(tuple(builder.values), tuple(abi_inputs), tuple(builder.nodes), tuple(outputs), tuple(names))
+
+
+def _tensor_constant(builder: _Builder, tensor: Any, task: Task) -> int:
+    """A constant tensor of the traced graph: a one-element one becomes a scalar constant."""
+    if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or tensor.device.type == "meta":
+        what = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+        raise UnsupportedOpError(
+            f"{task.path.name}: forward builds a constant tensor {what} of its own: no template for it "
+            "(pass it as an input or a parameter)"
+        )
+    dtype = _dtype_name(tensor.dtype)
+    number = tensor.item()
+    return builder.const(number, dtype, tuple(int(s) for s in tensor.shape))
 
 
 def capture_all(task: Task) -> list[Graph]:
