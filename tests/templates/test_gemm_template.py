@@ -481,11 +481,18 @@ struct alignas(16) uint4 { unsigned x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 // kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(grid, block, smem, stream)(kernel, args)
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
 struct emu_launch {
-  unsigned g, b;
+  unsigned g, gy, b;
   size_t s;
-  emu_launch(unsigned g_, unsigned b_, size_t s_, cudaStream_t) : g(g_), b(b_), s(s_) {}
-  template <class K, class... A> void operator()(K kernel, A... args) { emu_launcher{g, b, s}(kernel, args...); }
+  emu_launch(unsigned g_, unsigned b_, size_t s_, cudaStream_t) : g(g_), gy(1), b(b_), s(s_) {}
+  emu_launch(dim3 g_, unsigned b_, size_t s_, cudaStream_t) : g(g_.x), gy(g_.y), b(b_), s(s_) {
+    if (g_.z != 1) { fprintf(stderr, "EMU: 3-D grids are not modelled\n"); exit(5); }
+  }
+  template <class K, class... A> void operator()(K kernel, A... args) { emu_launcher{g, b, s, gy}(kernel, args...); }
 };
 // mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32, from the PTX ISA's fragment layouts: A(row, k) is half
 // (k & 1) of register (row >= 8) + 2 (k >= 8) of lane (row % 8) * 4 + (k % 8) / 2; B(k, col) is half

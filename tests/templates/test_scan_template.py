@@ -398,13 +398,21 @@ static void emu_run_block(unsigned b, unsigned nt) {
 struct emu_launcher {
   unsigned grid, block;
   size_t smem;
+  unsigned grid_y = 1;  // a 2-D grid: blocks (x, y), x fastest
   template <class K, class... A> void operator()(K kernel, A... args) {
     if (smem > sizeof(emu_dyn_smem)) { fprintf(stderr, "EMU: %zu B of shared memory\n", smem); exit(4); }
-    if (block == 0 || block > 1024 || block % 32 || grid == 0) { fprintf(stderr, "EMU: bad launch\n"); exit(5); }
+    if (block == 0 || block > 1024 || block % 32 || grid == 0 || grid_y == 0) {
+      fprintf(stderr, "EMU: bad launch\n");
+      exit(5);
+    }
     emu_dyn_bytes = smem;
-    gridDim.x = grid; blockDim.x = block; gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1;
+    gridDim.x = grid; gridDim.y = grid_y; blockDim.x = block; gridDim.z = blockDim.y = blockDim.z = 1;
     emu_body = [=]() { kernel(args...); };
-    for (unsigned b = 0; b < grid; ++b) emu_run_block(b, block);
+    for (unsigned y = 0; y < grid_y; ++y) {
+      blockIdx.y = y;
+      for (unsigned b = 0; b < grid; ++b) emu_run_block(b, block);
+    }
+    blockIdx.y = 0;
   }
 };
 #define EMU_LAUNCH(kernel, grid, block, smem, stream) \

@@ -54,22 +54,27 @@ class Layout:
 
 
 def layout_of(prog: RowProgram) -> Layout:
-    rd = sorted(prog.rdims)
+    """The reduced dims as at most two runs, each indexed with one stride per operand.
+
+    Adjacent reduced dims form a run, and a run is cut where an operand stops or starts covering
+    it (``mean(x * y[:, None])`` over both dims of ``x``: ``y`` is indexed along the outer dim
+    and broadcast along the inner one), so every operand either spans a run or is broadcast
+    over all of it (stride 0)."""
+    covers = [leaf.domain_dims() for leaf in prog.leaves]
     runs: list[list[int]] = []
-    for d in rd:
-        if runs and runs[-1][-1] == d - 1:
+    for d in sorted(prog.rdims):
+        joins = runs and runs[-1][-1] == d - 1 and all((d in dims) == (d - 1 in dims) for dims in covers)
+        if joins:
             runs[-1].append(d)
         else:
             runs.append([d])
     if len(runs) > 2:
-        raise TemplateError(f"{prog.group.describe()}: reductions over more than two separate runs of dims")
+        raise TemplateError(
+            f"{prog.group.describe()}: reductions over more than two runs of dims (counting the cuts where "
+            "an operand is broadcast over part of a run)"
+        )
     r2 = tuple(runs[-1]) if runs else ()
     r1 = tuple(runs[0]) if len(runs) == 2 else ()
-    for leaf in prog.leaves:
-        dims = leaf.domain_dims()
-        for run in (r1, r2):
-            if run and dims & set(run) and not set(run) <= dims:
-                raise TemplateError(f"{prog.group.describe()}: an operand broadcasts inside a reduced run of dims")
     inner = bool(r2) and r2[-1] == prog.n - 1
     return Layout(prog.kdims, r1, r2, inner)
 
