@@ -249,7 +249,7 @@ def test_optimize_rejects_a_bad_profile_margin_before_touching_the_gpu(tmp_path:
     store = tmp_path / "runs.db"
     args = ["optimize", str(ROOT / "tasks" / "silu.py"), "--profile-margin", "-1", "--store", str(store)]
     result = runner.invoke(app, args)
-    assert result.exit_code == 2 and "profile_margin must be a finite number >= 0" in result.output
+    assert result.exit_code == 2 and "--profile-margin must be a number >= 0" in result.output
     assert not store.exists()
 
 

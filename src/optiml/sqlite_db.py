@@ -22,6 +22,8 @@ class SqliteDatabase:
     def __init__(self, path: str | Path, schema: str) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a folder, not a run store file (SQLite; default .optiml/runs.db)")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)

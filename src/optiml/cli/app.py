@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -14,7 +16,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from optiml import __version__
-from optiml.errors import OptimlError
+
+try:  # the click that typer runs on: its own copy since typer 0.2x, the click package before
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer
+    import click  # type: ignore[no-redef]
+from optiml.errors import ConfigError, OptimlError
 
 
 class _FlagOption(typer.core.TyperOption):
@@ -54,6 +61,45 @@ class Command(typer.core.TyperCommand):
 class Group(typer.core.TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_help(super().get_params(ctx))
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """As click's, but a usage error (unknown option, bad or missing value) is one red line, like
+        every other error, instead of typer's boxed message and usage block."""
+        extra["windows_expand_args"] = windows_expand_args
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `optiml` alone: the help, as before
+            err_console.print(exc.ctx.get_help(), highlight=False, markup=False)
+            sys.exit(exc.exit_code)
+        except click.exceptions.UsageError as exc:
+            err_console.print(f"[red]error:[/red] {escape(usage_line(exc))}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.ClickException as exc:
+            err_console.print(f"[red]error:[/red] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("[yellow]aborted[/yellow]")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_line(exc: click.exceptions.UsageError) -> str:
+    """``Missing argument 'KERNEL'; usage: optiml eval [OPTIONS] TASK KERNEL (`optiml eval --help`)``."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    if exc.ctx is None:
+        return message
+    usage = " ".join(exc.ctx.get_usage().split()).removeprefix("Usage:").strip()
+    return f"{message}; usage: {usage} (`{exc.ctx.command_path} --help` for more)"
 
 
 class _App(typer.Typer):
@@ -116,6 +162,21 @@ def check_output(path: Path, *, force: bool | None = None) -> Path:
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise OptimlError(f"{path}: not writable (permission denied)")
     return path
+
+
+def require_at_least(option: str, value: int | None, least: int = 1, what: str = "") -> None:
+    """A whole-number flag below ``least`` (None: not given) is one line naming the flag."""
+    if value is not None and value < least:
+        raise ConfigError(f"{option} must be at least {least}{f' ({what})' if what else ''}, got {value}")
+
+
+def require_number(option: str, value: float | None, *, positive: bool = True, unit: str = "") -> None:
+    """A number flag that is NaN, infinite, negative or (``positive``) zero is one line naming the flag."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "a positive number" if positive else "a number >= 0"
+        raise ConfigError(f"{option} must be {bound}{f' ({unit})' if unit else ''}, got {value:g}")
 
 
 def write_output(path: Path, text: str) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from optiml.cli.app import app, console, err_console, reports_errors
+from optiml.cli.app import app, console, err_console, reports_errors, require_at_least, require_number
 from optiml.cli.gpus import parse_gpus
 from optiml.errors import OptimlError
 
@@ -43,8 +43,8 @@ def bench_cmd(
     from optiml.bench.metrics import markdown, suite_metrics
     from optiml.bench.runner import REPORT, STATE
 
-    if evaluations < 1 or minutes <= 0:
-        raise OptimlError("--evals must be at least 1 and --minutes positive")
+    require_at_least("--evals", evaluations, what="evaluations per task")
+    require_number("--minutes", minutes, unit="minutes per task")
     paths = discover_suite(suite, tasks)
     target = out or Path(f"bench-{Path(suite).stem or 'suite'}")
     if target.exists() and not target.is_dir():

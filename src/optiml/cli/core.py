@@ -22,9 +22,10 @@ from optiml.cli.app import (
     console,
     err_console,
     reports_errors,
+    require_at_least,
     write_output,
 )
-from optiml.errors import NoGPUError, OptimlError
+from optiml.errors import NoGPUError, OptimlError, StoreError
 
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?(?:e\d+)?)\s*(?P<unit>[kmgt]?)b?", re.IGNORECASE)
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -117,6 +118,7 @@ def eval_cmd(
 
     if compile_only and torch_compile:
         raise OptimlError("--compile-only builds the kernel only; --compile (timing torch.compile) needs a full run")
+    require_at_least("--seeds", seeds, what="verification trials on the default shape set")
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     if compile_only:
@@ -220,10 +222,13 @@ def export_cmd(
     check_output(request.out, force=force)
     if form == "cu":
         check_output(data_path(request.out), force=force)
+    if store.is_dir():
+        raise StoreError(f"{store}: is a folder; --store takes the run store file (default {DEFAULT_STORE})")
     verification = find_verification(store, loaded, source)
     if verification is None and not unverified:
+        holds = "does not exist, so it holds" if not store.exists() else "holds"
         raise OptimlError(
-            f"{kernel}: the run store {store} holds no verified evaluation of this kernel (digest {source.digest}) "
+            f"{kernel}: the run store {store} {holds} no verified evaluation of this kernel (digest {source.digest}) "
             f"for {loaded.shown}; verify it (`optiml optimize {loaded.shown} --kernel {kernel}`, with --store if "
             "you use another store) or pass --unverified to export it labelled UNVERIFIED"
         )

@@ -27,11 +27,13 @@ from optiml.cli.app import (
     err_console,
     llm_overrides,
     reports_errors,
+    require_at_least,
+    require_number,
     write_output,
 )
 from optiml.cli.generate import generate_root_for
 from optiml.cli.gpus import parse_gpus
-from optiml.errors import OptimlError
+from optiml.errors import ConfigError, OptimlError, StoreError
 
 if TYPE_CHECKING:
     from optiml.llm import LLMClient
@@ -197,6 +199,9 @@ def optimize_cmd(
     from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
 
+    _check_search_flags(evaluations, minutes, proposer, strategy=strategy)
+    require_number("--budget-usd", budget_usd, positive=False, unit="USD")
+    require_number("--profile-margin", profile_margin, positive=False)
     loaded = load_task(task)
     target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
     run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
@@ -286,8 +291,10 @@ def resume_cmd(
     from optiml.store import RunStore
     from optiml.task import load_task
 
+    _check_search_flags(evaluations, minutes, proposer)
     if out is not None:
         check_output(out)
+    _require_store(store)  # opening a missing store would create an empty one
     with RunStore(store) as run_store:
         run = run_store.get_run(run_id)
         loaded = load_task(run.task_path)
@@ -335,8 +342,7 @@ def runs_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
     from optiml.search import list_runs
     from optiml.store import RunStore
 
-    if not store.exists():
-        raise OptimlError(f"{store}: no run store yet (run `optiml optimize` first)")
+    _require_store(store)
     with RunStore(store) as run_store:
         console.print(render_runs(list_runs(run_store)))
 
@@ -357,14 +363,31 @@ def show_cmd(
 
     if kernel_out is not None:
         check_output(kernel_out)
-    if not store.exists():
-        raise OptimlError(f"{store}: no run store yet (run `optiml optimize` first)")
+    _require_store(store)
     with RunStore(store) as run_store:
         path = best_path(run_store, run_id)
     console.print(render_run_path(path, load_run_spend(store, path.run.id)))
     if kernel_out is not None:
         write_output(kernel_out, path.best_kernel.to_file_text())
         console.print(f"best kernel written to {kernel_out}", highlight=False)
+
+
+def _check_search_flags(evaluations: int | None, minutes: float | None, proposer: str, strategy: str = "") -> None:
+    """The budgets and choices of optimize and resume, named by their flags, before anything is loaded."""
+    from optiml.search.config import STRATEGIES
+    from optiml.session import PROPOSER_CHOICES
+
+    require_at_least("--evals", evaluations, what="the evaluation budget, the root included")
+    require_number("--minutes", minutes, unit="minutes")
+    if strategy and strategy not in STRATEGIES:
+        raise ConfigError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    if proposer not in PROPOSER_CHOICES:
+        raise ConfigError(f"--proposer {proposer!r}: choose one of {', '.join(PROPOSER_CHOICES)}")
+
+
+def _require_store(store: Path) -> None:
+    if not store.exists():
+        raise StoreError(f"{store}: no run store yet (run `optiml optimize` first, or pass --store)")
 
 
 def _interruptible(run: Callable[[], T], store: Path) -> T:

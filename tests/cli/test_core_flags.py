@@ -1,0 +1,48 @@
+"""optiml.cli.core: eval's --seeds and export's --store are checked and named in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optiml.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK = str(ROOT / "tasks" / "silu.py")
+KERNEL = str(ROOT / "tasks" / "silu.naive.cu")
+runner = CliRunner()
+
+
+def one_line_error(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in output, output
+    return lines[0]
+
+
+@pytest.mark.parametrize("seeds", ["0", "-1"])
+@pytest.mark.parametrize("mode", [[], ["--compile-only"]])
+def test_eval_refuses_fewer_than_one_seed(seeds: str, mode: list[str]) -> None:
+    result = runner.invoke(app, ["eval", TASK, KERNEL, "--seeds", seeds, *mode])
+    assert result.exit_code == 2
+    assert f"--seeds must be at least 1 (verification trials on the default shape set), got {seeds}" in (
+        one_line_error(result.output)
+    )
+
+
+def test_export_with_a_folder_as_the_store_is_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "x.py"
+    result = runner.invoke(app, ["export", TASK, KERNEL, "-o", str(out), "--store", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "is a folder; --store takes the run store file" in one_line_error(result.output)
+    assert not out.exists()
+
+
+def test_export_says_when_the_store_does_not_exist(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    result = runner.invoke(app, ["export", TASK, KERNEL, "-o", str(tmp_path / "x.py"), "--store", str(store)])
+    assert result.exit_code == 2
+    line = one_line_error(result.output)
+    assert f"the run store {store} does not exist, so it holds no verified evaluation" in line
+    assert "--unverified" in line and not store.exists()

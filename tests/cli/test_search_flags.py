@@ -1,0 +1,72 @@
+"""optiml.cli.search: optimize's and resume's flags are checked first and named in one line; resume,
+runs and show never create a run store they were not given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optiml.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK = str(ROOT / "tasks" / "silu.py")
+runner = CliRunner()
+
+
+def one_line_error(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in output, output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--evals", "0"], "--evals must be at least 1 (the evaluation budget, the root included), got 0"),
+        (["--evals", "-5"], "--evals must be at least 1"),
+        (["--minutes", "0"], "--minutes must be a positive number (minutes), got 0"),
+        (["--minutes", "-1"], "--minutes must be a positive number (minutes), got -1"),
+        (["--minutes", "nan"], "--minutes must be a positive number (minutes), got nan"),
+        (["--budget-usd", "-1"], "--budget-usd must be a number >= 0 (USD), got -1"),
+        (["--profile-margin", "-0.5"], "--profile-margin must be a number >= 0, got -0.5"),
+        (["--strategy", "beam"], "--strategy 'beam': choose one of mcts, greedy, best-of-n"),
+        (["--proposer", "magic"], "--proposer 'magic': choose one of auto, heuristic, llm, mix"),
+    ],
+)
+def test_optimize_names_the_bad_flag_before_loading_anything(tmp_path: Path, flags: list[str], expected: str) -> None:
+    store = tmp_path / "runs.db"
+    result = runner.invoke(app, ["optimize", str(tmp_path / "missing.py"), *flags, "--store", str(store)])
+    assert result.exit_code == 2
+    assert expected in one_line_error(result.output)  # the flag, not the missing task: checked first
+    assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--evals", "0"], "--evals must be at least 1"),
+        (["--minutes", "-2"], "--minutes must be a positive number"),
+        (["--proposer", "magic"], "--proposer 'magic'"),
+    ],
+)
+def test_resume_names_the_bad_flag(tmp_path: Path, flags: list[str], expected: str) -> None:
+    result = runner.invoke(app, ["resume", "some-run", *flags, "--store", str(tmp_path / "runs.db")])
+    assert result.exit_code == 2 and expected in one_line_error(result.output)
+
+
+@pytest.mark.parametrize("command", [["resume", "some-run"], ["show", "some-run"], ["runs"]])
+def test_a_missing_store_is_one_line_and_stays_missing(tmp_path: Path, command: list[str]) -> None:
+    store = tmp_path / "sub" / "runs.db"
+    result = runner.invoke(app, [*command, "--store", str(store)])
+    assert result.exit_code == 2
+    assert "no run store yet" in one_line_error(result.output)
+    assert not store.exists() and not store.parent.exists()  # resume used to create an empty one
+
+
+@pytest.mark.parametrize("command", [["resume", "some-run"], ["show", "some-run"], ["runs"], ["report", "some-run"]])
+def test_a_folder_given_as_the_store_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--store", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"{tmp_path}: is a folder, not a run store file" in one_line_error(result.output)
