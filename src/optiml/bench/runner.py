@@ -6,7 +6,9 @@ are timed on the same GPU. The compile cache is shared. After every task the who
 ``bench.json`` (rows and metrics) and ``bench.md`` — is rewritten, so a killed bench loses at most
 the task in flight; running the same command again skips the tasks already recorded. A task that
 fails (an op with no template, a broken reference, out of memory, a hang) becomes a row with its
-reason and never stops the suite.
+reason and never stops the suite; an error of the machine (no GPU visible, no usable nvcc) stops it
+with that error and records no row for the task it hit, so the same command runs it once the machine
+is fixed.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from optiml.bench.metrics import BenchRow, markdown, suite_metrics
-from optiml.errors import OptimlError
+from optiml.errors import NoGPUError, OptimlError, ToolchainError
 
 STATE = "bench.json"
 REPORT = "bench.md"
+#: Errors that say the machine cannot run any task (no GPU, no nvcc): they stop the suite, leaving no row.
+MACHINE_ERRORS = (NoGPUError, ToolchainError)
 
 #: Runs one task on one GPU's worker and returns its row (the default drives `optimize`'s offline path).
 TaskJob = Callable[[Path, Any, int | None], BenchRow]
@@ -94,6 +98,7 @@ def run_bench(
     make_worker = make_worker or _worker_for
     stop = stop or threading.Event()
     lock = threading.Lock()
+    fatal: list[OptimlError] = []
     rows = dict(done)
     started = time.time()
 
@@ -106,8 +111,17 @@ def run_bench(
         if on_row is not None:
             on_row(row)
 
+    def halt(exc: OptimlError) -> None:
+        with lock:
+            fatal.append(exc)
+        stop.set()
+
     def serve(gpu: int | None) -> None:
-        worker = make_worker(gpu)
+        try:
+            worker = make_worker(gpu)
+        except OptimlError as exc:  # no worker for this GPU: the suite cannot run here as asked
+            halt(exc)
+            return
         try:
             while not stop.is_set():
                 try:
@@ -117,6 +131,9 @@ def run_bench(
                 begin = time.perf_counter()
                 try:
                     row = job(path, worker, gpu)
+                except MACHINE_ERRORS as exc:  # the machine, not the task: no row, so a rerun runs it
+                    halt(exc)
+                    return
                 except Exception as exc:  # a pathological task is a row, never the end of the suite
                     row = BenchRow(task=path.stem, file=str(path), status="failed", reason=_one_line(exc))
                 row.gpu = gpu
@@ -138,6 +155,8 @@ def run_bench(
     except KeyboardInterrupt:
         stop.set()
         raise
+    if fatal:  # what was recorded stays in the state file; the tasks not recorded run on the next attempt
+        raise fatal[0]
     return [rows[p.resolve()] for p in paths if p.resolve() in rows]
 
 

@@ -22,7 +22,10 @@ def discover_suite(spec: str, only: str | None = None) -> list[Path]:
     else:
         files = sorted(Path(p) for p in glob.glob(spec) if p.endswith(".py"))
     if not files:
-        raise OptimlError(f"{spec}: no task files (give a folder of KernelBench files, a glob, or a list file)")
+        missing = ": no such folder or file" if not path.exists() and not glob.has_magic(spec) else ""
+        raise OptimlError(
+            f"{spec}: no task files{missing} (give a folder of KernelBench files, a glob, or a list file)"
+        )
     if only:
         patterns = [p.strip() for p in only.split(",") if p.strip()]
         files = [f for f in files if any(fnmatch.fnmatch(f.stem, p) or p in f.stem for p in patterns)]
@@ -33,8 +36,17 @@ def discover_suite(spec: str, only: str | None = None) -> list[Path]:
 
 def _list_file(path: Path) -> list[Path]:
     """One task path a line (relative to the list file); blank lines and ``#`` comments are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise OptimlError(
+            f"{path}: not a list of task files (not UTF-8 text, byte {exc.start}); give a folder of KernelBench "
+            "files, a glob, or a text file with one task path a line"
+        ) from exc
+    except OSError as exc:
+        raise OptimlError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     files = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         entry = line.split("#", 1)[0].strip()
         if not entry:
             continue
