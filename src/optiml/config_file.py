@@ -26,6 +26,8 @@ def read_toml_section(path: Path, section: str, *, required: bool, error: type[E
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise error(f"cannot read {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:  # tomllib decodes the whole file first; TOML is UTF-8
+        raise error(f"cannot read {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     table = data.get(section, {})
     if not isinstance(table, dict):
         raise error(f"{path}: [{section}] must be a table")
