@@ -215,7 +215,7 @@ def adapt_cmd(
         raise OptimlError(f"{code}: cannot read: {exc}") from exc
     client = _llm_client_for(llm_model, llm_base_url, store)
     try:
-        require_gpu()  # before any paid call: the adapted kernel is verified on the GPU
+        require_gpu(no_verify_flag=False)  # before any paid call: the adapted kernel is verified on the GPU
         with make_evaluator(loaded, SessionOptions()) as evaluator:
             outcome = adapt_kernel(
                 source, loaded, client, evaluator, load_generation_config(), store=GenerationStore(store)

@@ -46,7 +46,7 @@ def validate_task_file(path: str | Path, timeout_s: float = 300.0, max_bytes: in
         copy.write_text(task.source, encoding="utf-8")
         limit = [str(max_bytes)] if max_bytes is not None else []
         launch = build_worker_launch(
-            [sys.executable, "-m", "optiml.generate.task_check", copy.name, *limit],
+            [sys.executable, "-c", _ENTRY, copy.name, *limit],
             workdir=workdir,
             limits=ResourceLimits(cpu_seconds=int(timeout_s) * 4 + 30),  # torch uses several threads
             extra_env={"PYTHONPATH": str(Path(optiml.__file__).resolve().parent.parent), "CUDA_VISIBLE_DEVICES": ""},
@@ -67,14 +67,22 @@ def validate_task_file(path: str | Path, timeout_s: float = 300.0, max_bytes: in
         if reply is None:
             tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-4:])
             cause = launch.describe_exit(proc.returncode)
+            verb = "was " if cause.startswith("killed") else ""
             raise TaskError(
-                f"{task.shown}: checking the task failed: the check {cause}" + (f": {tail}" if tail else "")
+                f"{task.shown}: checking the task failed: the check process {verb}{cause} before it replied "
+                "(does the task crash the interpreter or exhaust memory?)" + (f": {tail}" if tail else "")
             )
     if not reply.get("ok"):
         message = str(reply.get("error", "the check failed without a message"))
         raise TaskError(_relocate(message, copy, Path(task.shown)))
     notes = reply.get("notes")
     return TaskCheck(task=task, notes=tuple(str(n) for n in notes) if isinstance(notes, list) else ())
+
+
+#: The check process's entry: ``-m optiml.generate.task_check`` would work too, but as the package
+#: imports this module first, runpy warns on stderr, and that warning became the message of a check
+#: that died without a reply.
+_ENTRY = "import sys; from optiml.generate.task_check import main; main(sys.argv[1:])"
 
 
 def _relocate(message: str, copy: Path, original: Path) -> str:
@@ -106,11 +114,18 @@ def _check(path: str, max_bytes: int | None = None) -> dict[str, object]:
         return {"ok": False, "error": " ".join(str(exc).split())}
     except Exception as exc:  # the task's own code misbehaved in a way check_task did not anticipate
         return {"ok": False, "error": f"{path}: {type(exc).__name__}: {' '.join(str(exc).split())}"}
+    except SystemExit as exc:  # the task called sys.exit() or exit(): a task must not end its process
+        return {"ok": False, "error": f"{path}: the task called sys.exit({exc.code!r}) while it was checked"}
     return {"ok": True, "notes": notes}
 
 
-if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and not sys.argv[2].isdigit()):
+def main(argv: list[str]) -> None:
+    """The check process: one JSON line on stdout (see the module docstring)."""
+    if len(argv) not in (1, 2) or (len(argv) == 2 and not argv[1].isdigit()):
         sys.stderr.write("usage: python -m optiml.generate.task_check TASK_FILE [MAX_BYTES]\n")
         raise SystemExit(2)
-    sys.stdout.write(json.dumps(_check(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else None)) + "\n")
+    sys.stdout.write(json.dumps(_check(argv[0], int(argv[1]) if len(argv) == 2 else None)) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

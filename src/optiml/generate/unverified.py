@@ -12,14 +12,16 @@ from optiml.kernel.source import KernelSource
 from optiml.values import EvalResult, EvalStatus, TimingStats
 
 
-def require_gpu() -> None:
-    """Generation verifies every candidate on a GPU: say so before the first paid LLM call."""
+def require_gpu(no_verify_flag: bool = True) -> None:
+    """Generation verifies every candidate on a GPU: say so before the first paid LLM call. The message
+    offers ``--no-verify`` where the command has it (``no_verify_flag``: generate has, adapt has not)."""
     import torch
 
     if not torch.cuda.is_available():
+        instead = ", or pass --no-verify to only write the LLM's candidates" if no_verify_flag else ""
         raise NoGPUError(
             "no CUDA GPU is visible: generation verifies every candidate on one, so no LLM call was made "
-            "(run on a GPU machine, or pass --no-verify to only write the LLM's candidates)"
+            f"(run on a GPU machine{instead})"
         )
 
 
