@@ -70,3 +70,21 @@ def test_a_folder_given_as_the_store_is_one_line(tmp_path: Path, command: list[s
     result = runner.invoke(app, [*command, "--store", str(tmp_path)])
     assert result.exit_code == 2
     assert f"{tmp_path}: is a folder, not a run store file" in one_line_error(result.output)
+
+
+def test_propose_into_a_file_is_refused_before_proposing(tmp_path: Path) -> None:
+    target = tmp_path / "taken.cu"
+    target.write_text("// mine\n", encoding="utf-8")
+    result = runner.invoke(app, ["propose", TASK, str(ROOT / "tasks" / "silu.naive.cu"), "-o", str(target)])
+    assert result.exit_code == 2
+    assert f"{target}: is a file; -o takes the folder" in one_line_error(result.output)
+    assert target.read_text(encoding="utf-8") == "// mine\n"
+
+
+def test_structural_proposals_for_a_hand_written_kernel_say_why_there_are_none(tmp_path: Path) -> None:
+    kernel = str(ROOT / "tasks" / "silu.naive.cu")
+    args = ["propose", TASK, kernel, "--proposer", "structural", "-o", str(tmp_path / "p")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "is not a template kernel (no OptiML plan marker)" in result.output
+    assert "try --proposer heuristic" in result.output and "Traceback" not in result.output

@@ -70,6 +70,8 @@ def propose_cmd(
 
     if count < 1:
         raise OptimlError(f"-n must be at least 1 (how many proposals), got {count}")
+    if out.exists() and not out.is_dir():
+        raise OptimlError(f"{out}: is a file; -o takes the folder to write the proposals into")
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     client = None
@@ -107,7 +109,17 @@ def propose_cmd(
     if client is not None:
         console.print(_usage_line(client), highlight=False)
     if usable == 0:
-        err_console.print("[red]error:[/red] no usable proposal", highlight=False)
+        why = ""
+        if not proposals and proposer == "structural":
+            from optiml.propose.structural import read_marker
+
+            why = (
+                f": {kernel} is not a template kernel (no OptiML plan marker), which is all the structural "
+                "proposer edits; try --proposer heuristic"
+                if read_marker(source.code) is None
+                else f": the structural proposer found no move from {kernel}'s plan for this task"
+            )
+        err_console.print(f"[red]error:[/red] no usable proposal{escape(why)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
 
 
