@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -69,6 +70,14 @@ def _norm_dims(dims: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(d % max(ndim, 1) for d in dims))
 
 
+@dataclass(frozen=True)
+class _Diagonal:
+    """``diag(v)`` of a vector, not materialised: a factor of a matrix product scales rows or columns."""
+
+    vector: int  # the IR value of v
+    name: str  # the fx node, for messages
+
+
 class _Converter:
     def __init__(self, builder: _Builder) -> None:
         self.b = builder
@@ -79,6 +88,10 @@ class _Converter:
             got = self.env[arg]
             if isinstance(got, tuple):
                 raise UnsupportedOpError(f"multi-output value {arg.name} used directly")
+            if isinstance(got, _Diagonal):
+                raise UnsupportedOpError(
+                    f"no template for a diagonal matrix ({got.name}) used other than as a factor of a matrix product"
+                )
             return int(got)
         if isinstance(arg, (bool, int, float)):
             dtype = "bool" if isinstance(arg, bool) else like_dtype if isinstance(arg, float) else "int64"
@@ -283,6 +296,17 @@ def _scan(op: str) -> Callable[..., Any]:
     return handle
 
 
+def _triangular(op: str) -> Callable[..., Any]:
+    def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        x = c.operand(args[0])
+        if c.b.values[x].type.ndim < 2:
+            raise UnsupportedOpError(f"{label}: needs a matrix (at least two dims)")
+        diagonal = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
+        return c.b.node(op, [x], outs, label, diagonal=int(diagonal))[0]
+
+    return handle
+
+
 def _flip(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
     x = c.operand(args[0])
     ndim = c.b.values[x].type.ndim
@@ -476,9 +500,35 @@ def _matmul(c: _Converter, a_arg: Any, b_arg: Any, batched: bool, out: TensorTyp
 
 def _mm(batched: bool) -> Callable[..., Any]:
     def handle(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        left, right = (c.env.get(a) if isinstance(a, torch.fx.Node) else None for a in args[:2])
+        if isinstance(left, _Diagonal) or isinstance(right, _Diagonal):
+            return _diagonal_product(c, left, right, args, outs[0], label)
         return _matmul(c, args[0], args[1], batched, outs[0], label)
 
     return handle
+
+
+def _diag_embed(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``diag(v)`` / ``diag_embed(v)`` of a vector, kept as a :class:`_Diagonal` for the product it feeds."""
+    v = c.operand(args[0])
+    offset = args[1] if len(args) > 1 else kwargs.get("offset", kwargs.get("diagonal", 0))
+    if c.b.values[v].type.ndim != 1 or offset != 0 or len(args) > 2:
+        raise UnsupportedOpError(f"no template for {label} other than diag(v) of a vector on the main diagonal")
+    return _Diagonal(v, str(args[0]))
+
+
+def _diagonal_product(c: _Converter, left: Any, right: Any, args: Any, out: TensorType, label: str) -> Any:
+    """``diag(v) @ B`` scales B's rows by v; ``A @ diag(v)`` scales A's columns: an element-wise product."""
+    if isinstance(left, _Diagonal) and isinstance(right, _Diagonal):
+        product = TensorType((out.shape[0],), out.dtype)
+        vector = c.b.node("mul", [left.vector, right.vector], [product], label)[0]
+        return _Diagonal(vector, f"{left.name} @ {right.name}")
+    if isinstance(left, _Diagonal):
+        v = left.vector
+        column = TensorType((out.shape[0], 1), c.b.values[v].type.dtype)
+        rows = c.b.node("view", [v], [column], label, shape=column.shape)[0]
+        return c.b.node("mul", [rows, c.operand(args[1])], [out], label)[0]
+    return c.b.node("mul", [c.operand(args[0]), right.vector], [out], label)[0]
 
 
 def _addmm(batched: bool) -> Callable[..., Any]:
@@ -583,6 +633,10 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "cumsum": _scan("cumsum"),
     "cumprod": _scan("cumprod"),
     "flip": _flip,
+    "diag_embed": _diag_embed,
+    "diag": _diag_embed,
+    "triu": _triangular("triu"),
+    "tril": _triangular("tril"),
     "gather": _gather,
     "max_pool1d_with_indices": _max_pool(1),
     "max_pool2d_with_indices": _max_pool(2),
@@ -610,6 +664,7 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     runtime = TaskRunner(task, "meta")
     args = runtime.make_args(0, shape_set)
     model = runtime.build_model(0, shape_set)
+    _refuse_recurrent(model, task)
     state = dict(model.state_dict())
     keys = list(state)
     tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -632,6 +687,19 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
         ) from exc
     gm.graph.eliminate_dead_code()
     return _to_ir(gm, args, tensor_slots, keys, task)
+
+
+def _refuse_recurrent(model: torch.nn.Module, task: Task) -> None:
+    """A recurrent layer (``nn.LSTM``/``GRU``/``RNN``) is refused before tracing: no template runs
+    one, and tracing unrolls it step by step (a 6-layer LSTM over 512 steps took minutes to trace only
+    to stop at the same answer)."""
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.RNNBase):
+            kind = type(module).__name__
+            raise UnsupportedOpError(
+                f"{task.path.name}: no template for aten.{kind.lower()} (the recurrent layer "
+                f"{name or 'Model'} = nn.{kind}): configure an LLM, or write a kernel with `optiml init-kernel`"
+            )
 
 
 def _to_ir(gm: torch.fx.GraphModule, args: list[Any], tensor_slots: list[int], keys: list[str], task: Task) -> Graph:

@@ -80,7 +80,11 @@ BINARY = {
     "xlogy",
 }
 TERNARY = {"where", "clamp"}
-POINTWISE = UNARY | BINARY | TERNARY
+#: element-wise on a matrix's (row, column): ``triu``/``tril`` keep the elements on and above / below
+#: diagonal ``diagonal`` (attr) of the last two dims; only kernels that know each element's row and
+#: column render them (the GEMM epilogue)
+TRIANGULAR = {"triu", "tril"}
+POINTWISE = UNARY | BINARY | TERNARY | TRIANGULAR
 REDUCE = {"sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all"}
 VIEW = {"view", "expand"}
 SCAN = {"cumsum", "cumprod"}
@@ -89,7 +93,9 @@ MATMUL = {"matmul"}
 CONV = {"conv"}
 
 #: ATen op name → canonical pointwise name, where they differ only by name.
-ATEN_POINTWISE = {name: name for name in POINTWISE if name not in ("identity", "cast", "div_trunc", "div_floor")}
+ATEN_POINTWISE = {
+    name: name for name in POINTWISE - TRIANGULAR if name not in ("identity", "cast", "div_trunc", "div_floor")
+}
 ATEN_POINTWISE.update(
     {
         "clamp_min": "clamp",

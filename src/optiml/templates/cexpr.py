@@ -81,6 +81,8 @@ def pointwise(node: Node, args: Sequence[str], arg_types: Sequence[str], ctype: 
     ``arg_types`` are the operands' types.
     """
     op = node.op
+    if op in ("triu", "tril"):
+        raise TemplateError(f"{op} needs each element's row and column: it fuses only into a matrix product's epilogue")
     a = args[0] if args else ""
     b = args[1] if len(args) > 1 else ""
     real = ctype in ("float", "double")

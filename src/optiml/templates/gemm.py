@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optiml.graph.ir import Graph, Node
+from optiml.graph.ops import TRIANGULAR
 from optiml.graph.sizes import SizeResolver
 from optiml.templates import gemm_mma, gemm_wgmma
 from optiml.templates.base import (
@@ -229,7 +230,11 @@ class Epilogue:
             args = [self._expr(i, out) for i in node.inputs]
             types = [arith_type(self.g.type(i).dtype) for i in node.inputs]
             ctype = arith_type(self.g.type(out).dtype)
-            self.lines.append(f"const {ctype} e{out} = {pointwise(node, args, types, ctype)};")
+            if node.op in TRIANGULAR:
+                expr = self._triangular(node, args[0], ctype)
+            else:
+                expr = pointwise(node, args, types, ctype)
+            self.lines.append(f"const {ctype} e{out} = {expr};")
             self.names[out] = f"e{out}"
         self.outputs: list[tuple[int, str]] = []  # (output index, C value)
         for k, vid in enumerate(group.outputs):
@@ -237,6 +242,15 @@ class Epilogue:
             if name is None:
                 raise TemplateError(f"gemm: output value {vid} is not computed by the kernel")
             self.outputs.append((k, name))
+
+    def _triangular(self, node: Node, x: str, ctype: str) -> str:
+        """``triu``/``tril`` of the product's own matrices: element (m, n) of output row r = batch * M + m."""
+        out = node.outputs[0]
+        if not self.p.has_n or any(g.type(out).shape[-2:] != g.type(self.p.out).shape[-2:] for g in self.graphs):
+            raise TemplateError(f"gemm: {node.op} of a value whose last two dims are not the product's (M, N)")
+        diagonal = int(node.attr("diagonal", 0))
+        keep = ">=" if node.op == "triu" else "<="
+        return f"((n - (r % P.M)) {keep} (int64_t)({diagonal}) ? ({x}) : ({ctype})0)"
 
     def _storage(self, vid: int) -> int:
         while vid in self.aliases:

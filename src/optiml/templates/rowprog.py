@@ -155,9 +155,18 @@ class RowProgram:
                 self.frames[out] = frame if frame is not None else self._default_frame(out)
 
     def _view_frame(self, node: Node) -> DMap:
+        """The view's output frame from its input's. A view of a value from outside the kernel (an
+        input, or a value recomputed here) whose output spans the domain's rank works the other way:
+        the output is laid out like the domain, and the input's non-size-1 dims follow the output's
+        in order (``exp(a).view(N, 1)``: ``a`` runs along domain dim 0, not right-aligned to dim 1)."""
         src, out = node.inputs[0], node.outputs[0]
-        src_frame = self.frames.get(src) or self._default_frame(src)
         src_shape, out_shape = self.g.type(src).shape, self.g.type(out).shape
+        if src not in self.frames and src not in self.inside and len(out_shape) == self.n:
+            out_frame = tuple(range(self.n))
+            it = iter([m for m, s in zip(out_frame, out_shape, strict=True) if s != 1])
+            self.frames[src] = tuple(next(it, -1) if s != 1 else -1 for s in src_shape)
+            return out_frame
+        src_frame = self.frames.get(src) or self._default_frame(src)
         real = [m for m, s in zip(src_frame, src_shape, strict=True) if s != 1]
         it = iter(real)
         return tuple(next(it, -1) if s != 1 else -1 for s in out_shape)
