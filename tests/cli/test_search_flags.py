@@ -88,3 +88,31 @@ def test_structural_proposals_for_a_hand_written_kernel_say_why_there_are_none(t
     assert result.exit_code == 1
     assert "is not a template kernel (no OptiML plan marker)" in result.output
     assert "try --proposer heuristic" in result.output and "Traceback" not in result.output
+
+
+def test_resume_without_a_gpu_stops_before_the_search_and_records_nothing(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from optiml.kernel.source import KernelSource
+    from optiml.search import SearchConfig
+    from optiml.store import RunStore
+    from optiml.task import load_task
+
+    task, store = load_task(TASK), tmp_path / "runs.db"
+    with RunStore(store) as runs:
+        root = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+        run = runs.create_run(
+            task_name=task.name,
+            task_path=str(task.path),
+            task_digest=task.digest,
+            strategy="greedy",
+            config_json=SearchConfig().to_json(),
+            root=root,
+        )
+    result = runner.invoke(
+        app, ["resume", run.id, "--store", str(store), "--no-profile", "-o", str(tmp_path / "best.cu")]
+    )
+    assert result.exit_code != 0 and "no CUDA GPU is visible" in one_line_error(result.output)
+    with RunStore(store) as runs:
+        assert runs.edits(run.id) == [] and runs.nodes(run.id) == []  # the search never started

@@ -327,20 +327,23 @@ def resume_cmd(
             store_path=store,
             llm_overrides=llm_overrides(llm_model, llm_base_url),
         )
-        with open_session(loaded, options, run_label=run_id) as session, LiveView(console) as view:
-            outcome = _interruptible(
-                lambda: resume_search(
-                    run_store,
-                    run_id,
-                    session.costs,
-                    session.proposers,
-                    session.profiler,
-                    view,
-                    task=loaded,
-                    budgets=budgets,
-                ),
-                store,
-            )
+        with open_session(loaded, options, run_label=run_id) as session:
+            with console.status("preparing the task: inputs, reference outputs, reference timing"):
+                session.evaluator.prepare()  # no GPU, a broken reference: fail here, before the search resumes
+            with LiveView(console) as view:
+                outcome = _interruptible(
+                    lambda: resume_search(
+                        run_store,
+                        run_id,
+                        session.costs,
+                        session.proposers,
+                        session.profiler,
+                        view,
+                        task=loaded,
+                        budgets=budgets,
+                    ),
+                    store,
+                )
     console.print(render_summary(outcome, load_run_spend(store, outcome.run_id)))
     write_output(target, outcome.best_kernel.to_file_text())
     console.print(f"best kernel written to [bold]{target}[/bold]")
