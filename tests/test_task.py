@@ -103,6 +103,11 @@ def test_missing_file(tmp_path: Path) -> None:
         load_task(tmp_path / "nope.py")
 
 
+def test_a_folder_is_not_a_task_file(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="is a folder; give a task file"):
+        load_task(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("edit", "phrase"),
     [

@@ -159,6 +159,8 @@ def load_task(path: str | Path) -> Task:
     :func:`optiml.task_runtime.check_task`.
     """
     file = Path(path)
+    if file.is_dir():
+        raise TaskError(f"{file}: is a folder; give a task file (a KernelBench-format .py), or `optiml bench` a folder")
     if not file.is_file():
         raise TaskError(f"{file}: no such task file")
     try:
