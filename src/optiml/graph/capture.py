@@ -682,11 +682,28 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     except UnsupportedOpError:
         raise
     except Exception as exc:
+        if "mutating a non-functional tensor" in str(exc):  # functionalize's internal assert, said plainly
+            held = ", ".join(_plain_tensor_attributes(model)) or "a tensor the model holds"
+            raise UnsupportedOpError(
+                f"{task.path.name}: Model.forward writes in place into {held}, a tensor that is neither an "
+                "input, a parameter nor a buffer: no kernel owns that state (register it as a buffer, or "
+                "pass it as an input)"
+            ) from exc
         raise UnsupportedOpError(
             f"{task.path.name}: tracing Model.forward on the meta device failed: {type(exc).__name__}: {exc}"
         ) from exc
     gm.graph.eliminate_dead_code()
     return _to_ir(gm, args, tensor_slots, keys, task)
+
+
+def _plain_tensor_attributes(model: torch.nn.Module) -> list[str]:
+    """``self.<name>`` of every tensor a module holds as a plain attribute (not a parameter or buffer)."""
+    return [
+        f"self.{prefix}{'.' if prefix else ''}{key}"
+        for prefix, module in model.named_modules()
+        for key, value in vars(module).items()
+        if isinstance(value, torch.Tensor) and not key.startswith("_")
+    ]
 
 
 def _refuse_recurrent(model: torch.nn.Module, task: Task) -> None:

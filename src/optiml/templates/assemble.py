@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -180,6 +181,8 @@ def _unit(plan: Plan, configs: Sequence[GroupConfig], codes: list[KernelCode], r
             f"const int64_t ws_off_g{group.index} = ws_total; ws_total += (({code.workspace_bytes}) + 255) / 256 * 256;"
         )
     sized = bool(regions) or any(code.workspace_bytes != "0" for code in codes)
+    if sized:
+        layout = _inputs_only(layout, plan)
     checks = [f"if (n_inputs != {len(g.inputs)} || n_outputs != {len(g.outputs)}) return -1;"]
     for k, vid in enumerate(g.inputs):
         value = g.value(vid)
@@ -205,9 +208,6 @@ def _unit(plan: Plan, configs: Sequence[GroupConfig], codes: list[KernelCode], r
     forward += ["  return optiml_check_launch();", "}"]
     lines += forward
     if sized:
-        text = "\n".join(layout)
-        if "outputs[" in text:
-            raise TemplateError("the workspace size depends on an output's shape (no input dim matches it)")
         lines += [
             "OPTIML_EXPORT size_t optiml_workspace_bytes(const optiml_tensor* inputs, int n_inputs) {",
             "  (void)n_inputs; void* workspace = nullptr;",
@@ -216,6 +216,31 @@ def _unit(plan: Plan, configs: Sequence[GroupConfig], codes: list[KernelCode], r
             "}",
         ]
     return "\n".join(lines) + "\n"
+
+
+_OUTPUT_DIM = re.compile(r"outputs\[(\d+)\]\.shape\[(\d+)\]")
+
+
+def _inputs_only(layout: list[str], plan: Plan) -> list[str]:
+    """The workspace layout with every output dim it names re-expressed over the inputs (a dim of
+    the same size at every shape set, else a constant): ``optiml_workspace_bytes`` sees no outputs,
+    and it and ``optiml_forward`` must lay the workspace out alike. A GEMM's split-K workspace sized
+    by its M = the batch names the output's dim 0 where the input's dim 0 is the same size."""
+    if not any("outputs[" in line for line in layout):
+        return layout
+    from_inputs = SizeResolver(list(plan.graphs), inputs_only=True)
+    g = plan.graph
+
+    def over_inputs(match: re.Match[str]) -> str:
+        return from_inputs.dim(g.outputs[int(match.group(1))], int(match.group(2)))
+
+    try:
+        layout = [_OUTPUT_DIM.sub(over_inputs, line) for line in layout]
+    except TemplateError:
+        layout = []
+    if not layout or any("outputs[" in line for line in layout):
+        raise TemplateError("the workspace size depends on an output's shape (no input dim matches it)")
+    return layout
 
 
 def read_marker(code: str) -> list[GroupConfig] | None:
