@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.test_cli_help_and_paths import one_line_error
 from typer.testing import CliRunner
 
 from optiml.cli import app
@@ -13,12 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TASK = str(ROOT / "tasks" / "silu.py")
 KERNEL = str(ROOT / "tasks" / "silu.naive.cu")
 runner = CliRunner()
-
-
-def one_line_error(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in output, output
-    return lines[0]
 
 
 @pytest.mark.parametrize("seeds", ["0", "-1"])

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from test_gemm_template import EMULATED, emulated_library, needs_gxx, run_emulated
+from emulated_tasks import emulator_mismatches, planned, write_task
+from test_gemm_template import needs_gxx
 
 from optiml.graph.capture import UnsupportedOpError, capture_all
-from optiml.task import Task, load_task
-from optiml.templates.kernels import TemplateKernels
-from optiml.templates.plan import make_plan
+from optiml.task import Task
 
 TASK = """import torch
 import torch.nn as nn
@@ -41,9 +39,7 @@ CASES = {
 
 
 def _task(folder: Path, name: str, body: str, b_shape: str) -> Task:
-    path = folder / f"{name}.py"
-    path.write_text(TASK.format(body=body, b_shape=b_shape))
-    return load_task(path)
+    return write_task(folder, name, TASK.format(body=body, b_shape=b_shape))
 
 
 def test_a_diagonal_factor_becomes_an_element_wise_product(tmp_path: Path) -> None:
@@ -60,18 +56,9 @@ def test_a_diagonal_matrix_used_otherwise_is_a_one_line_error(tmp_path: Path) ->
 
 @needs_gxx
 def test_diagonal_products_match_torch_on_the_emulator(tmp_path: Path) -> None:
-    from optiml.evaluate.runtime import TaskRuntime
-
-    tasks = [_task(tmp_path, name, *spec) for name, spec in CASES.items()]
     units = []
-    for task in tasks:
-        kernels = TemplateKernels(task, make_plan(list(capture_all(task))), EMULATED)
-        units.append(kernels.render(kernels.default()).code)
-    library = emulated_library(tmp_path / "emu", units)
-    for k, task in enumerate(tasks):
-        runtime = TaskRuntime(task, "cpu")
-        for shape_set in range(task.num_shape_sets):
-            case = runtime.case(3 + shape_set, shape_set)
-            (got,) = run_emulated(library, k, case.abi_inputs, case.expected)
-            want = case.expected[0].double().numpy().reshape(-1)
-            assert np.allclose(got, want, rtol=1e-5, atol=1e-5), f"{task.name} shape set {shape_set}"
+    for name, spec in CASES.items():
+        kernels = planned(_task(tmp_path, name, *spec))
+        units.append((kernels.task, "default", kernels.render(kernels.default()).code))
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=3, tol=1e-5)
+    assert not failures, "\n".join(failures)

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from test_gemm_template import EMULATED, emulated_library, needs_gxx, run_emulated
+from emulated_tasks import emulator_mismatches, planned, write_task
+from test_gemm_template import needs_gxx
 
 from optiml.errors import TemplateError
-from optiml.graph.capture import capture_all
-from optiml.task import Task, load_task
+from optiml.task import Task
 from optiml.templates.base import GroupConfig
-from optiml.templates.kernels import TemplateKernels
-from optiml.templates.plan import make_plan
 
 TASK = """import torch
 import torch.nn as nn
@@ -51,48 +48,27 @@ CONFIGS = [
 
 
 def _task(folder: Path, name: str, body: str, inputs: str) -> Task:
-    path = folder / f"{name}.py"
-    path.write_text(TASK.format(body=body, inputs=inputs))
-    return load_task(path)
-
-
-def _kernels(task: Task) -> TemplateKernels:
-    return TemplateKernels(task, make_plan(list(capture_all(task))), EMULATED)
+    return write_task(folder, name, TASK.format(body=body, inputs=inputs))
 
 
 def test_the_triangle_fuses_into_the_product(tmp_path: Path) -> None:
     task = _task(tmp_path, "triu", *CASES["triu"])
-    assert _kernels(task).describe().startswith("gemm[matmul triu]")
+    assert planned(task).describe().startswith("gemm[matmul triu]")
 
 
 @needs_gxx
 def test_triangles_of_products_match_torch_on_the_emulator(tmp_path: Path) -> None:
-    from optiml.evaluate.runtime import TaskRuntime
-
-    tasks = [_task(tmp_path, name, body, inputs) for name, (body, inputs) in CASES.items()]
-    units, plan = [], []
-    for task in tasks:
-        kernels = _kernels(task)
+    units = []
+    for name, (body, inputs) in CASES.items():
+        kernels = planned(_task(tmp_path, name, body, inputs))
         default = kernels.default()
         for config in [default[0], *CONFIGS]:
-            units.append(kernels.render([config, *default[1:]]).code)
-            plan.append((task, config))
-    library = emulated_library(tmp_path / "emu", units)
-    failures = []
-    for k, (task, config) in enumerate(plan):
-        runtime = TaskRuntime(task, "cpu")
-        for shape_set in range(task.num_shape_sets):
-            case = runtime.case(5 + shape_set, shape_set)
-            (got,) = run_emulated(library, k, case.abi_inputs, case.expected)
-            want = case.expected[0].double().numpy().reshape(-1)
-            if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
-                failures.append(
-                    f"{task.name} {config.label()} shape set {shape_set}: max error {np.nanmax(np.abs(got - want))}"
-                )
+            units.append((kernels.task, config.label(), kernels.render([config, *default[1:]]).code))
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=5, tol=1e-4)
     assert not failures, "\n".join(failures)
 
 
 def test_a_triangle_of_an_input_is_refused_in_one_line(tmp_path: Path) -> None:
     task = _task(tmp_path, "triu_input", "torch.triu(a) + b", "torch.randn(M, N), torch.randn(M, N)")
     with pytest.raises(TemplateError, match="triu needs each element's row and column"):
-        _kernels(task).render(_kernels(task).default())
+        planned(task).render(planned(task).default())

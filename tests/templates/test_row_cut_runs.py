@@ -11,16 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from test_gemm_template import EMULATED, emulated_library, needs_gxx, run_emulated
+from emulated_tasks import emulator_mismatches, planned, write_task
+from test_gemm_template import needs_gxx
 
 from optiml.errors import TemplateError
-from optiml.graph.capture import capture_all
-from optiml.task import Task, load_task
 from optiml.templates.base import GroupConfig
-from optiml.templates.kernels import TemplateKernels
-from optiml.templates.plan import make_plan
 
 HINGE = """import torch
 import torch.nn as nn
@@ -97,43 +93,19 @@ VARIANTS = {
 }
 
 
-def _task(folder: Path, name: str, text: str) -> Task:
-    path = folder / f"{name}.py"
-    path.write_text(text)
-    return load_task(path)
-
-
-def _kernels(task: Task) -> TemplateKernels:
-    return TemplateKernels(task, make_plan(list(capture_all(task))), EMULATED)
-
-
 @needs_gxx
 def test_a_run_is_cut_where_an_operand_is_broadcast_and_every_variant_matches_torch(tmp_path: Path) -> None:
-    from optiml.evaluate.runtime import TaskRuntime
-
-    tasks = [_task(tmp_path, "hinge", HINGE), _task(tmp_path, "channel_weighted", CHANNEL_WEIGHTED)]
-    units, plan = [], []
-    for task in tasks:
-        kernels = _kernels(task)
+    units = []
+    for name, text in (("hinge", HINGE), ("channel_weighted", CHANNEL_WEIGHTED)):
+        kernels = planned(write_task(tmp_path, name, text))
         default = kernels.default()
-        for config in [default[0], *VARIANTS[task.name]]:
-            units.append(kernels.render([config, *default[1:]]).code)
-            plan.append((task, config))
-    library = emulated_library(tmp_path / "emu", units)
-    failures = []
-    for k, (task, config) in enumerate(plan):
-        runtime = TaskRuntime(task, "cpu")
-        for shape_set in range(task.num_shape_sets):
-            case = runtime.case(11 + shape_set, shape_set)
-            got = run_emulated(library, k, case.abi_inputs, case.expected)
-            for g, want in zip(got, case.expected, strict=True):
-                ref = want.double().numpy().reshape(-1)
-                if not np.allclose(g, ref, rtol=1e-4, atol=1e-4):
-                    failures.append(f"{task.name} {config.label()} shape set {shape_set}: {g[:4]} vs {ref[:4]}")
+        for config in [default[0], *VARIANTS[name]]:
+            units.append((kernels.task, config.label(), kernels.render([config, *default[1:]]).code))
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=11, tol=1e-4)
     assert not failures, "\n".join(failures)
 
 
 def test_cuts_that_would_make_three_runs_are_still_refused_in_one_line(tmp_path: Path) -> None:
-    task = _task(tmp_path, "three_runs", THREE_RUNS)
+    task = write_task(tmp_path, "three_runs", THREE_RUNS)
     with pytest.raises(TemplateError, match="more than two runs of dims"):
-        _kernels(task).default()
+        planned(task).default()

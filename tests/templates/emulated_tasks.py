@@ -1,0 +1,48 @@
+"""Small tasks written for a test, planned into template units and checked against torch on the CPU emulator."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from test_gemm_template import EMULATED, emulated_library, run_emulated
+
+from optiml.graph.capture import capture_all
+from optiml.task import Task, load_task
+from optiml.templates.kernels import TemplateKernels
+from optiml.templates.plan import make_plan
+
+
+def write_task(folder: Path, name: str, text: str) -> Task:
+    path = folder / f"{name}.py"
+    path.write_text(text)
+    return load_task(path)
+
+
+def planned(task: Task) -> TemplateKernels:
+    """The task's plan with the emulator's device facts (few SMs)."""
+    return TemplateKernels(task, make_plan(list(capture_all(task))), EMULATED)
+
+
+def emulator_mismatches(folder: Path, units: Sequence[tuple[Task, str, str]], seed: int, tol: float) -> list[str]:
+    """Run each ``(task, label, source)`` at every shape set of its task on seeded inputs; one line per
+    output that differs from torch beyond ``tol`` (absolute and relative), naming unwritten elements."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    library = emulated_library(folder, [code for _, _, code in units])
+    failures = []
+    for k, (task, label, _) in enumerate(units):
+        runtime = TaskRuntime(task, "cpu")
+        for shape_set in range(task.num_shape_sets):
+            case = runtime.case(seed + shape_set, shape_set)
+            got = run_emulated(library, k, case.abi_inputs, case.expected)
+            for g, want in zip(got, case.expected, strict=True):
+                ref = want.double().numpy().reshape(-1)
+                if not np.allclose(g, ref, rtol=tol, atol=tol):
+                    unwritten = int(np.isnan(g).sum())
+                    failures.append(
+                        f"{task.name} {label} shape set {shape_set}: max error {np.nanmax(np.abs(g - ref))}, "
+                        f"{unwritten} unwritten"
+                    )
+    return failures
