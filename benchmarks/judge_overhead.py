@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,23 +31,27 @@ from typing import Any
 import torch
 from result_file import write_result
 
+from optiml.evaluate import harness as harness_module
+from optiml.evaluate import judge as judge_module
 from optiml.evaluate.abi import KernelLibrary
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
-from optiml.evaluate.harness import verification_plan
+from optiml.evaluate.harness import Peaks, evaluate_candidate, verification_plan
 from optiml.evaluate.inprocess import CandidateRunner
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.evaluate.timing import DeviceTimer, StopRule, run_trials
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
-from optiml.values import TimingStats
+from optiml.values import EvalResult, TimingStats
 
 ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("load", "verify", "time", "recheck")
 
 
 def judge_side(task_path: Path, kernel: KernelSource, config: EvalConfig, repeats: int) -> dict[str, Any]:
+    """The Evaluator's path. Repeats go to the worker directly: the Evaluator itself would reuse the
+    first verdict for an equal binary and time nothing."""
     task = load_task(task_path)
     with Evaluator(task, config) as evaluator:
         start = time.perf_counter()
@@ -55,17 +60,17 @@ def judge_side(task_path: Path, kernel: KernelSource, config: EvalConfig, repeat
         prepared = evaluator.worker.request(
             {"op": "prepare", "task": str(task.path), "config": config.to_dict()}, timeout_s=600
         )
-        runs = []
+        so_path = evaluator.compiler.compile(kernel).so_path
+        runs, details = [], []
         for _ in range(repeats):
-            evaluator.incumbent = None  # every repeat times in full (no early stop against itself)
-            result = evaluator.evaluate(kernel)
+            reply = evaluator.worker.request(
+                {"op": "evaluate", "task": str(task.path), "so": so_path, "config": config.to_dict(), "peaks": {}},
+                timeout_s=config.timeout_s,
+            )
+            result = EvalResult.from_dict(reply["evaluation"])
             assert result.ok and result.timing is not None, result.message
             runs.append(result)
-        so_path = evaluator.compiler.compile(kernel).so_path
-        raw = evaluator.worker.request(  # the worker's own report: calibration and the candidate's claimed time
-            {"op": "evaluate", "task": str(task.path), "so": so_path, "config": config.to_dict(), "peaks": {}},
-            timeout_s=config.timeout_s,
-        )
+            details.append(reply.get("judge"))
         fresh = evaluator.evaluate(KernelSource(kernel.code + f"\n// fresh {uuid.uuid4().hex}\n"))
     worker_s = [sum(r.phase_seconds.get(p, 0.0) for p in PHASES) for r in runs]
     return {
@@ -83,7 +88,50 @@ def judge_side(task_path: Path, kernel: KernelSource, config: EvalConfig, repeat
         "trials": [r.timing.trials for r in runs if r.timing],
         "stop": [r.timing.stop for r in runs if r.timing],
         "reference_ms": {k: v.median_ms for k, v in runs[0].reference.items()},
-        "judge_detail": raw.get("judge"),
+        "judge_detail": details[-1],
+    }
+
+
+def slowdown_side(task_path: Path, so_path: str, config: EvalConfig, repeats: int) -> dict[str, Any]:
+    """Where the candidate process's kernel loses time against the in-process run: the judge in this
+    process, its timed calls as they are and with one step left out (diagnostics, not a verdict).
+
+    * ``judge``: as evaluations run (fresh contents written by the judge, L2 flushed, before each call);
+    * ``no_fill``: the inputs keep the first fill's contents (no write by the judge's context between calls);
+    * ``no_flush``: the judge's L2 flush skipped (the device is still synchronised).
+    Each gives the judge's median and the candidate stream's own events (``claimed``)."""
+    runtime = TaskRuntime(load_task(task_path), "cuda")
+    runtime.settle(config.base_seed)
+    real_fill, real_before = harness_module.FreshInputs.fill, judge_module.Judge.before_call
+    remembered: dict[int, Any] = {}
+
+    def fill_once(self: Any, buffers: Any) -> Any:
+        if id(self) not in remembered:
+            remembered[id(self)] = real_fill(self, buffers)
+        return remembered[id(self)]
+
+    def synchronise_only(self: Any) -> None:
+        torch.cuda.synchronize(self.device)
+
+    variants = {"judge": {}, "no_fill": {"fill": fill_once}, "no_flush": {"before_call": synchronise_only}}
+    rows: dict[str, dict[str, list[float]]] = {v: {"judge_ms": [], "claimed_ms": []} for v in variants}
+    with tempfile.TemporaryDirectory() as workdir:
+        judge = judge_module.Judge(torch.device("cuda"), Path(workdir))
+        try:
+            for _ in range(repeats):
+                for name, patch in variants.items():
+                    harness_module.FreshInputs.fill = patch.get("fill", real_fill)
+                    judge_module.Judge.before_call = patch.get("before_call", real_before)
+                    judged = evaluate_candidate(judge, runtime, so_path, config, Peaks(), None)
+                    assert judged.result.ok and judged.result.timing is not None, judged.result.message
+                    rows[name]["judge_ms"].append(judged.result.timing.median_ms)
+                    rows[name]["claimed_ms"].append(judged.judge["claimed_stream_ms"])
+        finally:
+            harness_module.FreshInputs.fill, judge_module.Judge.before_call = real_fill, real_before
+            judge.close()
+    return {
+        name: {key: statistics.median(values) for key, values in row.items()} | {"runs": row}
+        for name, row in rows.items()
     }
 
 
@@ -118,8 +166,14 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*", default=["silu", "softmax", "layernorm", "matmul"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_overhead.json")
+    parser.add_argument("--commit", default=None, help="default: git rev-parse --short HEAD")
     args = parser.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    commit = (
+        args.commit
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+    )
     compiler = Compiler(CompilerConfig())
     config = EvalConfig()
     rows: dict[str, Any] = {}
@@ -133,17 +187,18 @@ def main() -> int:
         rows[name] = {
             "judge": judge,
             "in_process": inproc,
+            "slowdown": slowdown_side(task_path, compiled.so_path, config, args.repeats),
             "extra_s_per_evaluation": round(judge["evaluation_s_median"] - inproc["evaluation_s_median"], 4),
             "time_ratio_judge_over_in_process": judge["median_ms"] / inproc["median_ms"],
         }
         print(name, rows[name], flush=True)
-        write_result(args.out, "judge_overhead", commit.stdout.strip(), config=config.to_dict(), tasks=rows)
+        write_result(args.out, "judge_overhead", commit, config=config.to_dict(), tasks=rows)
     fulls = [r["judge"]["fresh_full_evaluation_s"] for r in rows.values() if r["judge"]["fresh_full_evaluation_s"]]
     summary = {
         "median_fresh_full_evaluation_s": statistics.median(fulls) if fulls else None,
         "median_extra_s_per_evaluation": statistics.median(r["extra_s_per_evaluation"] for r in rows.values()),
     }
-    write_result(args.out, "judge_overhead", commit.stdout.strip(), config=config.to_dict(), tasks=rows, **summary)
+    write_result(args.out, "judge_overhead", commit, config=config.to_dict(), tasks=rows, **summary)
     print(summary)
     return 0
 

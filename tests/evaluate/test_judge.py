@@ -9,6 +9,7 @@ would — and one rewrites the candidate process's own Python from a static cons
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import textwrap
@@ -103,6 +104,8 @@ KERNELS = {
         int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
           usleep(20000); axpy(in, out); return 0;
         }""",
+    "slow_honest": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws,"
+    " size_t wb, void* s) { usleep(2000); axpy(in, out); return 0; }",
     # class 3: a cache keyed on the first input element (cheap content key)
     "content_cache": """
         static float key_x = -1.f, key_y = -1.f; static float* saved = 0; static int64_t saved_n = 0;
@@ -247,3 +250,21 @@ def test_calibration_is_measured_on_a_process_of_the_judges_own(judge: Judge) ->
     calibration = judge.calibration()
     assert calibration.calls >= 40
     assert 0 < calibration.host_ms < 50 and calibration.host_spread_ms >= 0
+
+
+def test_a_calibration_taken_under_another_load_cannot_turn_an_honest_kernel_into_a_fake(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    """The cached round trip was measured while the machine was busier (10 ms): removing it leaves
+    the honest 2 ms kernel at ~0 ms, below its 1 ms floor. The judge re-calibrates before a verdict."""
+    judge.recalibrate()
+    stale = dataclasses.replace(judge.calibration(), host_ms=10.0, event_ms=10.0)
+    judge._calibration = stale  # what a calibration under another process's load looks like
+    bytes_moved = 3 * 4099 * 4  # the timed shape set: two inputs and one output of N floats
+    floor = Peaks(bandwidth=bytes_moved / 1e-3)  # 1 ms
+    config = dataclasses.replace(CONFIG, stream_slack_ms=50.0)
+    judged = evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None)
+    assert judged.result.status is EvalStatus.OK, judged.result.message
+    assert judged.result.timing is not None and judged.result.timing.median_ms > 1.0
+    assert any(w.startswith("suspect:") for w in judged.result.warnings)
+    assert judge.calibration() is not stale and judge.calibration().host_ms < 10.0

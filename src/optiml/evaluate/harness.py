@@ -241,8 +241,29 @@ def time_candidate(
     incumbent: TimingStats | None = None,
 ) -> tuple[TimingStats, dict[str, Any]]:
     """Time on the judge's clock with the calibrated round trip removed; see the module docstring.
-    Returns the timing and what the judge knows about it (calibration, the candidate's own claim)."""
-    calibration = session.judge.calibration()
+    Returns the timing and what the judge knows about it (calibration, the candidate's own claim).
+
+    A judge time far above the candidate stream's own events is work outside the given stream, but
+    only once a fresh calibration (the device's load may have changed) and a second series agree."""
+    stats, detail = _time_series(session, runtime, config, incumbent, session.judge.calibration())
+    if _outside_stream(stats, detail, config):
+        stats, detail = _time_series(session, runtime, config, incumbent, session.judge.recalibrate())
+        if _outside_stream(stats, detail, config):
+            raise CandidateFailure(
+                EvalStatus.INTEGRITY,
+                f"work ran outside the given stream: the judge measured {stats.median_ms:.3f} ms per call "
+                f"but the given stream's own events only {detail['claimed_stream_ms']:.3f} ms",
+            )
+    return stats, detail
+
+
+def _time_series(
+    session: CandidateSession,
+    runtime: TaskRuntime,
+    config: EvalConfig,
+    incumbent: TimingStats | None,
+    calibration: Calibration,
+) -> tuple[TimingStats, dict[str, Any]]:
     bench = TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + 7777)
     threads = session.process.thread_count()
     rule = StopRule(
@@ -256,20 +277,17 @@ def time_candidate(
     if session.process.thread_count() > threads:
         raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
     stats = TimingStats.from_samples(samples.event_ms, samples.host_ms, stop=samples.stop)
-    inner = statistics.median(samples.inner_ms)
     detail = {
         "calibration": asdict(calibration),
-        "claimed_stream_ms": inner,
+        "claimed_stream_ms": statistics.median(samples.inner_ms),
         "claimed_host_us": median_phases(samples.claims),
     }
-    slack = config.stream_slack_ms + JUDGE_SLACK_MS + max(0.0, calibration.excess_ms)
-    if stats.median_ms > STREAM_FACTOR * inner + slack:
-        raise CandidateFailure(
-            EvalStatus.INTEGRITY,
-            f"work ran outside the given stream: the judge measured {stats.median_ms:.3f} ms per call "
-            f"but the given stream's own events only {inner:.3f} ms",
-        )
     return stats, detail
+
+
+def _outside_stream(stats: TimingStats, detail: dict[str, Any], config: EvalConfig) -> bool:
+    slack = config.stream_slack_ms + JUDGE_SLACK_MS + max(0.0, detail["calibration"]["excess_ms"])
+    return bool(stats.median_ms > STREAM_FACTOR * detail["claimed_stream_ms"] + slack)
 
 
 def evaluate_candidate(
@@ -344,6 +362,7 @@ def _recheck_suspect(session: CandidateSession, runtime: TaskRuntime, config: Ev
     )
     fresh = [(config.base_seed + 500 + i, 0, d) for i, d in enumerate(("normal", "uniform_pm1", "native"))]
     _verify(session, runtime, fresh, result)
+    session.judge.recalibrate()  # the verdict rests on the calibration: take it again, under today's load
     result.timing, judged.judge = time_candidate(session, runtime, config)
     if result.timing.median_ms < config.suspect_margin * result.floor_ms:
         raise CandidateFailure(

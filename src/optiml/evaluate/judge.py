@@ -161,6 +161,12 @@ class Judge:
         end.synchronize()
         return Window(start.elapsed_time(end), host, reply, pending)
 
+    def recalibrate(self) -> Calibration:
+        """A fresh calibration, for a verdict that rests on it: the device's load may have changed
+        since the cached one was taken (another process's work stretches or shrinks every window)."""
+        self._calibration = None
+        return self.calibration()
+
     def calibration(self) -> Calibration:
         """The window around an empty call, in a process of the judge's own (never a candidate's)."""
         if self._calibration is None:
