@@ -27,13 +27,19 @@ def test_optimize_transpose_end_to_end(tmp_path: Path, kernel_cache: Path) -> No
     task = str(TASKS / "transpose.py")
     result = runner.invoke(app, ["optimize", task, "--evals", "8", "--store", str(store), "-o", str(best)])
     assert result.exit_code == 0, result.output
-    assert "offline proposer only" in result.output
-    assert "speedup vs root" in result.output and "speedup vs PyTorch eager" in result.output
+    said = " ".join(result.output.split())  # rich wraps lines at the runner's 80 columns
+    assert "offline proposer only" in said
+    assert "speedup vs root" in said and "speedup vs PyTorch eager" in said
     assert best.is_file() and "optiml_forward" in KernelSource.from_file(best).code
 
     with RunStore(store) as runs:
         [run] = runs.runs()
-        assert run.status == RUN_FINISHED and runs.evaluation_count(run.id) >= 8
+        assert run.status == RUN_FINISHED
+        # transpose's structural space runs out after ~6 nodes (H200, 2026-12-01); else the budget ends it
+        if run.stop_reason.startswith("search space exhausted"):
+            assert runs.evaluation_count(run.id) >= 5
+        else:
+            assert run.stop_reason.startswith("evaluation budget spent") and runs.evaluation_count(run.id) >= 8
         assert runs.retimes(run.id), "the top candidates were re-timed against the root"
         if find_cuda_tool("ncu") is not None:
             profiles = runs.profiles(run.id)
