@@ -79,3 +79,20 @@ def test_the_cli_ends_in_one_line_and_exit_2_without_a_gpu(tmp_path: Path, monke
     assert result.exit_code == 2, result.output
     assert "error: no CUDA GPU is visible" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out" / "bench.json").exists()  # no task was recorded as failed for want of a GPU
+
+
+def test_the_state_says_where_and_when_it_was_measured(tmp_path: Path) -> None:
+    """A suite's figures mean little without the GPU and the date: both are in bench.json and bench.md."""
+    paths = write_tasks(tmp_path / "suite", ["a", "b"])
+    out = tmp_path / "out"
+
+    def job(path: Path, worker: object, gpu: int | None) -> BenchRow:
+        row = verified(path)
+        row.device = "NVIDIA H200"
+        return row
+
+    run_bench(paths, BenchConfig(), out, job=job, make_worker=lambda gpu: object())
+    state = json.loads((out / "bench.json").read_text())
+    assert state["started_at"].startswith("20") and "T" in state["started_at"] and state["optiml"]
+    assert [r["device"] for r in state["rows"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert (out / "bench.md").read_text().startswith("Measured on NVIDIA H200;")

@@ -30,6 +30,7 @@ class BenchRow:
     confirmed: bool = False
     run_id: str = ""
     gpu: int | None = None
+    device: str = ""  # the GPU's name as its worker reports it: every time in the row is from it
     wall_s: float = 0.0
     cost_usd: float = 0.0
 
@@ -82,7 +83,9 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
 
 def markdown(rows: list[BenchRow], metrics: dict[str, Any]) -> str:
     """The per-task table and the suite metrics, as Markdown."""
-    lines = [
+    devices = sorted({r.device for r in rows if r.device})
+    lines = [f"Measured on {', '.join(devices)}; each task's kernel and baselines on one GPU.", ""] if devices else []
+    lines += [
         "| task | status | best ms | eager ms | eager TF32 ms | compile ms | × eager | × eager TF32 | × compile "
         "| roofline | evals |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",

@@ -19,6 +19,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -100,14 +102,18 @@ def run_bench(
     lock = threading.Lock()
     fatal: list[OptimlError] = []
     rows = dict(done)
-    started = time.time()
+    provenance = {
+        "started": time.time(),
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "optiml": _version(),
+    }
 
     def record(path: Path, row: BenchRow) -> None:
         row.file = str(path)
         with lock:
             rows[path.resolve()] = row
             ordered = [rows[p.resolve()] for p in paths if p.resolve() in rows]
-            write_state(out_dir, ordered, config, {"started": started})
+            write_state(out_dir, ordered, config, provenance)
         if on_row is not None:
             on_row(row)
 
@@ -160,6 +166,13 @@ def run_bench(
     return [rows[p.resolve()] for p in paths if p.resolve() in rows]
 
 
+def _version() -> str:
+    try:
+        return metadata.version("optiml")
+    except metadata.PackageNotFoundError:  # run from a source tree (PYTHONPATH=src)
+        return "unknown (not installed)"
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
@@ -193,8 +206,9 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         modes = ("eager", "compile") if config.torch_compile else ("eager",)
         evaluator = Evaluator(task, EvalConfig(reference_modes=modes), compiler=compiler, worker=worker)
         facts = evaluator.prepare()
+        row_device = str(worker.request({"op": "hello"}, timeout_s=60).get("name", ""))
         costs = EvaluationCache(evaluator)  # the root the search starts from is judged once, by the generation
-        row = BenchRow(task=task.name, file=str(path), status="no kernel")
+        row = BenchRow(task=task.name, file=str(path), status="no kernel", device=row_device)
         row.baselines_ms = {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
         row.floor_ms = facts.floor_ms  # bytes / measured bandwidth, and flops / the compute roof
         naive = KernelSource.from_file(task.naive_kernel_path) if task.naive_kernel_path else None

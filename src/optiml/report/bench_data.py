@@ -50,7 +50,7 @@ def load_bench_report(target: Path) -> BenchReport:
     return BenchReport(
         path=path,
         config=config if isinstance(config, dict) else {},
-        started=str(document.get("started", "")),
+        started=str(document.get("started_at") or document.get("started", "")),
         metrics=suite_metrics(list(rows)),
         rows=rows,
     )
