@@ -10,21 +10,18 @@ integers, so every product and sum is exact and the result must match bit for bi
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from test_gemm_template import BF16_MOCK, EXTRAS, GXX, MMA_ASM, _bits, combined, needs_gxx, run_emulated
-from test_permute_template import to_host_code
-from test_scan_template import EMULATOR
+from test_gemm_template import _bits, combined, emulated_library, needs_gxx, run_emulated
 
 from optiml.errors import OptimlError
 from optiml.graph.capture import capture_all
 from optiml.integrity.screen import screen_source
-from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
+from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
 from optiml.templates.base import DeviceFacts, GroupConfig, TemplateError
@@ -384,36 +381,6 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("h_pointwise", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=4)]),
     ("h_depthwise", [GroupConfig.of("direct", threads=128), GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
 ]
-
-
-# What the conv kernels, the batch-norm epilogue and the pool after a conv use beyond the GEMM tests' emulator.
-POOL_INTRINSICS = r"""
-static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
-static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
-static inline uint64_t __umul64hi(uint64_t a, uint64_t b) { return (uint64_t)(((unsigned __int128)a * b) >> 64); }
-static inline float __int_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
-struct alignas(16) int4 { int x, y, z, w; };
-static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-"""
-
-
-def emulated_library(folder: Path, units: list[str]) -> Path:
-    """The units built for the emulator (the GEMM tests' build, plus intrinsics); ``case{k}_forward`` runs unit k."""
-    host = to_host_code(combined(units))
-    host, n = MMA_ASM.subn("emu_mma_bf16(c, a, b);", host)
-    assert n == sum("mma.sync" in u and ".bf16.bf16" in u for u in units)
-    mock = folder / "mock"
-    mock.mkdir(parents=True, exist_ok=True)
-    (mock / "cuda_runtime.h").write_text(EMULATOR + EXTRAS + POOL_INTRINSICS)
-    (mock / "cuda_bf16.h").write_text(BF16_MOCK)
-    cpp, lib = folder / "emu.cpp", folder / "emu.so"
-    cpp.write_text(host)
-    build = subprocess.run(
-        [*GXX, f"-I{mock}", f"-I{include_dir()}", "-o", str(lib), str(cpp)], capture_output=True, text=True, timeout=300
-    )
-    assert build.returncode == 0, build.stderr[-4000:]
-    assert "warning" not in build.stderr, build.stderr[-4000:]
-    return lib
 
 
 def _units(tasks: dict[str, Task], cases: list[tuple[str, list[GroupConfig]]]) -> list[str]:

@@ -480,6 +480,13 @@ struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct alignas(16) int4 { int x, y, z, w; };
+static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+// ... what the conv, batch-norm and pooling kernels use
+static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
+static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
+static inline uint64_t __umul64hi(uint64_t a, uint64_t b) { return (uint64_t)(((unsigned __int128)a * b) >> 64); }
+static inline float __int_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 // kernel<<<grid, block, smem, stream>>>(args) -> emu_launch(grid, block, smem, stream)(kernel, args)
 struct dim3 {
   unsigned x, y, z;

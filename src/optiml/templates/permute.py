@@ -38,6 +38,7 @@ from typing import Any
 
 from optiml.graph.ir import Node
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, Operand, RenderContext, Space, TemplateError
+from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
 
 #: Elements each thread moves in the tiled variant's gather fallback (copy rows, tiny transposes).
 COPY_ELEMENTS_PER_THREAD = 4
@@ -85,18 +86,19 @@ static void {p}_fdiv_init({p}_fdiv<uint64_t>& f, uint64_t d) {{  // requires 1 <
 """
 
 
-def io_struct_code(prefix: str, n_in: int, n_out: int, ctx: RenderContext) -> str:
+def io_struct_code(prefix: str, used: UsedDescriptors, ctx: RenderContext) -> str:
     """``{prefix}_io``: what a kernel of the group receives by value.
 
-    The ABI tensor descriptors (so loaders and storers written against the host names
-    ``inputs[k]``, ``outputs[k]``, ``workspace`` work in device code, see :func:`io_bind`) and the
-    group's operand pointers, evaluated in host code (an operand may live in the workspace at an
-    offset only host code knows).
+    The ABI tensor descriptors its device code names (so loaders and storers written against the
+    host names ``inputs[k]``, ``outputs[k]``, ``workspace`` work in device code, see :func:`io_bind`;
+    renumbered by :func:`~optiml.templates.descriptors.compact_descriptors`) and the group's operand
+    pointers, evaluated in host code (an operand may live in the workspace at an offset only host
+    code knows).
     """
     return f"""\
 struct {prefix}_io {{
-  optiml_tensor in[{n_in}];
-  optiml_tensor out[{n_out}];
+  optiml_tensor in[{used.input_slots}];
+  optiml_tensor out[{used.output_slots}];
   void* ws;
   const void* in_ptr[{max(1, len(ctx.inputs))}];
   void* out_ptr[{max(1, len(ctx.outputs))}];
@@ -138,16 +140,14 @@ def device_context(ctx: RenderContext, compute: str | None = None) -> RenderCont
     )
 
 
-def io_fill_host(prefix: str, n_in: int, n_out: int, ctx: RenderContext) -> list[str]:
-    """Host statements declaring ``{prefix}_args`` (a ``{prefix}_io``) filled from the ABI arguments."""
+def io_fill_host(prefix: str, counts: tuple[int, int], used: UsedDescriptors, ctx: RenderContext) -> list[str]:
+    """Host statements declaring ``{prefix}_args`` (a ``{prefix}_io``) filled from the ABI arguments;
+    ``counts`` are the task's ABI input and output counts (checked), ``used`` the descriptors copied."""
     p = prefix
-    lines = [
-        f"  if (n_inputs < {n_in} || n_outputs < {n_out}) return -1;",
-        f"  {p}_io {p}_args;",
-        f"  for (int {p}_i = 0; {p}_i < {n_in}; ++{p}_i) {p}_args.in[{p}_i] = inputs[{p}_i];",
-        f"  for (int {p}_i = 0; {p}_i < {n_out}; ++{p}_i) {p}_args.out[{p}_i] = outputs[{p}_i];",
-        f"  {p}_args.ws = workspace;",
-    ]
+    n_in, n_out = counts
+    lines = [f"  if (n_inputs < {n_in} || n_outputs < {n_out}) return -1;", f"  {p}_io {p}_args;"]
+    lines += [f"  {line}" for line in used.fill(f"{p}_args")]
+    lines.append(f"  {p}_args.ws = workspace;")
     lines += [f"  {p}_args.in_ptr[{k}] = (const void*)({op.ptr});" for k, op in enumerate(ctx.inputs)]
     lines += [f"  {p}_args.out_ptr[{k}] = (void*)({op.ptr});" for k, op in enumerate(ctx.outputs)]
     return lines
@@ -209,7 +209,6 @@ class PermuteTemplate:
         if ndim > 8:
             raise TemplateError(f"permute: rank {ndim} > OPTIML_MAX_DIMS")
         p = ctx.prefix
-        n_in, n_out = io_counts(group)
         rank = max(ndim, 1)
         # A plain copy moves elements in their storage type (exact for any dtype); fused element-wise
         # code computes in the compute type.
@@ -223,19 +222,21 @@ class PermuteTemplate:
         else:
             tile, rows = 0, 0
             threads, ept = int(config.get("threads")), 1
+        kernels = [_gather_code(p, dctx, threads, ept)]
+        if tile:
+            kernels.append(_transpose_code(p, dctx, tile, rows, max(rank - 2, 1)))
+        kernel_code, used = compact_descriptors("\n".join(kernels))
         device = [
             f"// ---- {p}: permute {perm} {config.label()} ----",
-            io_struct_code(p, n_in, n_out, ctx),
+            io_struct_code(p, used, ctx),
             fast_div_code(p),
             _collapse_code(p),
-            _gather_code(p, dctx, threads, ept),
+            kernel_code,
+            _launcher_code(p, rank, threads, ept, tile, rows),
         ]
-        if tile:
-            device.append(_transpose_code(p, dctx, tile, rows, max(rank - 2, 1)))
-        device.append(_launcher_code(p, rank, threads, ept, tile, rows))
         host = [
             f"{{  // {p}: permute {perm} {config.label()}",
-            *io_fill_host(p, n_in, n_out, ctx),
+            *io_fill_host(p, io_counts(group), used, ctx),
             f"  const int64_t {p}_sizes[{rank}] = {{{', '.join(sizes)}}};",
             f"  static const int {p}_perm[{rank}] = {{{perm_c}}};",
             f"  const int {p}_err = {p}_launch({p}_sizes, {p}_perm, {p}_args, stream);",

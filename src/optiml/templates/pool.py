@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, RenderContext, Space, TemplateError
+from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
 from optiml.templates.permute import (
     device_context,
     fast_div_code,
@@ -242,6 +243,7 @@ class _Renderer:
         if self.pool.op == "avg_pool" and self.ct not in ("float", "double"):
             raise TemplateError(f"pool: average pooling computes in float or double, not {self.ct}")
         self.n_in, self.n_out = io_counts(group)
+        self.used = UsedDescriptors()  # the descriptors the device code names, set by render()
         self.dctx = device_context(ctx, self.ct)  # loads and stores in device code
 
     # -- window code shared by the variants ------------------------------------------------------
@@ -626,7 +628,7 @@ static int {p}_launch(int64_t planes, const int64_t* isz, const int64_t* osz, co
         lines = [
             f"{{  // {p}: {pool.op} {sp}-D kernel={pool.kernel} stride={pool.stride} padding={pool.padding} "
             f"dilation={pool.dilation} ceil_mode={int(pool.ceil_mode)} {self.config.label()}",
-            *io_fill_host(p, self.n_in, self.n_out, self.ctx),
+            *io_fill_host(p, (self.n_in, self.n_out), self.used, self.ctx),
             f"  const int64_t {p}_planes = {planes};",
             f"  const int64_t {p}_isz[{sp}] = {{{isz}}};",
             f"  const int64_t {p}_osz[{sp}] = {{{osz}}};",
@@ -648,9 +650,17 @@ static int {p}_launch(int64_t planes, const int64_t* isz, const int64_t* osz, co
 
     def render(self) -> KernelCode:
         p, pool, config = self.p, self.pool, self.config
+        if config.variant == "direct":
+            threads, opt = int(config.get("threads")), int(config.get("outputs_per_thread"))
+            kernel, launcher = self.direct_kernel(threads, opt), self.direct_launcher(threads, opt)
+        else:
+            tile_x, tile_y = int(config.get("tile_x")), int(config.get("tile_y"))
+            kernel, smem = self.tile_kernel(tile_x, tile_y)
+            launcher = self.tile_launcher(tile_x, tile_y, smem)
+        kernel, self.used = compact_descriptors(kernel)
         device = [
             f"// ---- {p}: {pool.op} {pool.spatial}-D {config.label()} ----",
-            io_struct_code(p, self.n_in, self.n_out, self.ctx),
+            io_struct_code(p, self.used, self.ctx),
             fast_div_code(p),
             f"""\
 // PyTorch's pooling output size (pooling_output_shape): floor or ceil division, and in ceil mode
@@ -662,14 +672,9 @@ static int64_t {p}_out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64
   return out;
 }}
 """,
+            kernel,
+            launcher,
         ]
-        if config.variant == "direct":
-            threads, opt = int(config.get("threads")), int(config.get("outputs_per_thread"))
-            device += [self.direct_kernel(threads, opt), self.direct_launcher(threads, opt)]
-        else:
-            tile_x, tile_y = int(config.get("tile_x")), int(config.get("tile_y"))
-            code, smem = self.tile_kernel(tile_x, tile_y)
-            device += [code, self.tile_launcher(tile_x, tile_y, smem)]
         return KernelCode(device="\n".join(device), host=self.host())
 
 

@@ -55,6 +55,7 @@ from optiml.templates.base import (
     TemplateError,
     compute_type,
 )
+from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
 
 ROW_BLOCK_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512, 1024), "items": (1, 2, 4, 8, 16)}
 ROW_WARP_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "items": (1, 2, 4, 8)}
@@ -236,8 +237,6 @@ class _Renderer:
         self.op = "+" if kind == "sum" else "*"
         self.ident = f"(({self.T}){0 if kind == 'sum' else 1})"
         self.ndim, self.dim, _, _, _ = _geometry(group)
-        self.n_in = max(1, len(group.graph.inputs))
-        self.n_out = max(1, len(group.graph.outputs))
         self.kind = kind
         if not ctx.inputs or not ctx.outputs:
             raise TemplateError("scan: needs one input and one output operand")
@@ -294,14 +293,14 @@ class _Renderer:
 
     # -- common device code --------------------------------------------------------------------
 
-    def preamble(self, block_scan: bool) -> str:
+    def preamble(self, used: UsedDescriptors, block_scan: bool) -> str:
         text = _PREAMBLE + (_IO_STRUCT if self.use_io else "")
         if block_scan:
             text += _BLOCK_SCAN
         return self.sub(
             text,
-            NI=self.n_in,
-            NO=self.n_out,
+            NI=used.input_slots,
+            NO=used.output_slots,
             KIND=self.kind,
             REV=int(self.reverse),
             EXCL=int(self.exclusive),
@@ -529,7 +528,7 @@ class _Renderer:
         nt, it = int(self.config.get("threads")), int(self.config.get("items", 1))
         snt, sit = int(split_config.get("threads")), int(split_config.get("items"))
 
-        device = [self.preamble(block_scan=True)]
+        device: list[str] = []
         if variant == "row_block":
             device.append(self.row_block_kernel(nt, it))
         elif variant == "row_warp":
@@ -537,6 +536,9 @@ class _Renderer:
         device.append(self.split_kernels(snt, sit))
         if col_config is not None:
             device.append(self.col_kernel(int(col_config.get("threads")), int(col_config.get("unroll"))))
+
+        kernels, used = compact_descriptors("".join(device))
+        device = [self.preamble(used, block_scan=True), kernels]
 
         # Run-time dispatch: few long lines → split kernels (row_split: every contiguous line too);
         # else strided lines → col; else the variant's row kernel.
@@ -570,12 +572,8 @@ class _Renderer:
             f"    {self.out_ctype}* {P}_dst = {self.ctx.outputs[0].ptr};\n",
         ]
         if self.use_io:
-            host += [
-                f"    {P}_io {P}_args;\n",
-                f"    for (int {P}_i = 0; {P}_i < {self.n_in}; ++{P}_i) {P}_args.in[{P}_i] = inputs[{P}_i];\n",
-                f"    for (int {P}_i = 0; {P}_i < {self.n_out}; ++{P}_i) {P}_args.out[{P}_i] = outputs[{P}_i];\n",
-                f"    {P}_args.ws = workspace;\n",
-            ]
+            host += [f"    {P}_io {P}_args;\n", *(f"    {line}\n" for line in used.fill(f"{P}_args"))]
+            host.append(f"    {P}_args.ws = workspace;\n")
         host.append(_branches(branches))
         host.append("  }\n}\n")
         lines_expr = f"(({outer}) * ({inner}))"
