@@ -25,6 +25,7 @@ FAMILIES = {
     "avgpool3d": "pool",
     "batchnorm2d_train": "reduce",
     "broadcast_fma": "pointwise",
+    "channel_concat": "pointwise cat",
     "conv2d": "conv",
     "cosine_similarity_loss": "reduce reduce",
     "cross_entropy": "reduce reduce",

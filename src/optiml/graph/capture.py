@@ -9,6 +9,7 @@ control flow depends on sizes would need one kernel per shape set, which the ABI
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -311,6 +312,41 @@ def _flip(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: 
     x = c.operand(args[0])
     ndim = c.b.values[x].type.ndim
     return c.b.node("flip", [x], outs, label, dims=_norm_dims(args[1], ndim))[0]
+
+
+def _cat(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``torch.cat``: the parts with elements (an empty part adds none), each stored as a tensor."""
+    ndim = len(outs[0].shape)
+    dim = int(args[1] if len(args) > 1 else kwargs.get("dim", 0)) % max(ndim, 1)
+    return _concatenate(c, [c.operand(arg) for arg in args[0]], dim, outs, label)
+
+
+def _stack(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``torch.stack``: each part viewed with a size-1 dim at ``dim``, then concatenated along it."""
+    ndim = len(outs[0].shape)
+    dim = int(args[1] if len(args) > 1 else kwargs.get("dim", 0)) % max(ndim, 1)
+    parts = []
+    for arg in args[0]:
+        part = c.operand(arg)
+        t = c.b.values[part].type
+        shape = (*t.shape[:dim], 1, *t.shape[dim:])
+        parts.append(c.b.node("view", [part], [TensorType(shape, t.dtype)], label, shape=shape)[0])
+    return _concatenate(c, parts, dim, outs, label)
+
+
+def _concatenate(c: _Converter, candidates: list[int], dim: int, outs: list[TensorType], label: str) -> Any:
+    parts = []
+    for part in candidates:
+        value = c.b.values[part]
+        if value.is_const:
+            raise UnsupportedOpError(f"{label}: no template for concatenating a constant")
+        if math.prod(value.type.shape) > 0:
+            parts.append(part)
+    if not parts:
+        raise UnsupportedOpError(f"{label}: every part is empty")
+    if len(parts) == 1:
+        return c.b.node("identity", parts, outs, label)[0]
+    return c.b.node("cat", parts, outs, label, dim=dim)[0]
 
 
 def _gather(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
@@ -638,6 +674,8 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "triu": _triangular("triu"),
     "tril": _triangular("tril"),
     "gather": _gather,
+    "cat": _cat,
+    "stack": _stack,
     "max_pool1d_with_indices": _max_pool(1),
     "max_pool2d_with_indices": _max_pool(2),
     "max_pool3d_with_indices": _max_pool(3),

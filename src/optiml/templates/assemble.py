@@ -75,6 +75,10 @@ class Templates:
             from optiml.templates.permute import PermuteTemplate
 
             return PermuteTemplate()
+        if group.template == "cat":
+            from optiml.templates.cat import CatTemplate
+
+            return CatTemplate()
         if group.template == "gemm":
             from optiml.templates.gemm import GemmTemplate
 

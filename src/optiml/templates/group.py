@@ -22,7 +22,7 @@ class Group:
     """
 
     index: int
-    template: str  # "pointwise" | "reduce" | "scan" | "pool" | "permute"
+    template: str  # "pointwise" | "reduce" | "scan" | "pool" | "permute" | "cat" | "gemm" | "conv"
     nodes: tuple[int, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
