@@ -335,18 +335,72 @@ def _stack(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label:
 
 
 def _concatenate(c: _Converter, candidates: list[int], dim: int, outs: list[TensorType], label: str) -> Any:
-    parts = []
-    for part in candidates:
-        value = c.b.values[part]
-        if value.is_const:
-            raise UnsupportedOpError(f"{label}: no template for concatenating a constant")
-        if math.prod(value.type.shape) > 0:
-            parts.append(part)
+    parts = [part for part in candidates if math.prod(c.b.values[part].type.shape) > 0]
     if not parts:
         raise UnsupportedOpError(f"{label}: every part is empty")
     if len(parts) == 1:
         return c.b.node("identity", parts, outs, label)[0]
     return c.b.node("cat", parts, outs, label, dim=dim)[0]
+
+
+def _slice_of(c: _Converter, x: int, dim: int, start: int, out: TensorType, label: str) -> int:
+    """The range of ``x`` along ``dim`` from ``start``, as long as ``out`` is there (the whole: ``x``)."""
+    if out.shape == c.b.values[x].type.shape:
+        return x
+    return c.b.node("slice", [x], [out], label, dim=dim, start=start)[0]
+
+
+def _slice(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``aten.slice.Tensor(x, dim, start, end, step)``: ``x[..., start:end]`` (step 1 only)."""
+    x = c.operand(args[0])
+    shape = c.b.values[x].type.shape
+    dim = int(args[1] if len(args) > 1 else kwargs.get("dim", 0)) % max(len(shape), 1)
+    start = args[2] if len(args) > 2 else kwargs.get("start")
+    step = args[4] if len(args) > 4 else kwargs.get("step", 1)
+    if step != 1:
+        raise UnsupportedOpError(f"{label}: no template for a slice with step {step}")
+    first = 0 if start is None else int(start)
+    first = min(max(first + shape[dim] if first < 0 else first, 0), shape[dim])
+    return _slice_of(c, x, dim, first, outs[0], label)
+
+
+def _narrow(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    x = c.operand(args[0])
+    shape = c.b.values[x].type.shape
+    dim = int(args[1]) % len(shape)
+    start = int(args[2])
+    return _slice_of(c, x, dim, start + shape[dim] if start < 0 else start, outs[0], label)
+
+
+def _select(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``x.select(dim, i)``: a slice of length 1 at ``i``, viewed without that dim."""
+    x = c.operand(args[0])
+    t = c.b.values[x].type
+    dim = int(args[1]) % len(t.shape)
+    index = int(args[2]) + (t.shape[dim] if int(args[2]) < 0 else 0)
+    one = TensorType((*t.shape[:dim], 1, *t.shape[dim + 1 :]), t.dtype)
+    part = _slice_of(c, x, dim, index, one, label)
+    return c.b.node("view", [part], outs, label, shape=outs[0].shape)[0]
+
+
+def _split(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``split`` / ``split_with_sizes`` / ``chunk`` / ``unbind``: consecutive slices along the dim."""
+    x = c.operand(args[0])
+    t = c.b.values[x].type
+    unbind = label.startswith("aten.unbind")
+    dim = int((args[1] if len(args) > 1 else kwargs.get("dim", 0)) if unbind else
+              (args[2] if len(args) > 2 else kwargs.get("dim", 0))) % max(len(t.shape), 1)  # fmt: skip
+    pieces, start = [], 0
+    for out in outs:
+        if unbind:
+            one = TensorType((*t.shape[:dim], 1, *t.shape[dim + 1 :]), t.dtype)
+            part = _slice_of(c, x, dim, start, one, label)
+            pieces.append(c.b.node("view", [part], [out], label, shape=out.shape)[0])
+            start += 1
+        else:
+            pieces.append(_slice_of(c, x, dim, start, out, label))
+            start += out.shape[dim]
+    return tuple(pieces)
 
 
 def _gather(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
@@ -675,6 +729,12 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "tril": _triangular("tril"),
     "gather": _gather,
     "cat": _cat,
+    "slice": _slice,
+    "narrow": _narrow,
+    "select": _select,
+    "split": _split,
+    "split_with_sizes": _split,
+    "unbind": _split,
     "stack": _stack,
     "max_pool1d_with_indices": _max_pool(1),
     "max_pool2d_with_indices": _max_pool(2),

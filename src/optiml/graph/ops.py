@@ -3,7 +3,8 @@
 Every op the planner can place belongs to one class: ``pointwise`` (fused freely),
 ``reduce`` (over some dims, keepdim or not), ``view`` (no data movement: reshape, unsqueeze,
 squeeze, expand), ``scan``, ``permute`` (a real data movement), ``cat`` (parts of one dtype side by
-side along attr ``dim``), ``pool``, ``gather``, ``const``,
+side along attr ``dim``), ``slice`` (the range of attr ``dim`` from attr ``start``, as long as the output's
+dim: step 1), ``pool``, ``gather``, ``const``,
 ``matmul`` (``torch.matmul`` semantics over stored operands: attrs ``trans_a`` / ``trans_b`` say an
 operand's last two dims are swapped, ``batch`` is the number of output batch dims, into which the
 operands' own batch dims broadcast, right-aligned; a rank-1 operand is a vector), ``conv``
@@ -133,6 +134,6 @@ def op_class(op: str) -> str:
         return "matmul"
     if op in CONV:
         return "conv"
-    if op in ("permute", "gather", "flip", "cat"):
+    if op in ("permute", "gather", "flip", "cat", "slice"):
         return op
     raise KeyError(op)

@@ -75,10 +75,10 @@ class Templates:
             from optiml.templates.permute import PermuteTemplate
 
             return PermuteTemplate()
-        if group.template == "cat":
+        if group.template in ("cat", "slice"):
             from optiml.templates.cat import CatTemplate
 
-            return CatTemplate()
+            return CatTemplate(self.sizes)
         if group.template == "gemm":
             from optiml.templates.gemm import GemmTemplate
 

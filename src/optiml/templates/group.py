@@ -22,7 +22,7 @@ class Group:
     """
 
     index: int
-    template: str  # "pointwise" | "reduce" | "scan" | "pool" | "permute" | "cat" | "gemm" | "conv"
+    template: str  # "pointwise" | "reduce" | "scan" | "pool" | "permute" | "cat" | "slice" | "gemm" | "conv"
     nodes: tuple[int, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]

@@ -136,7 +136,7 @@ class _Planner:
                 cls = op_class(node.op)
             except KeyError as exc:
                 raise TemplateError(f"no template for {node.target or node.op}") from exc
-            if cls in ("scan", "pool", "permute", "flip", "cat"):
+            if cls in ("scan", "pool", "permute", "flip", "cat", "slice"):
                 self._dedicated(node, cls)
             elif cls == "matmul":
                 spec = {"trans_a": bool(node.attr("trans_a", False)), "trans_b": bool(node.attr("trans_b", False))}

@@ -1,0 +1,73 @@
+"""Slices (``x[:, a:b]``, ``chunk``, ``split``, ``narrow``, ``select``, ``unbind``) made contiguous by the
+row-copy kernel, and constant parts of a concatenation, checked against torch on the CPU emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from emulated_tasks import emulator_mismatches, planned, write_task
+from test_gemm_template import needs_gxx
+
+from optiml.errors import OptimlError
+
+TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+{body}
+
+
+def get_inputs():
+    return [torch.randn({x}).to({dtype})]
+
+
+def get_init_inputs():
+    return []
+"""
+
+CASES = [  # body (indented), x shape, dtype
+    ("        a, b = x.chunk(2, dim=-1)\n        return a * torch.sigmoid(b)", "6, 14", "torch.float32"),  # GLU
+    ("        a, b = x.chunk(2, dim=-1)\n        return a * torch.sigmoid(b)", "4, 512", "torch.float32"),  # vectors
+    ("        return x[:, 2:9] * 2", "3, 11, 5", "torch.float32"),
+    ("        return x[:, -3:] + x[:, :3]", "4, 10", "torch.float32"),
+    ("        return x[:, 0] + x[:, 2]", "5, 4, 6", "torch.float32"),  # select
+    (
+        "        a, b = torch.split(x, [3, 5], dim=1)\n        return torch.cat([b, a], dim=1)",
+        "2, 8, 3",
+        "torch.float32",
+    ),
+    ("        a, b, c = x.unbind(0)\n        return a * b + c", "3, 7, 5", "torch.float32"),
+    ("        return x.narrow(1, 1, 4).contiguous()", "3, 9", "torch.int64"),
+    ("        return x[:, 1:5].contiguous()", "3, 40, 8", "torch.float16"),
+    # KernelBench level 1, problem 92: an exclusive cumsum through a concatenated zero column
+    (
+        "        zero = torch.zeros_like(x.select(1, 0).unsqueeze(1))\n"
+        "        return torch.cumsum(torch.cat((zero, x), dim=1)[:, :-1], dim=1)",
+        "6, 33",
+        "torch.float32",
+    ),
+]
+
+
+@needs_gxx
+def test_slices_match_torch_on_the_emulator(tmp_path: Path) -> None:
+    units = []
+    for k, (body, x, dtype) in enumerate(CASES):
+        kernels = planned(write_task(tmp_path, f"slice_{k}", TASK.format(body=body, x=x, dtype=dtype)))
+        assert "slice" in kernels.describe() or "cat" in kernels.describe(), (body, kernels.describe())
+        units.append((kernels.task, body.strip(), kernels.render(kernels.default()).code))
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=13, tol=1e-3)
+    assert not failures, "\n".join(failures)
+
+
+def test_a_strided_slice_is_refused_in_one_line(tmp_path: Path) -> None:
+    task = write_task(
+        tmp_path, "every_other", TASK.format(body="        return x[:, ::2] * 2", x="4, 8", dtype="torch.float32")
+    )
+    with pytest.raises(OptimlError) as caught:
+        planned(task)
+    message = str(caught.value)
+    assert "\n" not in message and "step 2" in message, message
