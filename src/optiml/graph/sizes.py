@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from optiml.errors import TemplateError
 from optiml.graph.ir import Graph
+from optiml.graph.ops import op_class
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,54 @@ class SizeResolver:
                 return f"inputs[{k}].shape[{dim}]"
         if vid in g0.outputs and not self.inputs_only:
             return f"outputs[{g0.outputs.index(vid)}].shape[{dim}]"
-        return self.size(self.values_of(vid, dim), dim, g0.type(vid).ndim)
+        try:
+            return self.size(self.values_of(vid, dim), dim, g0.type(vid).ndim)
+        except TemplateError:
+            derived = self._derived(vid, dim)
+            if derived is None:
+                raise
+            return derived
+
+    def _derived(self, vid: int, dim: int) -> str | None:
+        """An op's output size as its formula over the op's input sizes, where no tensor dim equals it
+        at every shape set: a concatenated dim (the parts' sum), a pooled or convolved spatial dim
+        (PyTorch's output-size rules, ceil mode included), or an element-wise op's operand's size.
+        None for any other size."""
+        node = self.graphs[0].producer(vid)
+        if node is None:
+            return None
+        if op_class(node.op) == "pointwise":  # the size of an operand it has at every shape set
+            values = self.values_of(vid, dim)
+            ndim = self.graphs[0].type(vid).ndim
+            for operand in node.inputs:
+                value = self.graphs[0].value(operand)
+                if not value.is_const and value.type.ndim == ndim and self.values_of(operand, dim) == values:
+                    return self.dim(operand, dim)
+            return None
+        if node.op == "cat":
+            if dim != node.attr("dim"):
+                return self.dim(node.inputs[0], dim)
+            return "(" + " + ".join(f"(int64_t)({self.dim(part, dim)})" for part in node.inputs) + ")"
+        if node.op not in ("max_pool", "avg_pool", "conv"):
+            return None
+        x = node.inputs[0]
+        leading = self.graphs[0].type(x).ndim - int(node.attr("spatial"))
+        i = dim - leading
+        if i < 0:
+            return None
+        size = f"(int64_t)({self.dim(x, dim)})"
+        stride, pad, dilation = (int(node.attr(name)[i]) for name in ("stride", "padding", "dilation"))
+        if node.op == "conv":
+            kernel = f"(int64_t)({self.dim(node.inputs[1], 2 + i)})"
+            if node.attr("transposed"):
+                extra = int(node.attr("output_padding")[i])
+                return f"(({size} - 1) * {stride} - {2 * pad} + {dilation} * ({kernel} - 1) + {extra} + 1)"
+            return f"(({size} + {2 * pad} - {dilation} * ({kernel} - 1) - 1) / {stride} + 1)"
+        span = f"({size} + {2 * pad - dilation * (int(node.attr('kernel')[i]) - 1) - 1})"
+        if not node.attr("ceil_mode"):
+            return f"({span} / {stride} + 1)"
+        up = f"(({span} + {stride - 1}) / {stride} + 1)"  # the last window must start inside the input or padding
+        return f"({up} - (({up} - 1) * {stride} >= {size} + {pad} ? 1 : 0))"
 
     def size(self, values: tuple[int, ...], hint_dim: int = -1, hint_ndim: int = -1) -> str:
         """A C expression equal to ``values[s]`` at shape set ``s``.
