@@ -154,7 +154,40 @@ def render(plan: Plan, configs: Sequence[GroupConfig], facts: DeviceFacts | None
             facts=facts,
         )
         codes.append(template.render(group, config, ctx))
-    return KernelSource(_unit(plan, configs, codes, regions))
+    return KernelSource(_unit(plan, configs, _share_device_code(plan.groups, codes), regions))
+
+
+_TEMPORARY = re.compile(r"\be(\d+)\b")  # an epilogue's local named by its graph value (e1160)
+
+
+def _renumbered_temporaries(code: str) -> str:
+    """``code`` with its value-named locals numbered by first appearance (the same code for another block)."""
+    order: dict[str, int] = {}
+    return _TEMPORARY.sub(lambda m: f"e#{order.setdefault(m[1], len(order))}", code)
+
+
+def _share_device_code(groups: Sequence[Group], codes: list[KernelCode]) -> list[KernelCode]:
+    """A kernel whose device code equals an earlier kernel's but for its prefix launches the earlier
+    kernel's code (its own device code is dropped, its host code renamed): a deep network repeats
+    its blocks, and nvcc's time grows with the kernels a file defines (ResNet-101: 107 kernels)."""
+    defined: dict[str, str] = {}  # device code with its prefix replaced → the prefix that defines it
+    shared = []
+    for group, code in zip(groups, codes, strict=True):
+        own = re.compile(rf"\b{re.escape(group.prefix)}(?![0-9A-Za-z])")  # g8_io, g8:, not g80 or ws_off_g8
+        key = _renumbered_temporaries(own.sub("@", code.device))
+        first = defined.setdefault(key, group.prefix)
+        if first == group.prefix:
+            shared.append(code)
+            continue
+        shared.append(
+            KernelCode(
+                device=f"// {group.prefix}: the same kernel as {first}",
+                host=own.sub(first, code.host),
+                workspace_bytes=own.sub(first, code.workspace_bytes),
+                includes=code.includes,
+            )
+        )
+    return shared
 
 
 def _unit(plan: Plan, configs: Sequence[GroupConfig], codes: list[KernelCode], regions: list[tuple[int, str]]) -> str:
