@@ -36,12 +36,12 @@ def bench_cmd(
     Resumable: the same command continues where a killed run stopped. A failing task is recorded
     with its reason; the suite goes on.
     """
-    from rich.markdown import Markdown
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from optiml.bench import BenchConfig, discover_suite, run_bench
-    from optiml.bench.metrics import markdown, suite_metrics
+    from optiml.bench.metrics import suite_metrics
     from optiml.bench.runner import REPORT, STATE
+    from optiml.cli.views.bench import bench_summary
 
     require_at_least("--evals", evaluations, what="evaluations per task")
     require_number("--minutes", minutes, unit="minutes per task")
@@ -81,7 +81,7 @@ def bench_cmd(
                 f"[yellow]interrupted[/yellow]: run the same command again to continue ({target}/{STATE})"
             )
             raise typer.Exit(130) from None
-    console.print(Markdown(markdown(rows, suite_metrics(rows))))
+    console.print(bench_summary(rows, suite_metrics(rows), console.width))
     console.print(f"written: {target}/{STATE}, {target}/{REPORT}, runs in {target}/runs.db")
 
 
