@@ -1,4 +1,5 @@
-"""optiml.cli.core: eval's --seeds and export's --store are checked and named in one line."""
+"""optiml.cli.core: eval's --seeds, --arch, check-task's --max-bytes and export's --store are checked and named
+in one line."""
 
 from __future__ import annotations
 
@@ -41,3 +42,16 @@ def test_export_says_when_the_store_does_not_exist(tmp_path: Path) -> None:
     line = one_line_error(result.output)
     assert f"the run store {store} does not exist, so it holds no verified evaluation" in line
     assert "--unverified" in line and not store.exists()
+
+
+@pytest.mark.parametrize("args", [["eval", TASK, KERNEL], ["profile", TASK, KERNEL], ["optimize", TASK]])
+def test_an_architecture_nvcc_would_not_take_is_bad_input(args: list[str]) -> None:
+    result = runner.invoke(app, [*args, "--arch", "bogus"])
+    assert result.exit_code == 2, result.output
+    assert "--arch 'bogus': expected an nvcc architecture like sm_90a" in one_line_error(result.output)
+
+
+def test_check_task_refuses_a_byte_budget_of_nothing() -> None:
+    result = runner.invoke(app, ["check-task", TASK, "--max-bytes", "0"])
+    assert result.exit_code == 2
+    assert "--max-bytes '0': must be at least one byte" in one_line_error(result.output)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -177,6 +178,15 @@ def require_number(option: str, value: float | None, *, positive: bool = True, u
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         bound = "a positive number" if positive else "a number >= 0"
         raise ConfigError(f"{option} must be {bound}{f' ({unit})' if unit else ''}, got {value:g}")
+
+
+_ARCH = re.compile(r"(sm|compute)_\d{2,3}[af]?|native|all|all-major")
+
+
+def require_arch(arch: str | None) -> None:
+    """An ``--arch`` nvcc would not take is bad input (one line), not a failed compile of the candidate."""
+    if arch is not None and _ARCH.fullmatch(arch) is None:
+        raise ConfigError(f"--arch {arch!r}: expected an nvcc architecture like sm_90a, sm_80 or native")
 
 
 def write_output(path: Path, text: str) -> None:

@@ -22,6 +22,7 @@ from optiml.cli.app import (
     console,
     err_console,
     reports_errors,
+    require_arch,
     require_at_least,
     write_output,
 )
@@ -36,7 +37,10 @@ def parse_size(text: str, option: str = "--max-bytes") -> int:
     match = _SIZE.fullmatch(text.strip())
     if match is None:
         raise OptimlError(f"{option} {text!r}: expected a size like 2G, 500M or 1000000 (bytes)")
-    return int(float(match["number"]) * _UNITS[match["unit"].lower()])
+    size = int(float(match["number"]) * _UNITS[match["unit"].lower()])
+    if size < 1:
+        raise OptimlError(f"{option} {text!r}: must be at least one byte")
+    return size
 
 
 @app.command("check-task")
@@ -119,6 +123,7 @@ def eval_cmd(
     if compile_only and torch_compile:
         raise OptimlError("--compile-only builds the kernel only; --compile (timing torch.compile) needs a full run")
     require_at_least("--seeds", seeds, what="verification trials on the default shape set")
+    require_arch(arch)
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     if compile_only:
@@ -150,6 +155,7 @@ def profile_cmd(
     raw_dir: Annotated[Path | None, typer.Option("--raw-dir", help="Keep ncu's raw CSV here.")] = None,
 ) -> None:
     """Verify, time and profile KERNEL: metrics per kernel, roofline position and a diagnosis."""
+    require_arch(arch)
     from optiml.cli.views.profile import render_report
     from optiml.kernel.source import KernelSource
     from optiml.profile import ProfileConfig, report_to_json

@@ -27,6 +27,7 @@ from optiml.cli.app import (
     err_console,
     llm_overrides,
     reports_errors,
+    require_arch,
     require_at_least,
     require_number,
     write_output,
@@ -212,6 +213,7 @@ def optimize_cmd(
     from optiml.task import load_task
 
     _check_search_flags(evaluations, minutes, proposer, strategy=strategy)
+    require_arch(arch)
     require_number("--budget-usd", budget_usd, positive=False, unit="USD")
     require_number("--profile-margin", profile_margin, positive=False)
     loaded = load_task(task)
