@@ -28,6 +28,7 @@ EXPECTED = {
         "leaky_relu",
         "swish_fp16",
         "silu_mul_bf16",
+        "swiglu_chunk",
         "broadcast_fma",
         "masked_where",
     ],

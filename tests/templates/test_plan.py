@@ -66,6 +66,7 @@ FAMILIES = {
     "row_sum": "reduce",
     "silu": "pointwise",
     "silu_mul_bf16": "pointwise",
+    "swiglu_chunk": "pointwise",
     "silu_scale_bias": "pointwise",
     "softmax": "reduce",
     "softmax_dim1": "reduce",

@@ -125,6 +125,8 @@ def render(plan: Plan, configs: Sequence[GroupConfig], facts: DeviceFacts | None
     region_ptr = {vid: f"(ws_base + ws_off_v{vid})" for vid, _ in regions}
 
     def pointer(vid: int, const: bool) -> Operand:
+        if vid in plan.strided:  # a slice read in place: its source's memory (the row kernel adds the offset)
+            return pointer(plan.strided[vid], const)
         stored = plan.storage(vid)
         dtype = g.type(vid).dtype
         ctype = c_type(dtype)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optiml.graph.ir import Graph, Node
-from optiml.graph.ops import op_class
+from optiml.graph.ops import TRIANGULAR, op_class
 from optiml.templates.base import TemplateError
 from optiml.templates.group import Group
 
@@ -47,6 +47,7 @@ class Plan:
     groups: tuple[Group, ...]
     materialized: tuple[int, ...]  # value ids written to the workspace by one kernel, read by a later one
     aliases: dict[int, int] = field(default_factory=dict)  # view value → the stored value it reshapes
+    strided: dict[int, int] = field(default_factory=dict)  # a slice row kernels read in place → its source
 
     @property
     def graph(self) -> Graph:
@@ -127,6 +128,7 @@ class _Planner:
         self.aliases: dict[int, int] = {}
         self.recomputable: set[int] = set()
         self.folded: set[int] = set()  # node indices absorbed into another node's group
+        self.strided: dict[int, int] = {}  # slice value → its stored source, read in place by row kernels
 
     def plan(self) -> list[_Building]:
         for node in self.g.nodes:
@@ -136,6 +138,8 @@ class _Planner:
                 cls = op_class(node.op)
             except KeyError as exc:
                 raise TemplateError(f"no template for {node.target or node.op}") from exc
+            if cls == "slice" and self._read_in_place(node):
+                continue
             if cls in ("scan", "pool", "permute", "flip", "cat", "slice"):
                 self._dedicated(node, cls)
             elif cls == "matmul":
@@ -193,6 +197,20 @@ class _Planner:
                 self.group_of[after[0].outputs[0]] = len(self.groups) - 1
                 return
         raise TemplateError(f"no template for {node.target or 'aten.flip'} outside a reverse scan")
+
+    def _read_in_place(self, node: Node) -> bool:
+        """A slice of stored memory that only element-wise ops and reductions use (and that is not an
+        output): the row kernels that use it read its range in place, through its source's strides
+        from the slice's start (``a, b = x.chunk(2, -1); a * sigmoid(b)``: one kernel, no copy)."""
+        src, out = node.inputs[0], node.outputs[0]
+        base = self._storage(src)
+        users = self.g.users(out)
+        if out in self.g.outputs or self.g.value(base).is_const or base in self.recomputable or not users:
+            return False
+        if any(op_class(u.op) not in ("pointwise", "reduce") or u.op in TRIANGULAR for u in users):
+            return False
+        self.strided[out] = src
+        return True
 
     def _new(self, template: str, node: Node, spec: dict[str, Any]) -> None:
         self.groups.append(_Building(template, spec=spec, nodes=[node.index]))
@@ -308,8 +326,10 @@ class _Planner:
         """The row group a node joins: the group computing its latest input if it fits, else a later row
         group that fits (it runs after every input is ready), else None for a new group."""
         producers = {self.group_of[i] for i in node.inputs if i in self.group_of and i not in self.recomputable}
-        if producers:
-            lo = max(producers)
+        sources = [self._storage(self.strided[i]) for i in node.inputs if i in self.strided]
+        after = [self.group_of[b] + 1 for b in sources if b in self.group_of]  # read from memory: a later kernel
+        if producers or after:
+            lo = max([*producers, *after])
             order = range(lo, len(self.groups))
         elif any_group:
             order = range(len(self.groups) - 1, -1, -1)
@@ -417,6 +437,10 @@ def make_plan(graphs: list[Graph]) -> Plan:
             product = b.template in _PRODUCTS
             epilogue = product and g.nodes[n].op not in ("matmul", "conv")  # recomputes, as row groups do
             for vid in g.nodes[n].inputs:
+                if vid in planner.strided:  # read in place: its source must be in memory before this kernel
+                    base = storage(planner.strided[vid])
+                    if produced_in.get(base) is not None and produced_in[base] != gi:
+                        materialized.add(base)
                 if vid in inside or g.value(vid).is_const or (product and storage(vid) in inside):
                     continue
                 home = produced_in.get(storage(vid))
@@ -459,6 +483,7 @@ def make_plan(graphs: list[Graph]) -> Plan:
                     "dims": b.dims or (),
                     "recomputable": tuple(sorted(planner.recomputable)),
                     "aliases": tuple(sorted(planner.aliases.items())),
+                    "strided": tuple(sorted(planner.strided.items())),
                 }
             )
         template = b.template
@@ -470,4 +495,5 @@ def make_plan(graphs: list[Graph]) -> Plan:
         raise TemplateError(f"the planner placed no kernel for output value(s) {unplaced}")
     if not groups:
         raise TemplateError("the reference computes nothing a kernel could do (it returns an input or a constant)")
-    return Plan(tuple(cleaned), tuple(groups), tuple(sorted(materialized - set(g.outputs))), dict(planner.aliases))
+    materialized_values = tuple(sorted(materialized - set(g.outputs)))
+    return Plan(tuple(cleaned), tuple(groups), materialized_values, dict(planner.aliases), dict(planner.strided))

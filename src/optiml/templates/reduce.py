@@ -59,11 +59,18 @@ def layout_of(prog: RowProgram) -> Layout:
     Adjacent reduced dims form a run, and a run is cut where an operand stops or starts covering
     it (``mean(x * y[:, None])`` over both dims of ``x``: ``y`` is indexed along the outer dim
     and broadcast along the inner one), so every operand either spans a run or is broadcast
-    over all of it (stride 0)."""
+    over all of it (stride 0), and before the dim a slice read in place runs along (its rows are
+    its source's, apart)."""
     covers = [leaf.domain_dims() for leaf in prog.leaves]
+    slices = {leaf.slice_domain_dim for leaf in prog.leaves} - {-1}  # a slice's rows are not adjacent
     runs: list[list[int]] = []
     for d in sorted(prog.rdims):
-        joins = runs and runs[-1][-1] == d - 1 and all((d in dims) == (d - 1 in dims) for dims in covers)
+        joins = (
+            runs
+            and runs[-1][-1] == d - 1
+            and d not in slices
+            and all((d in dims) == (d - 1 in dims) for dims in covers)
+        )
         if joins:
             runs[-1].append(d)
         else:
@@ -271,7 +278,8 @@ class _Renderer:
 
     # ---- host side --------------------------------------------------------------------------------
     def _strides(self, vid: int, dmap: tuple[int, ...], present: tuple[bool, ...]) -> dict[int, str]:
-        """Domain dim → C stride of a contiguous tensor shaped like ``vid`` (absent: broadcast)."""
+        """Domain dim → C stride of a contiguous tensor shaped like ``vid`` (absent: broadcast); for
+        a slice read in place, ``vid`` is its source, whose dims give the strides."""
         dims = [self.p.sizes.dim(vid, d) for d in range(len(dmap))]
         strides: dict[int, str] = {}
         for i, (m, here) in enumerate(zip(dmap, present, strict=True)):
@@ -298,8 +306,17 @@ class _Renderer:
             slot = inputs.index(leaf.view) if leaf.view in inputs else inputs.index(leaf.storage)
             fields.append(f"const {self.p.leaf_ctype(leaf)}* __restrict__ l{leaf.index};")
             fields.append(f"int64_t l{leaf.index}_k[{nk}]; int64_t l{leaf.index}_r1, l{leaf.index}_r2;")
-            fill.append(f"P.l{leaf.index} = {self.ctx.inputs[slot].ptr};")
-            fill += self._fill_strides(f"l{leaf.index}", self._strides(leaf.view, leaf.dmap, leaf.present))
+            if leaf.source is None or leaf.slice_node is None:
+                fill.append(f"P.l{leaf.index} = {self.ctx.inputs[slot].ptr};")
+                fill += self._fill_strides(f"l{leaf.index}", self._strides(leaf.view, leaf.dmap, leaf.present))
+            else:  # a slice read in place: its source's strides, from the slice's start
+                node, dim = leaf.slice_node, int(leaf.slice_node.attr("dim"))
+                start = self.p.sizes.size(tuple(g.nodes[node.index].attr("start") for g in self.p.graphs))
+                inner = " * ".join(
+                    f"(int64_t)({self.p.sizes.dim(leaf.source, d)})" for d in range(dim + 1, len(leaf.dmap))
+                )
+                fill.append(f"P.l{leaf.index} = {self.ctx.inputs[slot].ptr} + (int64_t)({start}) * {inner or 1};")
+                fill += self._fill_strides(f"l{leaf.index}", self._strides(leaf.source, leaf.dmap, leaf.present))
         for k, (vid, dmap) in enumerate(self.p.outputs):
             out = self.ctx.outputs[k]
             fields.append(f"{out.ctype}* __restrict__ o{k};")

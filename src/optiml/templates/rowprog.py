@@ -16,7 +16,7 @@ global load at ``r``, or at a gathered index).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
@@ -39,9 +39,20 @@ class Leaf:
     dmap: DMap
     present: tuple[bool, ...]  # per value dim: does it vary (size != 1 at some shape set)?
     dtype: str
+    #: a slice read in place (plan.strided): the value it slices, and the slice node (dim, start)
+    source: int | None = None
+    slice_node: Node | None = None
 
     def domain_dims(self) -> set[int]:
         return {m for m, p in zip(self.dmap, self.present, strict=True) if p and m >= 0}
+
+    @property
+    def slice_domain_dim(self) -> int:
+        """The domain dim the slice runs along (-1: not a slice, or one of length 1 there): a run of
+        domain dims that reaches across it from an outer dim is not contiguous in this leaf."""
+        if self.slice_node is None:
+            return -1
+        return self.dmap[int(self.slice_node.attr("dim"))]
 
 
 @dataclass
@@ -91,6 +102,7 @@ class RowProgram:
         self.n = len(self.shape)
         self.recomputable = set(spec.get("recomputable", ()))
         self.aliases = dict(spec.get("aliases", ()))
+        self.strided = dict(spec.get("strided", ()))
         self.nodes = [self.g.nodes[i] for i in group.nodes]
         self.inside = {o for n in self.nodes for o in n.outputs}
         self.frames: dict[int, DMap] = {}
@@ -184,7 +196,9 @@ class RowProgram:
         self._collect_leaves()
         for start in range(self.n):
             run = set(range(start, self.n))
-            if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves):
+            if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves) and all(
+                leaf.slice_domain_dim <= start for leaf in self.leaves
+            ):
                 return tuple(sorted(run))
         return (self.n - 1,) if self.n else ()
 
@@ -246,6 +260,8 @@ class RowProgram:
             shapes = [g.type(vid).shape for g in self.graphs]
             present = tuple(any(s[d] != 1 for s in shapes) for d in range(len(shapes[0])))
             leaf = Leaf(len(self.leaves), self.storage(vid), vid, dmap, present, self.g.type(vid).dtype)
+            if vid in self.strided:
+                leaf = replace(leaf, source=self.strided[vid], slice_node=self.g.producer(vid))
             self._leaf_index[key] = leaf.index
             self.leaves.append(leaf)
         return self.leaves[self._leaf_index[key]]
