@@ -38,10 +38,12 @@ CASES = [  # body (indented), x shape, dtype, the plan: a slice only row kernels
     ("        return x[:, -3:] + x[:, :3]", "4, 10", "torch.float32", "pointwise[add]"),
     ("        return x[:, 1:4].sum(dim=1) + x[:, :, 2:].amax(dim=(1, 2), keepdim=True)[:, 0]", "3, 6, 5",
      "torch.float32", "reduce"),  # reductions over slices, a run cut before the sliced dim
-    ("        return x[:, 0] + x[:, 2]", "5, 4, 6", "torch.float32", "slice["),  # select: a view of a copy
+    ("        return x[:, 0] + x[:, 2]", "5, 4, 6", "torch.float32", "pointwise[view view add]"),  # select
+    ("        return x[:, 1] @ x[0]", "4, 4, 4", "torch.float32", "pointwise[view view] → gemm[matmul]"),  # for a GEMM
     ("        a, b = torch.split(x, [3, 5], dim=1)\n        return torch.cat([b, a], 1)", "2, 8, 3", "torch.float32",
      "slice[slice] → slice[slice] → cat[cat]"),
-    ("        a, b, c = x.unbind(0)\n        return a * b + c", "3, 7, 5", "torch.float32", "slice["),
+    ("        a, b, c = x.unbind(0)\n        return a * b + c", "3, 7, 5", "torch.float32",
+     "pointwise[view view view mul add]"),
     ("        return x.narrow(1, 1, 4).contiguous()", "3, 9", "torch.int64", "slice[slice]"),
     ("        return x[:, 1:5].contiguous()", "3, 40, 8", "torch.float16", "slice[slice]"),
     # KernelBench level 1, problem 92: an exclusive cumsum through a concatenated zero column

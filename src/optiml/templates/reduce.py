@@ -62,13 +62,13 @@ def layout_of(prog: RowProgram) -> Layout:
     over all of it (stride 0), and before the dim a slice read in place runs along (its rows are
     its source's, apart)."""
     covers = [leaf.domain_dims() for leaf in prog.leaves]
-    slices = {leaf.slice_domain_dim for leaf in prog.leaves} - {-1}  # a slice's rows are not adjacent
+    breaks = {m for leaf in prog.leaves for m in leaf.breaks}  # a slice's rows lie apart in its source
     runs: list[list[int]] = []
     for d in sorted(prog.rdims):
         joins = (
             runs
             and runs[-1][-1] == d - 1
-            and d not in slices
+            and d not in breaks
             and all((d in dims) == (d - 1 in dims) for dims in covers)
         )
         if joins:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
@@ -42,17 +43,12 @@ class Leaf:
     #: a slice read in place (plan.strided): the value it slices, and the slice node (dim, start)
     source: int | None = None
     slice_node: Node | None = None
+    #: domain dims a run of dims may not reach across from the dim before: this leaf's elements are
+    #: not adjacent there (a slice's rows lie apart in its source)
+    breaks: frozenset[int] = frozenset()
 
     def domain_dims(self) -> set[int]:
         return {m for m, p in zip(self.dmap, self.present, strict=True) if p and m >= 0}
-
-    @property
-    def slice_domain_dim(self) -> int:
-        """The domain dim the slice runs along (-1: not a slice, or one of length 1 there): a run of
-        domain dims that reaches across it from an outer dim is not contiguous in this leaf."""
-        if self.slice_node is None:
-            return -1
-        return self.dmap[int(self.slice_node.attr("dim"))]
 
 
 @dataclass
@@ -197,7 +193,7 @@ class RowProgram:
         for start in range(self.n):
             run = set(range(start, self.n))
             if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves) and all(
-                leaf.slice_domain_dim <= start for leaf in self.leaves
+                m <= start for leaf in self.leaves for m in leaf.breaks
             ):
                 return tuple(sorted(run))
         return (self.n - 1,) if self.n else ()
@@ -261,10 +257,25 @@ class RowProgram:
             present = tuple(any(s[d] != 1 for s in shapes) for d in range(len(shapes[0])))
             leaf = Leaf(len(self.leaves), self.storage(vid), vid, dmap, present, self.g.type(vid).dtype)
             if vid in self.strided:
-                leaf = replace(leaf, source=self.strided[vid], slice_node=self.g.producer(vid))
+                source = self.strided[vid]
+                breaks = self._breaks(source, vid, dmap, present)
+                leaf = replace(leaf, source=source, slice_node=self.g.producer(vid), breaks=breaks)
             self._leaf_index[key] = leaf.index
             self.leaves.append(leaf)
         return self.leaves[self._leaf_index[key]]
+
+    def _breaks(self, source: int, vid: int, dmap: DMap, present: tuple[bool, ...]) -> frozenset[int]:
+        """Where a slice of ``source`` read in place is not contiguous: between two of its varying dims
+        ``a < b``, at ``b``'s domain dim, if ``b`` is cut short in the source or a source dim between
+        them has more than one element (``x[:, 0]`` of ``[N, C, M]`` read as ``[N, M]``)."""
+        dims = [i for i, (m, here) in enumerate(zip(dmap, present, strict=True)) if here and m >= 0]
+        breaks = set()
+        for g in self.graphs:
+            src, val = g.type(source).shape, g.type(vid).shape
+            for a, b in pairwise(dims):
+                if src[b] != val[b] or any(src[k] != 1 for k in range(a + 1, b)):
+                    breaks.add(dmap[b])
+        return frozenset(breaks)
 
     def _find_reductions(self) -> None:
         if not self.leaves:
