@@ -1,7 +1,9 @@
 """Capture of reference patterns the KernelBench coverage sweep found crashing or blocked.
 
 * a tensor the forward builds itself (``torch.min(x, torch.tensor(0.5))``) became a ``get_attr``
-  node the converter skipped, and the next op died with ``KeyError: _tensor_constant0``;
+  node the converter skipped, and the next op died with ``KeyError: _tensor_constant0``; built on the
+  input's device (``torch.tensor(0.5, device=x.device)``, KernelBench level 2 problems 83 and 93), it was a
+  meta tensor whose value the trace had lost;
 * inputs drawn from a ``torch.distributions`` distribution (``Pareto(...).sample``) failed on the
   meta device, whose tensors cannot answer the distribution's ``bool(tensor)`` parameter check.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from optiml.graph.capture import UnsupportedOpError, capture_all
 from optiml.task import load_task
@@ -52,6 +55,20 @@ def test_a_scalar_tensor_built_in_forward_is_a_constant(tmp_path: Path) -> None:
     assert 0.25 in consts  # the value the forward built, not a placeholder
     kernels = template_kernels(load_task(path))
     assert kernels.seeds(1) and kernels.render(kernels.seeds(1)[0]).code
+
+
+def test_a_number_made_a_tensor_on_the_inputs_device_keeps_its_value(tmp_path: Path) -> None:
+    path = _task(
+        tmp_path,
+        "clip_on_device",
+        "        return torch.min(x, torch.tensor(0.25, device=x.device)) * 3.0",
+        "    return [torch.randn(M, N)]",
+    )
+    (graph,) = capture_all(load_task(path))
+    assert 0.25 in [v.const for v in graph.values if v.const is not None]
+    kernels = template_kernels(load_task(path))
+    assert kernels.render(kernels.default()).code
+    assert torch.tensor(1.0, device="meta").device.type == "meta"  # torch.tensor is itself again after the trace
 
 
 def test_a_larger_tensor_built_in_forward_is_a_clean_refusal(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ control flow depends on sizes would need one kernel per shape set, which the ABI
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -776,7 +777,8 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
 
     flat = [args[i] for i in tensor_slots] + list(state.values())
     try:
-        gm = make_fx(torch.func.functionalize(forward), decomposition_table=decomposition_table())(*flat)
+        with _numbers_keep_their_value():
+            gm = make_fx(torch.func.functionalize(forward), decomposition_table=decomposition_table())(*flat)
     except UnsupportedOpError:
         raise
     except Exception as exc:
@@ -792,6 +794,26 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
         ) from exc
     gm.graph.eliminate_dead_code()
     return _to_ir(gm, args, tensor_slots, keys, task)
+
+
+@contextlib.contextmanager
+def _numbers_keep_their_value() -> Iterator[None]:
+    """``torch.tensor(0.5, device=x.device)`` in ``forward``, with ``x`` on the meta device, would be a meta
+    tensor whose value is lost: while tracing, a tensor made of one number is made on the CPU instead,
+    where the trace keeps its value (a 0-dim CPU tensor mixes with tensors of any device, as a scalar)."""
+    original = torch.tensor
+
+    def tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        device = kwargs.get("device")
+        if isinstance(data, (bool, int, float)) and device is not None and torch.device(device).type == "meta":
+            kwargs["device"] = "cpu"
+        return original(data, *args, **kwargs)
+
+    torch.tensor = tensor  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.tensor = original  # type: ignore[assignment]
 
 
 def _plain_tensor_attributes(model: torch.nn.Module) -> list[str]:
