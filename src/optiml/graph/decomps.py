@@ -201,6 +201,15 @@ def norm_scalar_opt_dim(x: torch.Tensor, p: Any = 2, dim: Any = None, keepdim: b
     return linalg_vector_norm(x, 2 if p is None else p, dim, keepdim)
 
 
+def safe_softmax(x: torch.Tensor, dim: int, dtype: Any = None) -> torch.Tensor:
+    """Softmax whose rows of all ``-inf`` give zeros, not NaN (``scaled_dot_product_attention``'s masked rows)."""
+    if dtype is not None:
+        x = aten._to_copy.default(x, dtype=dtype)
+    out = aten._softmax.default(x, dim, False)
+    masked = aten.all.dim(aten.eq.Scalar(x, float("-inf")), dim, True)
+    return aten.where.self(masked, aten.zeros_like.default(out), out)
+
+
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table: dict[Any, Callable[..., Any]] = dict(get_decompositions(_TORCH_DECOMPOSED))
     table.update(
@@ -218,6 +227,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
             aten.linalg_vector_norm.default: linalg_vector_norm,
             aten.norm.ScalarOpt_dim: norm_scalar_opt_dim,
             aten.norm.Scalar: norm_scalar_opt_dim,
+            aten._safe_softmax.default: safe_softmax,
         }
     )
     return table

@@ -224,8 +224,10 @@ _COMBINE = {
     "prod": "{a} * {b}",
     "amax": "optiml_nanmax<{t}>({a}, {b})",
     "amin": "optiml_nanmin<{t}>({a}, {b})",
-    "any": "{a} || {b}",
-    "all": "{a} && {b}",
+    # bitwise, not short-circuit: every lane must reach a warp shuffle in {b} (a lane whose {a} already
+    # decides would skip it, and the warp deadlocks)
+    "any": "({a}) | ({b})",
+    "all": "({a}) & ({b})",
 }
 
 #: Device helpers of row kernels (one copy per generated file).
