@@ -809,11 +809,11 @@ def _numbers_keep_their_value() -> Iterator[None]:
             kwargs["device"] = "cpu"
         return original(data, *args, **kwargs)
 
-    torch.tensor = tensor  # type: ignore[assignment]
+    torch.tensor = tensor
     try:
         yield
     finally:
-        torch.tensor = original  # type: ignore[assignment]
+        torch.tensor = original
 
 
 def _plain_tensor_attributes(model: torch.nn.Module) -> list[str]:
