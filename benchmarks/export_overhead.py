@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from result_file import write_result
+from result_file import head_commit, write_result
 
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.export.kernelbench import render_model_new
@@ -186,10 +185,7 @@ def main() -> None:
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("export_overhead needs a CUDA GPU")
-    commit = args.commit or (
-        subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        or "unknown"
-    )
+    commit = head_commit(args.commit)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as work:
         for name in args.tasks:

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.multiprocessing as mp
-from result_file import write_result
+from result_file import head_commit, write_result
 
 from optiml.evaluate import cudart
 
@@ -85,12 +84,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--commit", default=None, help="default: git rev-parse --short HEAD")
     args = parser.parse_args()
-    commit = (
-        args.commit
-        or subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip()
-    )
+    commit = head_commit(args.commit)
     context = mp.get_context("spawn")
     x = torch.randn(ROWS, COLS, device="cuda")
     y = torch.empty_like(x)

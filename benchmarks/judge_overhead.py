@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from result_file import write_result
+from result_file import head_commit, write_result
 
 from optiml.evaluate import harness as harness_module
 from optiml.evaluate import judge as judge_module
@@ -168,12 +167,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_overhead.json")
     parser.add_argument("--commit", default=None, help="default: git rev-parse --short HEAD")
     args = parser.parse_args()
-    commit = (
-        args.commit
-        or subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip()
-    )
+    commit = head_commit(args.commit)
     compiler = Compiler(CompilerConfig())
     config = EvalConfig()
     rows: dict[str, Any] = {}

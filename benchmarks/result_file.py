@@ -5,6 +5,7 @@ after every task and a run cut short keeps what it measured."""
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,3 +24,12 @@ def write_result(out: Path, benchmark: str, commit: str, *, gpu: bool = True, **
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
     return document
+
+
+def head_commit(given: str | None = None) -> str:
+    """``given`` (a ``--commit`` flag), else the checkout's short HEAD, else "unknown" (no git there)."""
+    if given:
+        return given
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root)
+    return run.stdout.strip() or "unknown"

@@ -308,17 +308,16 @@ class _Renderer:
             slot = inputs.index(leaf.view) if leaf.view in inputs else inputs.index(leaf.storage)
             fields.append(f"const {self.p.leaf_ctype(leaf)}* __restrict__ l{leaf.index};")
             fields.append(f"int64_t l{leaf.index}_k[{nk}]; int64_t l{leaf.index}_r1, l{leaf.index}_r2;")
-            if leaf.source is None or leaf.slice_node is None:
+            if leaf.slice_node is None:
                 fill.append(f"P.l{leaf.index} = {self.ctx.inputs[slot].ptr};")
                 fill += self._fill_strides(f"l{leaf.index}", self._strides(leaf.view, leaf.dmap, leaf.present))
             else:  # a slice read in place: its source's strides, from the slice's start
                 node, dim = leaf.slice_node, int(leaf.slice_node.attr("dim"))
+                source = node.inputs[0]
                 start = self.p.sizes.size(tuple(g.nodes[node.index].attr("start") for g in self.p.graphs))
-                inner = " * ".join(
-                    f"(int64_t)({self.p.sizes.dim(leaf.source, d)})" for d in range(dim + 1, len(leaf.dmap))
-                )
+                inner = " * ".join(f"(int64_t)({self.p.sizes.dim(source, d)})" for d in range(dim + 1, len(leaf.dmap)))
                 fill.append(f"P.l{leaf.index} = {self.ctx.inputs[slot].ptr} + (int64_t)({start}) * {inner or 1};")
-                fill += self._fill_strides(f"l{leaf.index}", self._strides(leaf.source, leaf.dmap, leaf.present))
+                fill += self._fill_strides(f"l{leaf.index}", self._strides(source, leaf.dmap, leaf.present))
         for k, (vid, dmap) in enumerate(self.p.outputs):
             out = self.ctx.outputs[k]
             fields.append(f"{out.ctype}* __restrict__ o{k};")

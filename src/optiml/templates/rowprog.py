@@ -40,8 +40,7 @@ class Leaf:
     dmap: DMap
     present: tuple[bool, ...]  # per value dim: does it vary (size != 1 at some shape set)?
     dtype: str
-    #: a slice read in place (plan.strided): the value it slices, and the slice node (dim, start)
-    source: int | None = None
+    #: a slice read in place (plan.strided): its slice node (dim, start; its input is the source)
     slice_node: Node | None = None
     #: domain dims a run of dims may not reach across from the dim before: this leaf's elements are
     #: not adjacent there (a slice's rows lie apart in its source)
@@ -259,7 +258,7 @@ class RowProgram:
             if vid in self.strided:
                 source = self.strided[vid]
                 breaks = self._breaks(source, vid, dmap, present)
-                leaf = replace(leaf, source=source, slice_node=self.g.producer(vid), breaks=breaks)
+                leaf = replace(leaf, slice_node=self.g.producer(vid), breaks=breaks)
             self._leaf_index[key] = leaf.index
             self.leaves.append(leaf)
         return self.leaves[self._leaf_index[key]]
