@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.harness import Peaks, evaluate_candidate
+from optiml.evaluate.harness import MAX_WINDOW_CALLS, Peaks, evaluate_candidate, window_width
 from optiml.evaluate.judge import Judge
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
@@ -126,6 +126,18 @@ KERNELS = {
           axpy(in, out); memcpy(ws, out[0].data, n * 4); tag = in[0].data; tag_x = ((float*)in[0].data)[0];
           return 0;
         }""",
+    # a window's later calls come back to back: this one works only on a call that follows a pause
+    "lazy_in_window": """
+        #include <time.h>
+        static double last_end = 0.0;
+        static double now(void) {
+          struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec;
+        }
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          int rested = now() - last_end > 200e-6;
+          if (rested) axpy(in, out);
+          last_end = now(); return 0;
+        }""",
     "abort": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
     " void* s) { abort(); }",
     "hang": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
@@ -220,6 +232,38 @@ def test_state_carried_between_timed_calls_is_caught(
     assert report.status is EvalStatus.WRONG_ANSWER, report.message
     assert "timed call" in report.message
     assert all(t.passed for t in report.verify.trials)  # it behaved during the trials: only the timed calls catch it
+
+
+def test_a_fast_candidate_is_timed_several_calls_to_a_window(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    judged = evaluate_candidate(judge, runtime, libraries["honest"], CONFIG, Peaks(), None)
+    assert judged.result.status is EvalStatus.OK, judged.result.message
+    assert judged.judge["window_calls"] == MAX_WINDOW_CALLS  # microseconds a call: as many as allowed
+
+
+def test_every_call_of_a_window_is_checked(judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]) -> None:
+    """Skipping the calls that follow another without a pause passes every verification trial (one
+    call each) and fails the first window: each call of it has outputs of its own, all checked."""
+    report = _evaluate(judge, runtime, libraries["lazy_in_window"])
+    assert report.status is EvalStatus.WRONG_ANSWER, report.message
+    assert "timed call" in report.message and all(t.passed for t in report.verify.trials)
+
+
+@pytest.mark.parametrize(
+    ("call_ms", "slot_bytes", "free_bytes", "width"),
+    [
+        (0.15, 2**20, None, MAX_WINDOW_CALLS),  # 3 ms of work needs 20 calls: capped
+        (1.0, 2**20, None, 3),  # ceil(3 / 1)
+        (5.0, 2**20, None, 1),  # a call longer than the target is timed alone
+        (0.15, 768 * 2**20, None, 5),  # 4 GiB holds five 768 MiB slots
+        (0.15, 768 * 2**20, 8 * 2**30, 2),  # a quarter of 8 GiB free holds two
+        (0.15, 64 * 2**30, None, 1),  # a slot over the budget: still one
+        (0.0, 2**20, None, MAX_WINDOW_CALLS),  # a claim of no time at all
+    ],
+)
+def test_window_width(call_ms: float, slot_bytes: int, free_bytes: int | None, width: int) -> None:
+    assert window_width(call_ms, slot_bytes, free_bytes) == width
 
 
 @pytest.mark.parametrize(

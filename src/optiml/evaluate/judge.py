@@ -110,8 +110,10 @@ class Judge:
             self._spare = self.spawn()
 
     # -- memory ------------------------------------------------------------------------------
-    def buffers(self, args: list[Any], expected: list[torch.Tensor]) -> SharedBuffers:
-        key = layout_key(args, expected)
+    def buffers(self, args: list[Any], expected: list[torch.Tensor], slot: int = 0) -> SharedBuffers:
+        """The shared buffers for calls shaped like these; ``slot`` tells apart the sets one timed
+        window holds at once (each call of a window has inputs and outputs of its own)."""
+        key = (*layout_key(args, expected), ("slot", slot))
         if key not in self._buffers:
             self._buffers[key] = SharedBuffers(args, expected, str(self.workdir))
         return self._buffers[key]
@@ -240,7 +242,7 @@ class CandidateSession:
         self.deadline = deadline
         self._mapped: dict[int, Block] = {}  # kept alive while the process may touch them
         self._workspace_needs: dict[tuple[Any, ...], int] = {}
-        self._bindings: dict[tuple[Any, ...], tuple[int, Block | None, int]] = {}
+        self._bindings: dict[tuple[Any, ...], tuple[int, Block | None, int]] = {}  # (block id, scalars)
         self._ids = itertools.count(1)
 
     def load(self, so_path: str) -> None:
@@ -259,7 +261,7 @@ class CandidateSession:
     def bind(self, buffers: SharedBuffers) -> int:
         """A binding id for the current contents' scalars of ``buffers`` (cached)."""
         scalars = tuple(a for a in buffers.args if not isinstance(a, torch.Tensor))
-        key = (buffers.key, scalars)
+        key = (buffers.block.id, scalars)
         if key in self._bindings:
             return self._bindings[key][0]
         need = self.workspace_bytes(buffers.args)
@@ -290,7 +292,7 @@ class CandidateSession:
     def poison_workspace(self, buffers: SharedBuffers) -> None:
         """Overwrite the workspace before a call: nothing a previous call left there survives."""
         scalars = tuple(a for a in buffers.args if not isinstance(a, torch.Tensor))
-        _, workspace, need = self._bindings[(buffers.key, scalars)]
+        _, workspace, need = self._bindings[(buffers.block.id, scalars)]
         if workspace is not None and need:
             workspace.bytes[:need].fill_(POISON_WORKSPACE)
 
@@ -298,8 +300,9 @@ class CandidateSession:
         """An untimed call (verification); raises for a nonzero return code or a CUDA error."""
         return self.judge_reply(self.process.request({"op": "call", "id": binding}, self.deadline))
 
-    def timed_call(self, binding: int, check: Callable[[], Any]) -> Window:
-        window = self.judge.window(self.process, {"op": "call", "id": binding}, self.deadline, check)
+    def timed_calls(self, bindings: list[int], check: Callable[[], Any]) -> Window:
+        """One window over the calls of ``bindings``, run back to back by the candidate process."""
+        window = self.judge.window(self.process, {"op": "call", "ids": bindings}, self.deadline, check)
         self.judge_reply(CandidateProcess.result(window.reply))
         return window
 
