@@ -311,4 +311,5 @@ def test_a_calibration_taken_under_another_load_cannot_turn_an_honest_kernel_int
     assert judged.result.status is EvalStatus.OK, judged.result.message
     assert judged.result.timing is not None and judged.result.timing.median_ms > 1.0
     assert any(w.startswith("suspect:") for w in judged.result.warnings)
+    assert judged.judge["window_calls"] == 1  # a verdict's series times one call a window
     assert judge.calibration() is not stale and judge.calibration().host_ms < 10.0

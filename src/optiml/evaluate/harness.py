@@ -201,12 +201,20 @@ class TimingBench:
     (:func:`window_width`): a claim, but one that only decides how the cost is shared, never a time.
     """
 
-    def __init__(self, session: CandidateSession, runtime: TaskRuntime, cases: list[Case], seed: int) -> None:
+    def __init__(
+        self,
+        session: CandidateSession,
+        runtime: TaskRuntime,
+        cases: list[Case],
+        seed: int,
+        max_width: int = MAX_WINDOW_CALLS,
+    ) -> None:
         self.session, self.runtime = session, runtime
         self.first_case = cases[0]
         self.fresh = FreshInputs(runtime, cases[0], cases[1 % len(cases)], seed)
         self.slots: list[tuple[SharedBuffers, int]] = []
-        self.sized = False
+        self.max_width = max_width
+        self.sized = max_width <= 1
         self._add_slots(1)
         self.calls = 0
         self.last_claim: dict[str, Any] = {}
@@ -227,7 +235,8 @@ class TimingBench:
         """Give each later window as many calls as :func:`window_width` allows for ``call_ms`` per call."""
         case = self.first_case
         slot_bytes = case.input_bytes() + 2 * case.output_bytes()  # input copies, outputs, the reference
-        self._add_slots(window_width(call_ms, slot_bytes, free_device_bytes(self.session.judge)))
+        width = window_width(call_ms, slot_bytes, free_device_bytes(self.session.judge))
+        self._add_slots(min(self.max_width, width))
         self.sized = True
 
     def call(self, calibration: Calibration) -> tuple[float, float, float]:
@@ -297,15 +306,20 @@ def time_candidate(
     runtime: TaskRuntime,
     config: EvalConfig,
     incumbent: TimingStats | None = None,
+    single_calls: bool = False,
 ) -> tuple[TimingStats, dict[str, Any]]:
     """Time on the judge's clock with the calibrated round trip removed; see the module docstring.
     Returns the timing and what the judge knows about it (calibration, the candidate's own claim).
 
     A judge time far above the candidate stream's own events is work outside the given stream, but
-    only once a fresh calibration (the device's load may have changed) and a second series agree."""
-    stats, detail = _time_series(session, runtime, config, incumbent, session.judge.calibration())
+    only once a fresh calibration (the device's load may have changed) and a second series agree.
+    A series a verdict rests on (that second one, and ``single_calls``) times one call per window:
+    the protocol the adversarial suite was validated on. Windows of several calls read two honest
+    kernels below the physics floor on a GPU shared by four test workers (H200, 2026-12-01; cause
+    not found), so they time, and never alone convict."""
+    stats, detail = _time_series(session, runtime, config, incumbent, session.judge.calibration(), single_calls)
     if _outside_stream(stats, detail, config):
-        stats, detail = _time_series(session, runtime, config, incumbent, session.judge.recalibrate())
+        stats, detail = _time_series(session, runtime, config, incumbent, session.judge.recalibrate(), True)
         if _outside_stream(stats, detail, config):
             raise CandidateFailure(
                 EvalStatus.INTEGRITY,
@@ -321,8 +335,10 @@ def _time_series(
     config: EvalConfig,
     incumbent: TimingStats | None,
     calibration: Calibration,
+    single_calls: bool = False,
 ) -> tuple[TimingStats, dict[str, Any]]:
-    bench = TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + 7777)
+    seed = config.base_seed + 7777
+    bench = TimingBench(session, runtime, timing_cases(runtime, config), seed, 1 if single_calls else MAX_WINDOW_CALLS)
     threads = session.process.thread_count()
     rule = StopRule(
         min_trials=config.min_trials,
@@ -422,7 +438,7 @@ def _recheck_suspect(session: CandidateSession, runtime: TaskRuntime, config: Ev
     fresh = [(config.base_seed + 500 + i, 0, d) for i, d in enumerate(("normal", "uniform_pm1", "native"))]
     _verify(session, runtime, fresh, result)
     session.judge.recalibrate()  # the verdict rests on the calibration: take it again, under today's load
-    result.timing, judged.judge = time_candidate(session, runtime, config)
+    result.timing, judged.judge = time_candidate(session, runtime, config, single_calls=True)
     if result.timing.median_ms < config.suspect_margin * result.floor_ms:
         raise CandidateFailure(
             EvalStatus.INTEGRITY,
