@@ -391,7 +391,7 @@ def main(argv: list[str]) -> int:
     except (Failure, OSError) as exc:
         _reply(reply_fd, {"ok": False, "error": f"the candidate process could not start CUDA: {exc}"})
         return 1
-    return serve(cuda, polled_lines(0), reply_fd)
+    return serve(cuda, polled_lines(0, POLL_S if cuda is not None else 0.0), reply_fd)  # host mode: no timing to spare
 
 
 if __name__ == "__main__":
