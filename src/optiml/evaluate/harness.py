@@ -245,7 +245,7 @@ class TimingBench:
         expected = [self.fresh.fill(buffers) for buffers, _ in self.slots]
         for buffers, _ in self.slots:
             buffers.poison_outputs()
-            self.session.poison_workspace(buffers)
+        self.session.poison_workspace(*(buffers for buffers, _ in self.slots))
         judge.before_call()
 
         def check() -> Any:

@@ -289,12 +289,16 @@ class CandidateSession:
         self._bindings[key] = (binding, workspace, need)
         return binding
 
-    def poison_workspace(self, buffers: SharedBuffers) -> None:
-        """Overwrite the workspace before a call: nothing a previous call left there survives."""
-        scalars = tuple(a for a in buffers.args if not isinstance(a, torch.Tensor))
-        _, workspace, need = self._bindings[(buffers.block.id, scalars)]
-        if workspace is not None and need:
-            workspace.bytes[:need].fill_(POISON_WORKSPACE)
+    def poison_workspace(self, *buffers: SharedBuffers) -> None:
+        """Overwrite the workspace of the calls on ``buffers`` before they run: nothing a previous call
+        left there survives. Calls that share a workspace block (a timed window's) poison it once."""
+        poisoned: dict[int, int] = {}  # block id → bytes
+        for one in buffers:
+            scalars = tuple(a for a in one.args if not isinstance(a, torch.Tensor))
+            _, workspace, need = self._bindings[(one.block.id, scalars)]
+            if workspace is not None and need > poisoned.get(workspace.id, 0):
+                workspace.bytes[:need].fill_(POISON_WORKSPACE)
+                poisoned[workspace.id] = need
 
     def call(self, binding: int) -> dict[str, Any]:
         """An untimed call (verification); raises for a nonzero return code or a CUDA error."""
