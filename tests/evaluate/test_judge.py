@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.harness import MAX_WINDOW_CALLS, Peaks, evaluate_candidate, window_width
+from optiml.evaluate.harness import MAX_WINDOW_CALLS, Peaks, evaluate_candidate, hidden_work_ms, window_width
 from optiml.evaluate.judge import Judge
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
@@ -313,3 +313,14 @@ def test_a_calibration_taken_under_another_load_cannot_turn_an_honest_kernel_int
     assert any(w.startswith("suspect:") for w in judged.result.warnings)
     assert judged.judge["window_calls"] == 1  # a verdict's series times one call a window
     assert judge.calibration() is not stale and judge.calibration().host_ms < 10.0
+
+
+def test_hidden_work_reads_the_least_stretched_windows_not_the_median() -> None:
+    """A shared GPU stretches only some windows (another context's time slice lands in them); work
+    hidden off the given stream stretches all of them."""
+    own = [0.38] * 12
+    shared_gpu = [0.45, 3.1, 3.2, 0.41, 3.0, 3.3, 2.9, 0.44, 3.1, 3.2, 3.0, 3.1]  # median 3.1 ms
+    assert hidden_work_ms(shared_gpu, own) < 0.1
+    hidden = [0.38 + 1.0 + 0.01 * i for i in range(12)]
+    assert hidden_work_ms(hidden, own) > 0.8
+    assert hidden_work_ms([2.0], [0.5]) == pytest.approx(2.0 - 1.5 * 0.5)  # one window: itself

@@ -30,12 +30,20 @@ from optiml.evaluate.candidate_link import CandidateFailure
 from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_output
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
-from optiml.evaluate.judge import Calibration, CandidateSession, Judge, median_phases
+from optiml.evaluate.judge import Calibration, CandidateSession, Judge, low_quantile, median_phases
 from optiml.evaluate.runtime import Case, TaskRuntime
 from optiml.evaluate.timing import StopRule
 from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
-__all__ = ["CandidateFailure", "CandidateRunner", "Judged", "Peaks", "evaluate_candidate", "time_candidate"]
+__all__ = [
+    "CandidateFailure",
+    "CandidateRunner",
+    "Judged",
+    "Peaks",
+    "evaluate_candidate",
+    "hidden_work_ms",
+    "time_candidate",
+]
 
 #: The judge's time may exceed the candidate stream's own event time by this factor (plus the
 #: configured slack) before the difference is called work outside the given stream.
@@ -318,9 +326,9 @@ def time_candidate(
     kernels below the physics floor on a GPU shared by four test workers (H200, 2026-12-01; cause
     not found), so they time, and never alone convict."""
     stats, detail = _time_series(session, runtime, config, incumbent, session.judge.calibration(), single_calls)
-    if _outside_stream(stats, detail, config):
+    if _outside_stream(detail, config):
         stats, detail = _time_series(session, runtime, config, incumbent, session.judge.recalibrate(), True)
-        if _outside_stream(stats, detail, config):
+        if _outside_stream(detail, config):
             raise CandidateFailure(
                 EvalStatus.INTEGRITY,
                 f"work ran outside the given stream: the judge measured {stats.median_ms:.3f} ms per call "
@@ -354,15 +362,25 @@ def _time_series(
     detail = {
         "calibration": asdict(calibration),
         "claimed_stream_ms": statistics.median(samples.inner_ms),
+        "stream_excess_ms": hidden_work_ms(samples.event_ms, samples.inner_ms),
         "window_calls": bench.width,
         "claimed_host_us": median_phases(samples.claims),
     }
     return stats, detail
 
 
-def _outside_stream(stats: TimingStats, detail: dict[str, Any], config: EvalConfig) -> bool:
+def hidden_work_ms(judge_ms: list[float], stream_ms: list[float]) -> float:
+    """What the least stretched windows hold beyond ``STREAM_FACTOR`` times the candidate stream's own
+    events, window by window (the series' low quantile). Work hidden off the given stream stretches
+    every window alike; another process's work on a shared GPU stretches only the windows it lands in
+    (a time slice of its context), so the median would convict an honest kernel: four test workers on
+    one H200 put an honest silu's median at 3.2 ms against 0.38 ms of its own events (2026-12-01)."""
+    return low_quantile([judge - STREAM_FACTOR * own for judge, own in zip(judge_ms, stream_ms, strict=True)])
+
+
+def _outside_stream(detail: dict[str, Any], config: EvalConfig) -> bool:
     slack = config.stream_slack_ms + JUDGE_SLACK_MS + max(0.0, detail["calibration"]["excess_ms"])
-    return bool(stats.median_ms > STREAM_FACTOR * detail["claimed_stream_ms"] + slack)
+    return bool(detail["stream_excess_ms"] > slack)
 
 
 def evaluate_candidate(
@@ -440,6 +458,14 @@ def _recheck_suspect(session: CandidateSession, runtime: TaskRuntime, config: Ev
     session.judge.recalibrate()  # the verdict rests on the calibration: take it again, under today's load
     result.timing, judged.judge = time_candidate(session, runtime, config, single_calls=True)
     if result.timing.median_ms < config.suspect_margin * result.floor_ms:
+        # A calibration taken while another process kept the GPU busy removes too much from every
+        # window; the smaller of the calibrations around the series (one call per window) removes
+        # the least, so a verdict stands only if even that time stays below the floor.
+        before = float(judged.judge["calibration"]["event_ms"])
+        least_removed = min(before, session.judge.recalibrate().event_ms)
+        if result.timing.median_ms + (before - least_removed) >= config.suspect_margin * result.floor_ms:
+            result.warnings.append("the calibration moved during the recheck (a shared GPU): timed, not convicted")
+            return
         raise CandidateFailure(
             EvalStatus.INTEGRITY,
             f"time {result.timing.median_ms:.4f} ms stays below the physical floor {result.floor_ms:.4f} ms "

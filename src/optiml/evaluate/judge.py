@@ -350,7 +350,7 @@ def low_quantile(values: list[float]) -> float:
     only ever lengthens a window, so the low end is the round trip itself; a median taken while
     the GPU was busy was subtracted from windows taken while it was not and read honest kernels as
     below the physics floor (H200, 2026-12-01, four pytest workers on one GPU)."""
-    return statistics.quantiles(values, n=10)[0]
+    return statistics.quantiles(values, n=10)[0] if len(values) > 1 else min(values)
 
 
 def median_phases(results: list[dict[str, Any]]) -> dict[str, float]:
