@@ -84,6 +84,10 @@ CASES: dict[str, tuple[str, str]] = {
         "__global__ void k(float* y) {\n  __half h = __float2half(y[0]);",
         "int half = n / 2;\nfloat x = 0.5f * half;",
     ),
+    "tf32": (
+        '__device__ unsigned f(float x) {\n  unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));',
+        "float tf = 0.5f;\nfloat32_t x;",
+    ),
     "launch-default-stream": (
         "void f() {\n  k<<<grid, block>>>(x, y, n);",
         "void f(cudaStream_t stream) {\n  k<<<grid, block, 0, stream>>>(x, y, n);",
@@ -157,13 +161,22 @@ def test_precision_only_applies_to_fp32_strict_tasks() -> None:
     assert not screen_source(code, fp32_strict=False).findings
 
 
-def test_tf32_forms_are_caught() -> None:
+def test_tf32_forms_are_flagged_and_cublas_tf32_modes_rejected() -> None:
+    """TF32 arithmetic in the kernel may be a 3xTF32 split (fp32 accuracy): flagged, and verification
+    decides; cuBLAS's TF32 math mode is plain TF32: rejected."""
     wmma = "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32> a;"
-    cublas = "cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH);"
     asm = 'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(o) : "f"(x));'
-    for statement in (wmma, cublas, asm):
+    mma = (
+        'asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, '
+        '{%0,%1,%2,%3};");'
+    )
+    for statement in (wmma, asm, mma, "float t = __float_to_tf32(x);"):
         code = "__device__ void f() {\n" + statement + "\n}"
-        assert [f.rule for f in screen_source(code, fp32_strict=True).findings] == ["precision"], code
+        report = screen_source(code, fp32_strict=True)
+        assert [(f.rule, f.action) for f in report.findings] == [("tf32", "flag")], code
+        assert not report.rejected and not screen_source(code, fp32_strict=False).findings
+    cublas = "void f() {\ncublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH);\n}"
+    assert [f.rule for f in screen_source(cublas, fp32_strict=True).rejections] == ["precision"]
 
 
 def test_comments_and_strings_never_trigger() -> None:

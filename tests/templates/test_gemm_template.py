@@ -323,7 +323,16 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "mm").spaces[0]
     bf16 = kernels_of(tasks, "h_mm_relu").spaces[0]
-    assert fp32.variants == ("simt", "gemv") and bf16.variants == ("mma", "wgmma", "gemv")
+    assert fp32.variants == ("simt", "tf32x3", "gemv") and bf16.variants == ("mma", "wgmma", "gemv")
+    assert kernels_of(tasks, "mm", DeviceFacts(arch="sm_75")).spaces[0].variants == ("simt", "gemv")  # no TF32 MMA
+    tf32 = GroupConfig.of("tf32x3", bm=128, bn=128, bk=32, wm=2, wn=4, stages=3)
+    assert fp32.reason_invalid(tf32) is None
+    for why, config in {
+        "accumulators": tf32.with_params(wn=2),  # 64 x 64 warp tiles spill
+        "shared memory": tf32.with_params(bm=256, bn=256, stages=4),
+        "threads": tf32.with_params(wm=1, wn=1),
+    }.items():
+        assert fp32.reason_invalid(config) is not None, why
     assert kernels_of(tasks, "h_mm_tt").spaces[0].variants == ("mma", "gemv")  # wgmma reads A k-major only
     assert kernels_of(tasks, "h_mm_relu", DeviceFacts(arch="sm_80")).spaces[0].variants == ("mma", "gemv")
     wg = GroupConfig.of("wgmma", bm=128, bn=256, stages=4)
@@ -512,6 +521,38 @@ static inline float emu_bf16(unsigned bits) {
   memcpy(&f, &u, 4);
   return f;
 }
+// TF32: cvt.rna.tf32.f32 (round to nearest, ties away from zero, to 10 mantissa bits) and
+// mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32: A(row, k) is register (row >= 8) + 2 (k >= 4) of lane
+// (row % 8) * 4 + k % 4; B(k, col) is register (k >= 4) of lane col * 4 + k % 4; C as for bf16.
+static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
+static inline unsigned emu_tf32(float x) {
+  unsigned u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u) return u;  // inf, nan
+  return (u + 0x1000u) & 0xffffe000u;
+}
+static unsigned emu_mma_t[32][32][4], emu_mma_u[32][32][2];
+static void emu_mma_tf32(float* c, const unsigned* a, const unsigned* b) {
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int q = 0; q < 4; ++q) emu_mma_t[w][lane][q] = a[q] & 0xffffe000u;  // the unit reads 19 bits
+  for (int q = 0; q < 2; ++q) emu_mma_u[w][lane][q] = b[q] & 0xffffe000u;
+  __syncwarp();
+  float out[4];
+  for (unsigned e = 0; e < 4; ++e) {
+    const unsigned row = lane / 4 + 8 * (e / 2), col = 2 * (lane % 4) + (e % 2);
+    double sum = c[e];
+    for (unsigned k = 0; k < 8; ++k)
+      sum += (double)__uint_as_float(emu_mma_t[w][(row % 8) * 4 + k % 4][(row >= 8) + 2 * (k >= 4)]) *
+             (double)__uint_as_float(emu_mma_u[w][col * 4 + k % 4][k >= 4]);
+    out[e] = (float)sum;
+  }
+  __syncwarp();
+  for (int q = 0; q < 4; ++q) c[q] = out[q];
+}
+static void emu_cp4(unsigned dst, const void* src, bool ok) {
+  if (ok) memcpy(emu_dyn_smem + dst, src, 4);
+  else memset(emu_dyn_smem + dst, 0, 4);
+}
 // cp.async (a synchronous copy here), and ldmatrix: lane l's register q is the pair of halves of matrix q
 // at (row l / 4, cols 2 (l % 4), +1) -- transposed: (rows 2 (l % 4), +1, col l / 4) -- where row r of
 // matrix q starts at the address lane 8 q + r gave.
@@ -617,6 +658,9 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
 MMA_ASM = re.compile(r'asm(?: volatile)?\(\s*"mma\.sync[^"]*\.bf16\.bf16[^"]*"(?:\s*"[^"]*")*\s*:[^;]*\);')
 PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
     (re.compile(r'asm volatile\("cp\.async\.cg\.shared\.global.*?\)\);', re.S), "emu_cp16(dst, src, ok);"),
+    (re.compile(r'asm volatile\("cp\.async\.ca\.shared\.global.*?\)\);', re.S), "emu_cp4(dst, src, ok);"),
+    (re.compile(r'asm\("cvt\.rna\.tf32\.f32.*?\)\);'), "r = emu_tf32(x);"),
+    (re.compile(r'asm\("mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32.*?\)\);', re.S), "emu_mma_tf32(c, a, b);"),
     (re.compile(r'asm volatile\("cp\.async\.(commit|wait)_group.*?\);'), ""),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.trans\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, true);"),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.x4\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, false);"),
@@ -778,6 +822,19 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ),
     ("two_outputs", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
     ("mlp", [GroupConfig.of("simt", bm=32, bn=64, bk=16, tm=4, tn=8)]),
+    # 3xTF32 tensor cores: every operand order, both copy widths (odd shape sets take the 4-byte build)
+    (
+        "mm",
+        [
+            GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3),
+            GroupConfig.of("tf32x3", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2),
+        ],
+    ),
+    ("mm_tn", [GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=1, wn=4, stages=4)]),
+    ("mm_nt", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=1, stages=3)]),
+    ("mm_tt", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=2)]),
+    ("bcast", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3)]),
+    ("linear3d_gelu_res", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2, stages=3)]),
 ]
 MISALIGNED = {"mm": 1, "mm_nt": 1, "gemv": 2}  # task -> an aligned shape set it also runs misaligned
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
@@ -875,3 +932,26 @@ def test_emulator_catches_a_wrong_kernel(tasks: dict[str, Task], tmp_path: Path)
         want = _bits(case.expected[0]) if fine else case.expected[0].double().numpy().reshape(-1)
         matches = np.array_equal(got, want) if fine else np.allclose(got, want, rtol=1e-4, atol=1e-4)
         assert not matches, (name, shape_set)
+
+
+@needs_gxx
+def test_emulator_catches_a_tf32x3_kernel_without_its_small_terms_or_with_a_wrong_fragment(
+    tasks: dict[str, Task], tmp_path: Path
+) -> None:
+    """Not vacuous for 3xTF32: plain TF32 (the small terms dropped) misses fp32 accuracy, and an A
+    fragment read from the wrong k column is wrong outright; both builds (16- and 4-byte copies)."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    config = GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3)
+    code = kernels_of(tasks, "mm", EMULATED).render([config]).code
+    plain = re.sub(r"\w+_mma8\(acc\[i\]\[j\], (as_, bb|ab, bs)\[j\]\);", "", code)
+    shifted = code.replace("ks + t4 + 4)], ab[2]", "ks + t4)], ab[2]")
+    assert code != plain and code != shifted
+    lib = emulated_library(tmp_path, [plain, shifted])
+    runtime = TaskRuntime(tasks["mm"], "cpu")
+    for k in range(2):
+        for shape_set in range(tasks["mm"].num_shape_sets):  # odd sizes (4-byte build), aligned (16-byte)
+            case = runtime.case(7 + shape_set, shape_set)
+            (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
+            want = case.expected[0].double().numpy().reshape(-1)
+            assert not np.allclose(got, want, rtol=1e-4, atol=1e-4), (k, shape_set)

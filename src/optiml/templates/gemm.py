@@ -63,7 +63,7 @@ from typing import Any
 from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import TRIANGULAR
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import gemm_mma, gemm_wgmma
+from optiml.templates import gemm_mma, gemm_tf32, gemm_wgmma
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -93,6 +93,14 @@ MMA_KNOBS: dict[str, tuple[Any, ...]] = {
     "stages": (2, 3, 4),
 }
 WGMMA_KNOBS: dict[str, tuple[Any, ...]] = {"bm": (64, 128), "bn": (64, 128, 256), "stages": (2, 3, 4)}
+TF32_KNOBS: dict[str, tuple[Any, ...]] = {
+    "bm": (64, 128, 256),
+    "bn": (64, 128, 256),
+    "bk": (16, 32),
+    "wm": (1, 2, 4),
+    "wn": (1, 2, 4),
+    "stages": (2, 3, 4),
+}
 GEMV_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "rows": (1, 2, 4, 8, 16)}
 HALF = ("float16", "bfloat16")
 SMALL_SIDE = 16  # min(M, N) at most this: the gemv variant is the rule
@@ -1087,7 +1095,15 @@ def _space_check(config: GroupConfig) -> str | None:
         return gemm_mma.check(config)
     if config.variant == "wgmma":
         return gemm_wgmma.check(config)
+    if config.variant == "tf32x3":
+        return gemm_tf32.check(config)
     return None
+
+
+def _tensor_cores_take_tf32(facts: DeviceFacts) -> bool:
+    """TF32 ``mma.sync`` needs sm_80 or newer."""
+    digits = "".join(ch for ch in facts.arch if ch.isdigit())
+    return bool(digits) and int(digits) >= 80
 
 
 class GemmTemplate:
@@ -1110,6 +1126,8 @@ class GemmTemplate:
                 knobs["wgmma"] = dict(WGMMA_KNOBS)
         else:
             knobs["simt"] = dict(SIMT_KNOBS)
+            if _tensor_cores_take_tf32(facts):
+                knobs["tf32x3"] = dict(TF32_KNOBS)
         knobs["gemv"] = dict(GEMV_KNOBS)
         return Space(knobs=knobs, check=_space_check)
 
@@ -1226,6 +1244,14 @@ class GemmTemplate:
                 gemm_wgmma.kernel(p, config, prob.b_k_major),
                 _mma_kernel(p, fallback, prob, False, epi),
                 gemm_wgmma.launch(p, config, fallback, *_launch_terms(p, prob, epi)),
+            ]
+        elif config.variant == "tf32x3":
+            device += [
+                gemm_mma.helpers(p),
+                gemm_tf32.helpers(p),
+                gemm_tf32.kernel(p, config, prob.a_k_major, prob.b_k_major, vec=True),
+                gemm_tf32.kernel(p, config, prob.a_k_major, prob.b_k_major, vec=False),
+                gemm_tf32.launch(p, config, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi)),
             ]
         else:
             device.append(_gemv_code(p, config, prob, ctx.facts))
