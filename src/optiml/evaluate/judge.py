@@ -44,6 +44,7 @@ from optiml.values import EvalStatus
 CALIBRATION_CALLS = 41
 SPIN_CALLS = 15
 SPIN_CYCLES = 200_000  # ~0.1 ms at H200 clocks
+SHARED_STRETCH = 1.5  # the spin kernel's slowest call over its fastest: another context's time slice
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 POISON_WORKSPACE = 0xFF
 
@@ -206,8 +207,19 @@ class Judge:
                 windows.append(window)
         return windows
 
+    def gpu_shared(self) -> bool:
+        """Whether another process's context is taking time slices of the GPU now: the judge's own
+        spin kernel, timed on its own stream, then varies by whole slices (alone, within a few percent)."""
+        if not self.cuda:
+            return False
+        times = self._spin_times()
+        return max(times) > SHARED_STRETCH * min(times)
+
     def _spin_directly(self) -> float:
         """The spin kernel timed with events on the judge's own stream (no process in between)."""
+        return statistics.median(self._spin_times())
+
+    def _spin_times(self) -> list[float]:
         from optiml.evaluate.candidate_process import DriverKernels
 
         kernels = DriverKernels()
@@ -221,7 +233,7 @@ class Judge:
             end.record(stream)
             end.synchronize()
             times.append(start.elapsed_time(end))
-        return statistics.median(times)
+        return times
 
     def close(self) -> None:
         if self._spare is not None:
