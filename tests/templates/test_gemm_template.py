@@ -944,7 +944,7 @@ def test_emulator_catches_a_tf32x3_kernel_without_its_small_terms_or_with_a_wron
 
     config = GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3)
     code = kernels_of(tasks, "mm", EMULATED).render([config]).code
-    plain = re.sub(r"\w+_mma8\(acc\[i\]\[j\], (as_, bb|ab, bs)\[j\]\);", "", code)
+    plain = re.sub(r"\w+_mma8\(part\[i\]\[j\], (as_, bb|ab, bs)\[j\]\);", "", code)
     shifted = code.replace("ks + t4 + 4)], ab[2]", "ks + t4)], ab[2]")
     assert code != plain and code != shifted
     lib = emulated_library(tmp_path, [plain, shifted])
