@@ -29,6 +29,10 @@ Variants (structural choices):
 * ``wgmma`` (fp16 / bf16 on sm_90a, A k-major): Hopper warp-group MMA from 128-byte-swizzled shared
   memory through descriptors (:mod:`optiml.templates.gemm_wgmma`); the scalar ``mma`` build when the
   operands do not allow 16-byte copies.
+* ``tf32x3`` (float32 tasks, sm_80 and newer): each fp32 value split into two TF32 parts, three
+  ``mma.sync.m16n8k8`` per tile (small terms first), each ``bk`` slice summed into a zeroed partial
+  and added in fp32: fp32 accuracy on tensor cores (:mod:`optiml.templates.gemm_tf32`). A variant like
+  any other: kept only where it verifies under the task's tolerance.
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
   small batch, ``A @ v``) a warp owns one big index, its lanes stride over k (16-byte loads when
@@ -47,7 +51,8 @@ screening rule rejects it otherwise).
 
 The planner's rule (:meth:`GemmTemplate.default`) on the primary (first) shape set:
 ``min(M, N) <= 16`` → ``gemv`` (``rows`` = the small side rounded up to a power of two, at most 16);
-else float32 → ``simt`` 64×64×16 / 8×8 when there are at least four 64×64 tiles per SM, 128×128×8 / 8×8
+else float32 → ``tf32x3`` 64×128×32 on 2×2 warps, 4 stages, when TF32 MMAs exist, both operands'
+contiguous dims are multiples of 4 and its tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when there are at least four 64×64 tiles per SM, 128×128×8 / 8×8
 when the 128×128 tiles cover every SM, 128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A
 k-major on sm_90a → ``wgmma`` with 4 stages, the first of 128×256, 128×128, 64×128 whose tiles cover
 every SM, else 64×64; other half products → ``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles
@@ -101,6 +106,8 @@ TF32_KNOBS: dict[str, tuple[Any, ...]] = {
     "wn": (1, 2, 4),
     "stages": (2, 3, 4),
 }
+#: the fastest tf32x3 tile at 4096^3 (a @ b), within 1.5 % of the best for a.T @ b (H200, gemm_sweep_tf32x3.json)
+TF32_DEFAULT = GroupConfig.of("tf32x3", bm=64, bn=128, bk=32, wm=2, wn=2, stages=4)
 GEMV_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "rows": (1, 2, 4, 8, 16)}
 HALF = ("float16", "bfloat16")
 SMALL_SIDE = 16  # min(M, N) at most this: the gemv variant is the rule
@@ -198,6 +205,11 @@ class Problem:
     @property
     def primary(self) -> Traced:
         return self.traced[0]
+
+    def vector_friendly(self) -> bool:
+        """At the primary shape, both operands' contiguous dims are multiples of 4 (16-byte fp32 copies)."""
+        t = self.primary
+        return (t.k if self.a_k_major else t.m) % 4 == 0 and (t.k if self.b_k_major else t.n) % 4 == 0
 
 
 # -- the epilogue ------------------------------------------------------------------------------------
@@ -1149,6 +1161,12 @@ class GemmTemplate:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)
+        if (
+            _tensor_cores_take_tf32(facts)
+            and prob.vector_friendly()
+            and t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 128) >= sms
+        ):
+            return TF32_DEFAULT  # 1.04-1.06x cuBLAS SGEMM at 4096^3 on the H200 (gemm_sweep_tf32x3.json)
         if t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 64) >= 4 * sms:  # best at 4096^3 on the H200 (gemm_sweep)
             return GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8)
         if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:
@@ -1172,7 +1190,9 @@ class GemmTemplate:
                 GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4),
             ]
         else:
+            tf32 = "tf32x3" in self.space(group, facts).variants
             tiled = [
+                *([TF32_DEFAULT, GroupConfig.of("tf32x3", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2)] if tf32 else []),
                 GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8),
                 GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("simt", bm=128, bn=64, bk=16, tm=8, tn=8),
