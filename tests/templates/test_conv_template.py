@@ -182,7 +182,7 @@ _KERNELS: dict[tuple[str, int], TemplateKernels] = {}
 
 
 def kernels_of(tasks: dict[str, Task], name: str, facts: DeviceFacts = FACTS) -> TemplateKernels:
-    key = (name, facts.sm_count)
+    key = (name, facts.sm_count, facts.arch)
     if key not in _KERNELS:
         if name not in _GRAPHS:
             _GRAPHS[name] = capture_all(tasks[name])
@@ -247,7 +247,16 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "conv2d_bn_relu").spaces[0]
     bf16 = kernels_of(tasks, "h_conv2d").spaces[0]
-    assert fp32.variants == ("implicit", "direct") and bf16.variants == ("mma", "direct")
+    assert fp32.variants == ("implicit", "tf32x3", "direct") and bf16.variants == ("mma", "direct")
+    assert kernels_of(tasks, "conv2d_bn_relu", DeviceFacts(arch="sm_75")).spaces[0].variants == ("implicit", "direct")
+    tf32 = GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)
+    assert fp32.reason_invalid(tf32) is None
+    for why, config in {
+        "shared memory": tf32.with_params(bk=32),  # 2 x 256 rows x 36 floats + the tap table
+        "accumulators": tf32.with_params(wn=2),  # 64 x 64 warp tiles
+        "columns": GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=1, wn=2),  # 64 threads, 128 columns
+    }.items():
+        assert fp32.reason_invalid(config) is not None, why
     assert kernels_of(tasks, "transposed2d").spaces[0].variants == ("direct",)
     assert kernels_of(tasks, "big_kernel3d").spaces[0].variants == ("direct",)
     implicit = GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8)
@@ -283,7 +292,10 @@ def test_render_is_deterministic_prefixed_and_size_free(tasks: dict[str, Task]) 
                     assert not re.search(rf"(?<![\w.%]){value}(?![\w.])", conv), (name, value)
             half = name.startswith("h_")
             report = screen_source(a, fp32_strict=not half)
-            assert not report.rejected and not report.flags, report.message()
+            tf32 = "tf32x3" in a  # flagged, not rejected: verification decides (the `tf32` rule)
+            assert not report.rejected and {f.rule for f in report.flags} == ({"tf32"} if tf32 else set()), (
+                report.message()
+            )
 
 
 def test_an_unsupported_convolution_is_one_line(tmp_path: Path) -> None:
@@ -312,6 +324,11 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("transposed2d", GroupConfig.of("direct", threads=128)),
         ("conv1d", GroupConfig.of("direct", threads=64)),
     ],
+    "tf32x3": [
+        ("conv2d_bn_relu", GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)),
+        ("conv3d_groups", GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2)),
+        ("pointwise_relu", GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)),
+    ],
     "mma": [
         ("h_conv2d", GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)),
         ("h_pointwise", GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)),
@@ -334,7 +351,8 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
         assert result.ok, f"{name}: {result.error_summary()}"
         warnings = [d for d in result.diagnostics if d.severity == "warning" and "ws_" not in d.message]
         assert not warnings, result.log[-3000:]
-        kernels = [r for r in result.resources if "_implicit" in r.name or "_mma_conv" in r.name or "_direct" in r.name]
+        names = ("_implicit", "_mma_conv", "_tf32", "_direct")
+        kernels = [r for r in result.resources if any(k in r.name for k in names)]
         assert kernels, name
         for res in kernels:
             assert not res.spills and res.stack_bytes == 0, (name, res)
@@ -372,6 +390,11 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("transposed2d", [GroupConfig.of("direct", threads=64)]),
     ("transposed1d_groups", [GroupConfig.of("direct", threads=128)]),
     ("big_kernel3d", [GroupConfig.of("direct", threads=64)]),
+    # 3xTF32 on tensor cores: strided, grouped 3-D, pointwise, and a fused tail
+    ("conv2d_strided", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2)]),
+    ("conv3d_groups", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2)]),
+    ("pointwise_relu", [GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)]),
+    ("conv2d_bn_relu", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=1, wn=2)]),
 ]
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (

@@ -29,6 +29,11 @@ Variants:
   holds A as ``[m][k]`` and B as ``[n][k]`` (k contiguous, rows padded by 8 halves), two buffers: the
   next slice is copied straight into the other buffer after the multiply (prefetching it through
   registers, one per 16-bit value, spilled under ptxas).
+* ``tf32x3`` (float32 tasks, sm_80 and newer): the same implicit GEMM on tensor cores at fp32
+  accuracy, the GEMM template's 3xTF32 slice (:func:`optiml.templates.gemm_tf32.slice_code`: each
+  value split into two TF32 parts, three ``mma.sync.m16n8k8`` per tile, each slice summed into a
+  zeroed partial added in fp32) over A as ``[m][k]`` and B as ``[n][k]`` (rows padded by 4 floats),
+  double buffered, the next slice prefetched in registers.
 * ``direct`` (any float dtype; the rule for depthwise and other convolutions with few terms per
   output, and the only variant of transposed convolutions): one thread per output element walks its
   input channels and kernel window (for a transposed convolution, the input positions that reach the
@@ -41,9 +46,10 @@ tensor all read the right element. A bias argument of the convolution itself is 
 accumulator first. Values are rounded once, to the stored dtype.
 
 The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed, or
-fewer than 32 terms per output (``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``implicit``
-with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still cover every SM (else
-64); half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2.
+fewer than 32 terms per output (``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``tf32x3``
+128x128x16 (``bm`` 64 when ``M <= 64``) on 2x4 warps when TF32 MMAs exist and those tiles cover every
+SM, else ``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still
+cover every SM (else 64); half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from typing import Any, cast
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
+from optiml.templates import gemm_tf32
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -63,7 +70,7 @@ from optiml.templates.base import (
     c_type,
     to_compute,
 )
-from optiml.templates.gemm import Epilogue, Problem, _mma_helper, _mma_slice
+from optiml.templates.gemm import Epilogue, Problem, _mma_helper, _mma_slice, tensor_cores_take_tf32
 
 IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -76,6 +83,13 @@ MMA_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (64, 128),
     "bn": (64, 128),
     "bk": (32,),
+    "wm": (1, 2, 4),
+    "wn": (1, 2, 4),
+}
+TF32_KNOBS: dict[str, tuple[Any, ...]] = {
+    "bm": (64, 128),
+    "bn": (64, 128),
+    "bk": (16, 32),
     "wm": (1, 2, 4),
     "wn": (1, 2, 4),
 }
@@ -486,6 +500,106 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
 """
 
 
+# -- tf32x3 (fp32 on tensor cores) -------------------------------------------------------------------
+def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
+    """The implicit GEMM on tensor cores at fp32 accuracy: the GEMM template's 3xTF32 slice
+    (:func:`optiml.templates.gemm_tf32.slice_code`) over A as ``[m][k]`` and B as ``[n][k]`` in shared
+    memory (rows padded by 4 floats: conflict-free fragment reads), double buffered, the next slice's
+    weights and gathered inputs prefetched in registers while the current one is multiplied."""
+    bm, bn, bk, wm, wn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
+    threads = wm * wn * 32
+    wtm, wtn = bm // wm, bn // wn
+    mi, ni = wtm // 16, wtn // 8
+    pitch = bk + gemm_tf32.PAD_K
+    la, lb, step = _cdiv(bm * bk, threads), bk * bn // threads, threads // bn
+    guard_a = "f < " + str(bm * bk) + " && " if (bm * bk) % threads else ""
+    load = f"""#pragma unroll
+    for (int l = 0; l < {la}; ++l) {{
+      const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
+      const int64_t gm = m0 + mm, gk = k0 + kk;
+      ra[l] = ({guard_a}gm < P.M && gk < P.K) ? Wg[gm * P.K + gk] : 0.f;
+    }}
+#pragma unroll
+    for (int l = 0; l < {lb}; ++l) {{
+      const int64_t gk = k0 + brow0 + l * {step};
+      float v;
+      {_gather(prob, "0.f", "X[{idx}]")}
+      rb[l] = v;
+    }}"""
+    store = f"""#pragma unroll
+    for (int l = 0; l < {la}; ++l) {{
+      const int f = (int)threadIdx.x + l * {threads};
+      {"if (f < " + str(bm * bk) + ") " if guard_a else ""}As[buf][f / {bk}][f % {bk}] = ra[l];
+    }}
+#pragma unroll
+    for (int l = 0; l < {lb}; ++l) Bs[buf][bcol][brow0 + l * {step}] = rb[l];"""
+    multiply = gemm_tf32.slice_code(p, bk, mi, ni, wtm, wtn, "As[buf][{m}][{k}]", "Bs[buf][{n}][{k}]")
+    return f"""\
+// Implicit GEMM in 3xTF32 on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
+// each), {bk}-deep slices double buffered through registers; A as [m][k], B as [n][k] in shared memory.
+__global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
+  typedef float X_T;
+  __shared__ __align__(16) float As[2][{bm}][{pitch}];
+  __shared__ __align__(16) float Bs[2][{bn}][{pitch}];
+  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3, wy = warp / {wn}, wx = warp % {wn};
+{_block_decode()}
+  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+  const float* __restrict__ Wg = P.w + gz * P.M * P.K;
+  const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
+{_decode_column(prob)}
+{_tap_table(prob, threads)}
+  float ra[{la}], rb[{lb}];
+  float acc[{mi}][{ni}][4];
+#pragma unroll
+  for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+    for (int j = 0; j < {ni}; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+  const int64_t KT = (P.K + {bk - 1}) / {bk};
+  int64_t k0 = 0;
+  int buf = 0;
+  {{
+{load}
+{store}
+  }}
+  __syncthreads();
+  for (int64_t kt = 0; kt < KT; ++kt) {{
+    buf = (int)(kt & 1);
+    if (kt + 1 < KT) {{  // the next slice's loads are in flight while this one is multiplied
+      k0 = (kt + 1) * {bk};
+{load}
+    }}
+{multiply}
+    if (kt + 1 < KT) {{
+      buf ^= 1;
+{store}
+    }}
+    __syncthreads();
+  }}
+{_columns(2 * ni, f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)")}
+#pragma unroll
+  for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
+      if (m >= P.M) continue;
+      const int64_t co = gz * P.M + m;
+#pragma unroll
+      for (int j = 0; j < {ni}; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {{
+          if (cb[2 * j + q] >= 0) {{
+            float v = acc[i][j][2 * h + q];
+            {_store(prob, p, "2 * j + q")}
+          }}
+        }}
+    }}
+}}
+"""
+
+
 def _tiled_launch(p: str, kernel: str, bm: int, bn: int, threads: int) -> str:
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
@@ -618,11 +732,33 @@ def _mma_check(config: GroupConfig) -> str | None:
     return None
 
 
+def _tf32_check(config: GroupConfig) -> str | None:
+    bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
+    if bm % (16 * wm) or bn % (8 * wn):
+        return f"{config.label()}: warp tile {bm}/{wm} x {bn}/{wn} is not a whole number of 16x8 mma tiles"
+    threads = wm * wn * 32
+    if not 64 <= threads <= 256:
+        return f"{config.label()}: {threads} threads per block (64 to 256)"
+    if threads % bn or bk % (threads // bn):
+        return f"{config.label()}: each thread gathers one im2col column (threads a multiple of bn)"
+    accumulators = (bm // wm) * (bn // wn) // 32
+    if accumulators > gemm_tf32.MAX_ACCUMULATORS:
+        return f"{config.label()}: {accumulators} accumulators per thread (registers spill)"
+    smem = 2 * (bm + bn) * (bk + gemm_tf32.PAD_K) * 4 + TAPS_BYTES
+    if smem > STATIC_SMEM:
+        return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
+    if _cdiv(bm * bk, threads) > MAX_PREFETCH or bk * bn // threads > MAX_PREFETCH:
+        return f"{config.label()}: more than {MAX_PREFETCH} prefetch registers per operand"
+    return None
+
+
 def _space_check(config: GroupConfig) -> str | None:
     if config.variant == "implicit":
         return _implicit_check(config)
     if config.variant == "mma":
         return _mma_check(config)
+    if config.variant == "tf32x3":
+        return _tf32_check(config)
     return None
 
 
@@ -645,6 +781,8 @@ class ConvTemplate:
             knobs["mma"] = dict(MMA_KNOBS)
         elif gemm:
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
+            if tensor_cores_take_tf32(facts):
+                knobs["tf32x3"] = dict(TF32_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
         return Space(knobs=knobs, check=_space_check)
 
@@ -660,6 +798,8 @@ class ConvTemplate:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
         bm = 128 if m > 64 else 64
+        if tensor_cores_take_tf32(facts) and prob.groups * _cdiv(m, bm) * _cdiv(n, 128) >= sms:
+            return GroupConfig.of("tf32x3", bm=bm, bn=128, bk=16, wm=2, wn=4)
         if prob.groups * _cdiv(m, bm) * _cdiv(n, 128) >= sms:
             return GroupConfig.of("implicit", bm=bm, bn=128, bk=8, tm=8, tn=8)
         return GroupConfig.of("implicit", bm=bm, bn=64, bk=8, tm=8, tn=4 if bm == 64 else 8)
@@ -677,7 +817,9 @@ class ConvTemplate:
                 GroupConfig.of("direct", threads=256),
             ]
         else:
+            tf32 = "tf32x3" in self.space(group, facts).variants
             others = [
+                *([GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)] if tf32 else []),
                 GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
@@ -710,6 +852,13 @@ class ConvTemplate:
             bm, bn, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "tm", "tn"))
             threads = (bm // tm) * (bn // tn)
             device += [_implicit_kernel(p, config, prob), _tiled_launch(p, f"{p}_implicit", bm, bn, threads)]
+        elif config.variant == "tf32x3":
+            bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
+            device += [
+                gemm_tf32.helpers(p),
+                _tf32_kernel(p, config, prob),
+                _tiled_launch(p, f"{p}_tf32_conv", bm, bn, wm * wn * 32),
+            ]
         elif config.variant == "mma":
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
             device += [

@@ -52,12 +52,12 @@ screening rule rejects it otherwise).
 The planner's rule (:meth:`GemmTemplate.default`) on the primary (first) shape set:
 ``min(M, N) <= 16`` → ``gemv`` (``rows`` = the small side rounded up to a power of two, at most 16);
 else float32 → ``tf32x3`` 64×128×32 on 2×2 warps, 4 stages, when TF32 MMAs exist, both operands'
-contiguous dims are multiples of 4 and its tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when there are at least four 64×64 tiles per SM, 128×128×8 / 8×8
-when the 128×128 tiles cover every SM, 128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A
-k-major on sm_90a → ``wgmma`` with 4 stages, the first of 128×256, 128×128, 64×128 whose tiles cover
-every SM, else 64×64; other half products → ``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles
-cover every SM, else 64×64×32 on 2×2, 4 stages (the choices are the fastest measured by
-``benchmarks/gemm_sweep.py`` on the H200).
+contiguous dims are multiples of 4 and its tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when
+there are at least four 64×64 tiles per SM, 128×128×8 / 8×8 when the 128×128 tiles cover every SM,
+128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A k-major on sm_90a → ``wgmma`` with 4
+stages, the first of 128×256, 128×128, 64×128 whose tiles cover every SM, else 64×64; other half
+products → ``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles cover every SM, else 64×64×32
+on 2×2, 4 stages (the choices are the fastest measured by ``benchmarks/gemm_sweep.py`` on the H200).
 """
 
 from __future__ import annotations
@@ -1112,7 +1112,7 @@ def _space_check(config: GroupConfig) -> str | None:
     return None
 
 
-def _tensor_cores_take_tf32(facts: DeviceFacts) -> bool:
+def tensor_cores_take_tf32(facts: DeviceFacts) -> bool:
     """TF32 ``mma.sync`` needs sm_80 or newer."""
     digits = "".join(ch for ch in facts.arch if ch.isdigit())
     return bool(digits) and int(digits) >= 80
@@ -1138,7 +1138,7 @@ class GemmTemplate:
                 knobs["wgmma"] = dict(WGMMA_KNOBS)
         else:
             knobs["simt"] = dict(SIMT_KNOBS)
-            if _tensor_cores_take_tf32(facts):
+            if tensor_cores_take_tf32(facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
         knobs["gemv"] = dict(GEMV_KNOBS)
         return Space(knobs=knobs, check=_space_check)
@@ -1162,7 +1162,7 @@ class GemmTemplate:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)
         if (
-            _tensor_cores_take_tf32(facts)
+            tensor_cores_take_tf32(facts)
             and prob.vector_friendly()
             and t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 128) >= sms
         ):

@@ -72,7 +72,7 @@ def helpers(p: str) -> str:
 __device__ __forceinline__ void {p}_cp4(unsigned dst, const void* src, bool ok) {{
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\\n" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0));
 }}
-// x = big + small, both TF32 (round to nearest, ties away): big carries 11 bits, small the next 11.
+// x = big + small, both TF32 (round to nearest, ties away): big holds the leading mantissa bits, small the next.
 __device__ __forceinline__ unsigned {p}_tf32(float x) {{
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;\\n" : "=r"(r) : "f"(x));
@@ -137,16 +137,6 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool, vec: b
         copy_b = _copy(p, bk, bn, threads, width, tile_b, "sb")
         b_at = f"Bs[(cur * {bk} + ({{k}})) * {pitch_b} + ({{n}})]"
     a_stage = rows_a * pitch_a
-    row = f"wy * {wtm} + i * 16 + g"
-    col = f"wx * {wtn} + j * 8 + g"
-    a_places = ((row, "ks + t4"), (f"{row} + 8", "ks + t4"), (row, "ks + t4 + 4"), (f"{row} + 8", "ks + t4 + 4"))
-    fa = "\n".join(
-        f"        {p}_split({a_at.format(m=m, k=k)}, ab[{q}], as_[{q}]);" for q, (m, k) in enumerate(a_places)
-    )
-    fb = "\n".join(
-        f"        {p}_split({b_at.format(n=col, k=k)}, bb[j][{q}], bs[j][{q}]);"
-        for q, k in enumerate(("ks + t4", "ks + t4 + 4"))
-    )
     name = f"{p}_tf32_{'vec' if vec else 'any'}"
     return f"""\
 // 3xTF32: {bm}x{bn} tile per block on {wm}x{wn} warps ({wtm}x{wtn} each: {mi}x{ni} m16n8k8 tiles, three MMAs
@@ -192,6 +182,42 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
       {p}_cp_commit();
     }}
     const int cur = (int)(kt % {stages});
+{slice_code(p, bk, mi, ni, wtm, wtn, a_at, b_at)}  }}
+  {p}_cp_wait<0>();
+#pragma unroll
+  for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
+      if (m >= P.M) continue;
+      const int64_t r = z * P.M + m;
+#pragma unroll
+      for (int j = 0; j < {ni}; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {{
+          const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
+          if (n < P.N) {p}_epi1(P, r, n, acc[i][j][2 * h + q]);
+        }}
+    }}
+}}
+"""
+
+
+def slice_code(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int, a_at: str, b_at: str) -> str:
+    """One ``bk``-deep slice's multiply for a warp's ``mi x ni`` tiles, summed into a zeroed partial and
+    added to ``acc`` in fp32. ``a_at`` / ``b_at`` are shared-memory element expressions with ``{m}``,
+    ``{n}`` and ``{k}`` placeholders (shared with the convolution template's tf32x3 kernel)."""
+    row = f"wy * {wtm} + i * 16 + g"
+    col = f"wx * {wtn} + j * 8 + g"
+    a_places = ((row, "ks + t4"), (f"{row} + 8", "ks + t4"), (row, "ks + t4 + 4"), (f"{row} + 8", "ks + t4 + 4"))
+    fa = "\n".join(
+        f"        {p}_split({a_at.format(m=m, k=k)}, ab[{q}], as_[{q}]);" for q, (m, k) in enumerate(a_places)
+    )
+    fb = "\n".join(
+        f"        {p}_split({b_at.format(n=col, k=k)}, bb[j][{q}], bs[j][{q}]);"
+        for q, k in enumerate(("ks + t4", "ks + t4 + 4"))
+    )
+    return f"""\
     float part[{mi}][{ni}][4];  // this slice's sum: the MMA unit's own additions stay few (see the docstring)
 #pragma unroll
     for (int i = 0; i < {mi}; ++i)
@@ -224,24 +250,6 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
       for (int j = 0; j < {ni}; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[i][j][q] += part[i][j][q];
-  }}
-  {p}_cp_wait<0>();
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {{
-      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
-      if (m >= P.M) continue;
-      const int64_t r = z * P.M + m;
-#pragma unroll
-      for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {{
-          const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
-          if (n < P.N) {p}_epi1(P, r, n, acc[i][j][2 * h + q]);
-        }}
-    }}
-}}
 """
 
 
