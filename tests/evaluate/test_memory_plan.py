@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from optiml.evaluate.memory import FIXED_OVERHEAD_BYTES, MAX_CASES, USABLE_FRACTION, plan_memory
+from optiml.evaluate.memory import FIXED_OVERHEAD_BYTES, MAX_CASES, USABLE_FRACTION, WINDOW_BYTES, plan_memory
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
 
@@ -18,14 +18,23 @@ H200 = 150_000_000_000  # 139.7 GiB, as torch reports it
 def test_a_task_that_fits_keeps_every_cached_case() -> None:
     plan = plan_memory(H200, 1 * GB, timing_sets=2)
     assert plan.max_cases == MAX_CASES and plan.timing_sets == 2 and plan.fits
-    assert plan.bound_bytes == (MAX_CASES + 2 + 2) * GB + FIXED_OVERHEAD_BYTES
+    assert plan.bound_bytes == (MAX_CASES + 2 + 2) * GB + WINDOW_BYTES + FIXED_OVERHEAD_BYTES
+
+
+def test_a_timed_windows_slots_are_in_the_bound_and_scale_with_a_small_device() -> None:
+    """A window's extra slots (its calls' own inputs, outputs and references) are held beside the
+    rest: at most 4 GiB, and a quarter of a small device, as the harness's window_width sizes them."""
+    small = 8 * 2**30
+    plan = plan_memory(small, 100 * 2**20, timing_sets=2)
+    assert plan.bound_bytes == (plan.max_cases + plan.timing_sets + 2) * 100 * 2**20 + small // 4 + FIXED_OVERHEAD_BYTES
+    assert plan_memory(0, GB, timing_sets=2).bound_bytes == 8 * GB + WINDOW_BYTES + FIXED_OVERHEAD_BYTES
 
 
 def test_36_rmsnorm_sized_cases_fit_an_h200() -> None:
     case = 2 * 112 * 64 * 512 * 512 * 4  # input + reference output: 15 GB
     plan = plan_memory(H200, case, timing_sets=2)
     assert plan.fits and plan.bound_bytes <= USABLE_FRACTION * H200
-    assert plan.max_cases == MAX_CASES and plan.timing_sets == 2  # 8 x 15 GB + 2 GiB
+    assert plan.max_cases == MAX_CASES and plan.timing_sets == 2  # 8 x 15 GB + 6 GiB
 
 
 def test_cases_are_given_up_before_timing_sets() -> None:

@@ -31,6 +31,7 @@ from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_o
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
 from optiml.evaluate.judge import Calibration, CandidateSession, Judge, low_quantile, median_phases
+from optiml.evaluate.memory import WINDOW_BYTES
 from optiml.evaluate.runtime import Case, TaskRuntime
 from optiml.evaluate.timing import StopRule
 from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
@@ -54,10 +55,9 @@ STREAM_FACTOR = 1.5
 JUDGE_SLACK_MS = 0.25
 MIN_SAMPLE_MS = 1e-4  # a calibrated sample is never taken as zero (speedups divide by it)
 #: A timed window holds calls worth this much work (see TimingBench), at most MAX_WINDOW_CALLS of
-#: them, whose input and output sets together stay within WINDOW_BYTES.
+#: them, whose input and output sets together stay within memory.WINDOW_BYTES.
 WINDOW_TARGET_MS = 3.0
 MAX_WINDOW_CALLS = 16
-WINDOW_BYTES = 4 * 2**30
 TIMEOUT_MARGIN_S = 3.0  # the judge answers this long before the orchestrator's own timeout
 
 

@@ -4,15 +4,17 @@ A *case* is one (seed, shape set, distribution): its inputs (the pristine copies
 reference outputs, ``case_bytes`` in all. Besides the cached cases the harness holds one set of
 trial buffers (input copies and poisoned outputs: about ``case_bytes`` again), the timing's input
 sets (each about ``case_bytes``), a reference forward's temporaries while a case is built
-(budgeted as one more ``case_bytes``) and a fixed overhead (the L2-flush buffer, chunked
-comparison temporaries, the CUDA context). So the peak is at most::
+(budgeted as one more ``case_bytes``), the extra slots of a timed window (each call of a window has
+inputs, outputs and a reference of its own: at most ``WINDOW_BYTES`` and a quarter of the device in
+all, :func:`window_bytes`) and a fixed overhead (the L2-flush buffer, chunked comparison temporaries,
+the CUDA context). So the peak is at most::
 
-    (max_cases + 1 + timing_sets + 1) × case_bytes + FIXED_OVERHEAD_BYTES
+    (max_cases + 1 + timing_sets + 1) × case_bytes + window_bytes + FIXED_OVERHEAD_BYTES
 
 and ``max_cases`` shrinks (down to one) until that fits in ``USABLE_FRACTION`` of the device:
 fewer cached copies, rebuilt on demand, when memory is short. With the defaults (up to 4 cases,
-2 timing sets) the stated bound is 8 × case_bytes + 2 GiB, i.e. at most 8× the task's footprint
-(inputs + outputs + reference outputs ≥ case_bytes) plus 2 GiB.
+2 timing sets) the stated bound is 8 × case_bytes + 6 GiB on an H200, i.e. at most 8× the task's
+footprint (inputs + outputs + reference outputs ≥ case_bytes) plus 6 GiB.
 
 Standard library and torch only (GPU worker side).
 """
@@ -27,6 +29,12 @@ import torch
 MAX_CASES = 4
 FIXED_OVERHEAD_BYTES = 2 * 2**30
 USABLE_FRACTION = 0.92
+WINDOW_BYTES = 4 * 2**30  # a timed window's slots, all together (the harness's window_width)
+
+
+def window_bytes(device_bytes: int) -> int:
+    """The most a timed window's slots may hold: ``WINDOW_BYTES``, and a quarter of the device."""
+    return WINDOW_BYTES if device_bytes <= 0 else min(WINDOW_BYTES, device_bytes // 4)
 
 
 @dataclass(frozen=True)
@@ -40,8 +48,10 @@ class MemoryPlan:
 
     @property
     def bound_bytes(self) -> int:
-        """The planned peak: cases, trial buffers, timing sets, a reference's temporaries, overhead."""
-        return (self.max_cases + self.timing_sets + 2) * self.case_bytes + FIXED_OVERHEAD_BYTES
+        """The planned peak: cases, trial buffers, timing sets, a reference's temporaries, a timed
+        window's slots, overhead."""
+        slots = window_bytes(self.device_bytes)
+        return (self.max_cases + self.timing_sets + 2) * self.case_bytes + slots + FIXED_OVERHEAD_BYTES
 
     @property
     def fits(self) -> bool:
