@@ -838,6 +838,14 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("mm_tt", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=2)]),
     ("bcast", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3)]),
     ("linear3d_gelu_res", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2, stages=3)]),
+    # few tiles, long K: split into slices summed by the split-K kernel (the emulator's 4 SMs)
+    (
+        "deep_k",
+        [
+            GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3),
+            GroupConfig.of("tf32x3", bm=64, bn=128, bk=32, wm=2, wn=2, stages=2),
+        ],
+    ),
 ]
 MISALIGNED = {"mm": 1, "mm_nt": 1, "gemv": 2}  # task -> an aligned shape set it also runs misaligned
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [

@@ -727,6 +727,27 @@ def _simt_launch(p: str, prob: Problem, cfg: GroupConfig, facts: DeviceFacts, ep
     threads = (bm // tm) * (bn // tn)
     a_ld, a_len, b_ld, b_len, vec_out = _launch_terms(p, prob, epi)
     return f"""\
+{_split_plan(p, bm, bn, bk, facts)}static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
+  if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
+{_split_setup(p, bm, bn, bk)}
+  {vec_out}
+  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && {a_len} % 4 == 0 &&
+                   {b_ld} % 4 == 0 && {b_len} % 4 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
+                   {p}_strides_ok(P.bsb, {p}_nbd, 4);
+  if (vec)
+    {p}_simt_vec<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
+  else
+    {p}_simt_any<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
+  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
+  return P.splits > 1 ? {p}_splitk_launch(P, stream) : 0;
+}}
+"""
+
+
+def _split_plan(p: str, bm: int, bn: int, bk: int, facts: DeviceFacts) -> str:
+    """``{p}_splits`` and ``{p}_ws_bytes`` of a ``bm x bn`` tiled kernel: with fewer tiles than twice
+    the SMs and a long K, K is split into slices (multiples of ``bk``) summed in the workspace."""
+    return f"""\
 // Slices of K ({facts.sm_count} SMs): 1 = no split.
 static int64_t {p}_splits(int64_t M, int64_t N, int64_t K, int64_t batch) {{
   const int64_t tiles = batch * ((M + {bm - 1}) / {bm}) * ((N + {bn - 1}) / {bn});
@@ -744,27 +765,19 @@ static size_t {p}_ws_bytes(int64_t M, int64_t N, int64_t K, int64_t batch) {{
   const int64_t s = {p}_splits(M, N, K, batch);
   return s > 1 ? (size_t)s * (size_t)(batch * M * N) * sizeof(float) : 0;
 }}
-static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
-  if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
+"""
+
+
+def _split_setup(p: str, bm: int, bn: int, bk: int) -> str:
+    """Launch statements: the tile grid, the split of K (``{p}_splits``) and ``blocks``."""
+    return f"""\
   P.tiles_m = (P.M + {bm - 1}) / {bm};
   P.tiles_n = (P.N + {bn - 1}) / {bn};
   P.splits = {p}_splits(P.M, P.N, P.K, P.batch);
   P.kslice = P.splits > 1 ? ((P.K + P.splits - 1) / P.splits + {bk - 1}) / {bk} * {bk} : (P.K > 0 ? P.K : 1);
   P.part = (float*)ws;
   const int64_t blocks = P.batch * P.tiles_m * P.tiles_n * P.splits;
-  if (blocks > 2147483647LL) return -4;
-  {vec_out}
-  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && {a_len} % 4 == 0 &&
-                   {b_ld} % 4 == 0 && {b_len} % 4 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
-                   {p}_strides_ok(P.bsb, {p}_nbd, 4);
-  if (vec)
-    {p}_simt_vec<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
-  else
-    {p}_simt_any<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
-  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
-  return P.splits > 1 ? {p}_splitk_launch(P, stream) : 0;
-}}
-"""
+  if (blocks > 2147483647LL) return -4;"""
 
 
 # -- mma (fp16 / bf16 tensor cores) ------------------------------------------------------------------
@@ -883,7 +896,7 @@ def _mma_slice(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int) -> str:
 
 # -- gemv (skinny products) --------------------------------------------------------------------------
 def _splitk_code(p: str) -> str:
-    """The split-K reduction kernel and its launch, shared by the ``gemv`` and ``simt`` variants."""
+    """The split-K reduction kernel and its launch, shared by the ``gemv``, ``simt`` and ``tf32x3`` variants."""
     return f"""\
 // Split-K: adds the slices' partial sums in slice order (deterministic), then the epilogue.
 __global__ void __launch_bounds__(256) {p}_splitk_sum(const {p}_prob P) {{
@@ -1266,12 +1279,17 @@ class GemmTemplate:
                 gemm_wgmma.launch(p, config, fallback, *_launch_terms(p, prob, epi)),
             ]
         elif config.variant == "tf32x3":
+            bm, bn, bk = (int(config.get(k)) for k in ("bm", "bn", "bk"))
             device += [
                 gemm_mma.helpers(p),
                 gemm_tf32.helpers(p),
                 gemm_tf32.kernel(p, config, prob.a_k_major, prob.b_k_major, vec=True),
                 gemm_tf32.kernel(p, config, prob.a_k_major, prob.b_k_major, vec=False),
-                gemm_tf32.launch(p, config, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi)),
+                _splitk_code(p),
+                _split_plan(p, bm, bn, bk, ctx.facts),
+                gemm_tf32.launch(
+                    p, config, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi), _split_setup(p, bm, bn, bk)
+                ),
             ]
         else:
             device.append(_gemv_code(p, config, prob, ctx.facts))
@@ -1283,7 +1301,7 @@ class GemmTemplate:
             f"  if ({p}_err != 0) return {p}_err;",
             "}",
         ]
-        if config.variant in ("gemv", "simt"):
+        if config.variant in ("gemv", "simt", "tf32x3"):
             m, n, k, batch = self._size_exprs(prob, ctx)
             workspace = f"{p}_ws_bytes({m}, {n}, {k}, {batch})"
         return KernelCode(

@@ -18,7 +18,9 @@ its own memory order: ``[m][k]`` / ``[n][k]`` rows padded by 4 floats when k is 
 build copies four floats at a time; the 4-byte build (odd sizes, unaligned views) the same tiles one
 float at a time, so every shape takes the tensor-core path. Copies past the matrix edge are
 zero-filled. ``wm × wn`` warps each own a ``(bm/wm) × (bn/wn)`` warp tile of 16x8 MMA tiles; the
-epilogue is the GEMM group's (``{p}_epi1``).
+epilogue is the GEMM group's (``{p}_epi1``). With too few tiles to fill the GPU and a long K, K is
+split as for the ``simt`` variant: each block sums one slice, the partial sums go to the workspace,
+and the GEMM template's split-K kernel adds them in slice order (deterministic) before the epilogue.
 """
 
 from __future__ import annotations
@@ -121,19 +123,19 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool, vec: b
     rows_a, pitch_a = _pitch(a_k_major, bm, bk)
     _, pitch_b = _pitch(b_k_major, bn, bk)
     if a_k_major:  # A(m, k) at [m][k]
-        tile_a: dict[str, Any] = dict(o0="m0", i0="k0", osize="P.M", isize="P.K", stride="P.sam", ptr="A", pad=PAD_K)
+        tile_a: dict[str, Any] = dict(o0="m0", i0="k0", osize="P.M", isize="kend", stride="P.sam", ptr="A", pad=PAD_K)
         copy_a = _copy(p, bm, bk, threads, width, tile_a, "sa")
         a_at = f"As[(cur * {bm} + ({{m}})) * {pitch_a} + ({{k}})]"
     else:  # [k][m]
-        tile_a = dict(o0="k0", i0="m0", osize="P.K", isize="P.M", stride="P.sak", ptr="A", pad=PAD_MN)
+        tile_a = dict(o0="k0", i0="m0", osize="kend", isize="P.M", stride="P.sak", ptr="A", pad=PAD_MN)
         copy_a = _copy(p, bk, bm, threads, width, tile_a, "sa")
         a_at = f"As[(cur * {bk} + ({{k}})) * {pitch_a} + ({{m}})]"
     if b_k_major:  # B(k, n) at [n][k]
-        tile_b: dict[str, Any] = dict(o0="n0", i0="k0", osize="P.N", isize="P.K", stride="P.sbn", ptr="B", pad=PAD_K)
+        tile_b: dict[str, Any] = dict(o0="n0", i0="k0", osize="P.N", isize="kend", stride="P.sbn", ptr="B", pad=PAD_K)
         copy_b = _copy(p, bn, bk, threads, width, tile_b, "sb")
         b_at = f"Bs[(cur * {bn} + ({{n}})) * {pitch_b} + ({{k}})]"
     else:  # [k][n]
-        tile_b = dict(o0="k0", i0="n0", osize="P.K", isize="P.N", stride="P.sbk", ptr="B", pad=PAD_MN)
+        tile_b = dict(o0="k0", i0="n0", osize="kend", isize="P.N", stride="P.sbk", ptr="B", pad=PAD_MN)
         copy_b = _copy(p, bk, bn, threads, width, tile_b, "sb")
         b_at = f"Bs[(cur * {bk} + ({{k}})) * {pitch_b} + ({{n}})]"
     a_stage = rows_a * pitch_a
@@ -150,8 +152,11 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   const int g = lane >> 2, t4 = lane & 3, wy = warp / {wn}, wx = warp % {wn};
   int64_t z, tmi, tni, oa, ob;
   {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
+  const int64_t split = z / P.batch;  // the split-K slice (0 without a split)
+  z -= split * P.batch;
   {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+  const int64_t kbeg = split * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
   const float* __restrict__ A = P.a + oa;
   const float* __restrict__ B = P.b + ob;
   float acc[{mi}][{ni}][4];
@@ -161,12 +166,12 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
     for (int j = 0; j < {ni}; ++j)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-  const int64_t KT = (P.K + {bk - 1}) / {bk};
+  const int64_t KT = (kend - kbeg + {bk - 1}) / {bk};
 #pragma unroll
   for (int s = 0; s < {stages - 1}; ++s) {{
     if (s < KT) {{
       const int stage = s;
-      const int64_t k0 = (int64_t)s * {bk};
+      const int64_t k0 = kbeg + (int64_t)s * {bk};
 {copy_a}{copy_b}    }}
     {p}_cp_commit();
   }}
@@ -177,7 +182,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
       const int64_t next = kt + {stages - 1};
       if (next < KT) {{
         const int stage = (int)(next % {stages});
-        const int64_t k0 = next * {bk};
+        const int64_t k0 = kbeg + next * {bk};
 {copy_a}{copy_b}      }}
       {p}_cp_commit();
     }}
@@ -196,7 +201,11 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
 #pragma unroll
         for (int q = 0; q < 2; ++q) {{
           const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
-          if (n < P.N) {p}_epi1(P, r, n, acc[i][j][2 * h + q]);
+          if (n >= P.N) continue;
+          if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
+            P.part[(split * P.batch * P.M + r) * P.N + n] = acc[i][j][2 * h + q];
+          else
+            {p}_epi1(P, r, n, acc[i][j][2 * h + q]);
         }}
     }}
 }}
@@ -263,31 +272,29 @@ def launch(
     b_ld: str,
     b_len: str,
     vec_out: str,
+    split_setup: str,
 ) -> str:
-    """``{p}_launch``: the 16-byte build when both operands allow 16-byte copies, else the 4-byte one."""
+    """``{p}_launch``: the 16-byte build when both operands allow 16-byte copies, else the 4-byte one;
+    ``split_setup`` (the GEMM template's) sets the grid and the split of K, whose partial sums
+    ``{p}_splitk_launch`` adds."""
     bm, bn, bk, wm, wn, stages = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn", "stages"))
     smem = smem_bytes(bm, bn, bk, stages, a_k_major, b_k_major)
-    threads = wm * wn * 32
     return f"""\
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
-  (void)ws;
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
   {vec_out}
   const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && {a_len} % 4 == 0 &&
                    {b_ld} % 4 == 0 && {b_len} % 4 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
                    {p}_strides_ok(P.bsb, {p}_nbd, 4);
-  P.tiles_m = (P.M + {bm - 1}) / {bm};
-  P.tiles_n = (P.N + {bn - 1}) / {bn};
-  const int64_t blocks = P.batch * P.tiles_m * P.tiles_n;
-  if (blocks > 2147483647LL) return -4;
+{split_setup}
   // every call (about a microsecond): no state kept across calls
   const auto kernel = vec ? {p}_tf32_vec : {p}_tf32_any;
   {{
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
     if (e != cudaSuccess) return (int)e;
   }}
-  kernel<<<(unsigned)blocks, {threads}, {smem}, stream>>>(P);
+  kernel<<<(unsigned)blocks, {wm * wn * 32}, {smem}, stream>>>(P);
   {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
-  return 0;
+  return P.splits > 1 ? {p}_splitk_launch(P, stream) : 0;
 }}
 """
