@@ -34,7 +34,7 @@ from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
 from optiml.templates.base import DeviceFacts, GroupConfig, TemplateError
-from optiml.templates.gemm import GemmTemplate
+from optiml.templates.gemm import TF32_DEFAULT, GemmTemplate
 from optiml.templates.kernels import TemplateKernels
 from optiml.templates.plan import make_plan
 
@@ -311,7 +311,12 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     assert first["h_mm_relu"].variant == "wgmma" and first["h_gemv"].variant == "gemv"
     big = kernels_of(tasks, "mm").plan.groups[0]
     big_facts = DeviceFacts(sm_count=1)  # the 128x128 tiles cover every SM
-    assert gemm.default(big, big_facts) == GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
+    # an odd single product takes tf32x3 (its odd operands padded in the workspace) where TF32 MMAs exist
+    assert gemm.default(big, big_facts) == TF32_DEFAULT
+    before_tf32 = DeviceFacts(sm_count=1, arch="sm_75")
+    assert gemm.default(big, before_tf32) == GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
+    batched = kernels_of(tasks, "bcast").plan.groups[0]  # odd sizes and a batch: no padded copies, SIMT
+    assert gemm.default(batched, big_facts).variant == "simt"
     for name in ("mm", "gemv", "small_m_linear", "h_mm_relu", "h_gemv", "bcast"):
         k = kernels_of(tasks, name)
         group = k.plan.groups[0]
@@ -949,19 +954,22 @@ def test_emulator_catches_a_wrong_kernel(tasks: dict[str, Task], tmp_path: Path)
 def test_emulator_catches_a_tf32x3_kernel_without_its_small_terms_or_with_a_wrong_fragment(
     tasks: dict[str, Task], tmp_path: Path
 ) -> None:
-    """Not vacuous for 3xTF32: plain TF32 (the small terms dropped) misses fp32 accuracy, and an A
-    fragment read from the wrong k column is wrong outright; both builds (16- and 4-byte copies)."""
+    """Not vacuous for 3xTF32: plain TF32 (the small terms dropped) misses fp32 accuracy, an A
+    fragment read from the wrong k column is wrong outright, and so is an odd K padded with ones."""
     from optiml.evaluate.runtime import TaskRuntime
 
     config = GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3)
     code = kernels_of(tasks, "mm", EMULATED).render([config]).code
     plain = re.sub(r"\w+_mma8\(part\[i\]\[j\], (as_, bb|ab, bs)\[j\]\);", "", code)
     shifted = code.replace("ks + t4 + 4)], ab[2]", "ks + t4)], ab[2]")
-    assert code != plain and code != shifted
-    lib = emulated_library(tmp_path, [plain, shifted])
-    runtime = TaskRuntime(tasks["mm"], "cpu")
-    for k in range(2):
-        for shape_set in range(tasks["mm"].num_shape_sets):  # odd sizes (4-byte build), aligned (16-byte)
+    # an odd K padded with ones instead of zeros (a @ b.T: both operands padded along k)
+    nt = kernels_of(tasks, "mm_nt", EMULATED).render([config]).code
+    ones = nt.replace("src[r * ld + c] : 0.f;", "src[r * ld + c] : 1.f;")
+    assert code != plain and code != shifted and nt != ones
+    lib = emulated_library(tmp_path, [plain, shifted, ones])
+    for k, name in enumerate(("mm", "mm", "mm_nt")):
+        runtime = TaskRuntime(tasks[name], "cpu")
+        for shape_set in (0, 1) if k < 2 else (0,):  # odd sizes (padded copies), aligned (16-byte)
             case = runtime.case(7 + shape_set, shape_set)
             (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
             want = case.expected[0].double().numpy().reshape(-1)

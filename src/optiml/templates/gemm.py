@@ -32,7 +32,8 @@ Variants (structural choices):
 * ``tf32x3`` (float32 tasks, sm_80 and newer): each fp32 value split into two TF32 parts, three
   ``mma.sync.m16n8k8`` per tile (small terms first), each ``bk`` slice summed into a zeroed partial
   and added in fp32: fp32 accuracy on tensor cores (:mod:`optiml.templates.gemm_tf32`). A variant like
-  any other: kept only where it verifies under the task's tolerance.
+  any other: kept only where it verifies under the task's tolerance. A single product with an odd
+  contiguous dim pads that operand into the workspace first; K is split as for ``simt``.
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
   small batch, ``A @ v``) a warp owns one big index, its lanes stride over k (16-byte loads when
@@ -52,7 +53,8 @@ screening rule rejects it otherwise).
 The planner's rule (:meth:`GemmTemplate.default`) on the primary (first) shape set:
 ``min(M, N) <= 16`` → ``gemv`` (``rows`` = the small side rounded up to a power of two, at most 16);
 else float32 → ``tf32x3`` 64×128×32 on 2×2 warps, 4 stages, when TF32 MMAs exist, both operands'
-contiguous dims are multiples of 4 and its tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when
+contiguous dims are multiples of 4 (or it is a single product, whose odd operand is padded) and its
+tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when
 there are at least four 64×64 tiles per SM, 128×128×8 / 8×8 when the 128×128 tiles cover every SM,
 128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A k-major on sm_90a → ``wgmma`` with 4
 stages, the first of 128×256, 128×128, 64×128 whose tiles cover every SM, else 64×64; other half
@@ -1176,7 +1178,7 @@ class GemmTemplate:
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)
         if (
             tensor_cores_take_tf32(facts)
-            and prob.vector_friendly()
+            and (prob.vector_friendly() or t.batch == 1)  # a single product pads an odd operand
             and t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 128) >= sms
         ):
             return TF32_DEFAULT  # 1.04-1.06x cuBLAS SGEMM at 4096^3 on the H200 (gemm_sweep_tf32x3.json)
@@ -1287,6 +1289,7 @@ class GemmTemplate:
                 gemm_tf32.kernel(p, config, prob.a_k_major, prob.b_k_major, vec=False),
                 _splitk_code(p),
                 _split_plan(p, bm, bn, bk, ctx.facts),
+                gemm_tf32.padding(p, prob.a_k_major, prob.b_k_major),
                 gemm_tf32.launch(
                     p, config, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi), _split_setup(p, bm, bn, bk)
                 ),
@@ -1304,6 +1307,10 @@ class GemmTemplate:
         if config.variant in ("gemv", "simt", "tf32x3"):
             m, n, k, batch = self._size_exprs(prob, ctx)
             workspace = f"{p}_ws_bytes({m}, {n}, {k}, {batch})"
+            if config.variant == "tf32x3":  # the partial sums, then the padded copies (256-byte aligned)
+                workspace = (
+                    f"{p}_round256({p}_ws_bytes({m}, {n}, {k}, {batch})) + {p}_pad_bytes({m}, {n}, {k}, {batch})"
+                )
         return KernelCode(
             device="\n".join(device), host="\n".join(host) + "\n", workspace_bytes=workspace, includes=includes
         )

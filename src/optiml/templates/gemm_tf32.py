@@ -262,6 +262,45 @@ def slice_code(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int, a_at: str,
 """
 
 
+def padding(p: str, a_k_major: bool, b_k_major: bool) -> str:
+    """``{p}_pad_bytes`` and ``{p}_pad_copy``: a single product (batch 1) whose operand has an odd
+    contiguous dim is copied, its rows padded with zeros to a multiple of 4 floats, into the workspace
+    behind the split-K partial sums, so the 16-byte build runs (zeros past k add nothing; rows past m
+    or n are never stored). The copy reads each element once: ~1 % of an odd 8205x5921x2949 product."""
+    a_rows, a_len = ("M", "K") if a_k_major else ("K", "M")
+    b_rows, b_len = ("N", "K") if b_k_major else ("K", "N")
+    return f"""\
+static inline int64_t {p}_pad4(int64_t v) {{ return (v + 3) / 4 * 4; }}
+static inline size_t {p}_round256(size_t v) {{ return (v + 255) / 256 * 256; }}
+// Workspace for the padded copies (256-byte aligned, after the partial sums); 0: no operand is padded.
+static size_t {p}_pad_bytes(int64_t M, int64_t N, int64_t K, int64_t batch) {{
+  if (batch != 1 || M <= 0 || N <= 0 || K <= 0) return 0;
+  size_t bytes = 0;
+  if ({a_len} % 4) bytes += {p}_round256((size_t){a_rows} * (size_t){p}_pad4({a_len}) * sizeof(float));
+  if ({b_len} % 4) bytes += {p}_round256((size_t){b_rows} * (size_t){p}_pad4({b_len}) * sizeof(float));
+  return bytes ? bytes + 256 : 0;
+}}
+// dst[r][c] = src[r * ld + c] for c < cols, 0 up to cols4: rows over blockIdx.y (grid-stride), columns over x.
+__global__ void __launch_bounds__(256) {p}_pad_copy(const float* __restrict__ src, float* __restrict__ dst,
+                                                   int64_t rows, int64_t cols, int64_t ld, int64_t cols4) {{
+  const int64_t c = (int64_t)blockIdx.x * 256 + (int64_t)threadIdx.x;
+  if (c >= cols4) return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) dst[r * cols4 + c] = c < cols ? src[r * ld + c] : 0.f;
+}}
+static int {p}_pad_operand(const float*& ptr, int64_t& ld, int64_t rows, int64_t cols, char*& at,
+                           cudaStream_t stream) {{
+  const int64_t cols4 = {p}_pad4(cols);
+  const dim3 grid((unsigned)((cols4 + 255) / 256), (unsigned)(rows < 65535 ? rows : 65535));
+  {p}_pad_copy<<<grid, 256, 0, stream>>>(ptr, (float*)at, rows, cols, ld, cols4);
+  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
+  ptr = (const float*)at;
+  ld = cols4;
+  at += {p}_round256((size_t)rows * (size_t)cols4 * sizeof(float));
+  return 0;
+}}
+"""
+
+
 def launch(
     p: str,
     config: GroupConfig,
@@ -274,19 +313,34 @@ def launch(
     vec_out: str,
     split_setup: str,
 ) -> str:
-    """``{p}_launch``: the 16-byte build when both operands allow 16-byte copies, else the 4-byte one;
-    ``split_setup`` (the GEMM template's) sets the grid and the split of K, whose partial sums
-    ``{p}_splitk_launch`` adds."""
+    """``{p}_launch``: the 16-byte build when both operands allow 16-byte copies (after :func:`padding`
+    where one has an odd contiguous dim), else the 4-byte one; ``split_setup`` (the GEMM template's)
+    sets the grid and the split of K, whose partial sums ``{p}_splitk_launch`` adds."""
     bm, bn, bk, wm, wn, stages = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn", "stages"))
     smem = smem_bytes(bm, bn, bk, stages, a_k_major, b_k_major)
+    a_rows = "P.M" if a_k_major else "P.K"
+    b_rows = "P.N" if b_k_major else "P.K"
     return f"""\
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
   {vec_out}
-  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && {a_len} % 4 == 0 &&
-                   {b_ld} % 4 == 0 && {b_len} % 4 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
-                   {p}_strides_ok(P.bsb, {p}_nbd, 4);
 {split_setup}
+  if ({p}_pad_bytes(P.M, P.N, P.K, P.batch)) {{  // an odd contiguous dim: padded copies in the workspace
+    char* at = ws + {p}_round256({p}_ws_bytes(P.M, P.N, P.K, P.batch));
+    if ({a_len} % 4) {{
+      const int e = {p}_pad_operand(P.a, {a_ld}, {a_rows}, {a_len}, at, stream);
+      if (e != 0) return e;
+    }}
+    if ({b_len} % 4) {{
+      const int e = {p}_pad_operand(P.b, {b_ld}, {b_rows}, {b_len}, at, stream);
+      if (e != 0) return e;
+    }}
+  }}
+  const bool padded_a = {p}_pad_bytes(P.M, P.N, P.K, P.batch) && {a_len} % 4;
+  const bool padded_b = {p}_pad_bytes(P.M, P.N, P.K, P.batch) && {b_len} % 4;
+  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && ({a_len} % 4 == 0 || padded_a) &&
+                   {b_ld} % 4 == 0 && ({b_len} % 4 == 0 || padded_b) && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
+                   {p}_strides_ok(P.bsb, {p}_nbd, 4);
   // every call (about a microsecond): no state kept across calls
   const auto kernel = vec ? {p}_tf32_vec : {p}_tf32_any;
   {{
