@@ -8,6 +8,7 @@ median fraction of the DRAM floor are over the verified tasks.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -81,8 +82,8 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
     return metrics
 
 
-def markdown(rows: list[BenchRow], metrics: dict[str, Any]) -> str:
-    """The per-task table and the suite metrics, as Markdown."""
+def markdown(rows: list[BenchRow], metrics: dict[str, Any], notes: Sequence[str] = ()) -> str:
+    """The per-task table and the suite metrics, as Markdown; ``notes`` follow as lines of their own."""
     devices = sorted({r.device for r in rows if r.device})
     lines = [f"Measured on {', '.join(devices)}; each task's kernel and baselines on one GPU.", ""] if devices else []
     lines += [
@@ -111,6 +112,8 @@ def markdown(rows: list[BenchRow], metrics: dict[str, Any]) -> str:
             f"{value:.3f}" if isinstance(value, float) else ", ".join(value) if isinstance(value, list) else str(value)
         )
         lines.append(f"| {key} | {shown} |")
+    if notes:
+        lines += ["", *notes]
     return "\n".join(lines) + "\n"
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from optiml.bench.metrics import BenchRow, markdown, suite_metrics
+from optiml.bench.utilisation import UtilisationSampler
+from optiml.bench.utilisation import describe as describe_utilisation
 from optiml.errors import NoGPUError, OptimlError, ToolchainError
 
 STATE = "bench.json"
@@ -76,7 +78,12 @@ def write_state(out_dir: Path, rows: list[BenchRow], config: BenchConfig, extra:
     tmp = out_dir / (STATE + ".tmp")
     tmp.write_text(json.dumps(document, indent=1, default=str) + "\n", encoding="utf-8")
     tmp.replace(out_dir / STATE)
-    (out_dir / REPORT).write_text(markdown(rows, metrics), encoding="utf-8")
+    notes = []
+    if "wall_s" in extra:
+        notes.append(f"Suite wall time: {extra['wall_s']:.0f} s.")
+    if "gpu_utilisation" in extra:
+        notes.append(describe_utilisation(extra["gpu_utilisation"]))
+    (out_dir / REPORT).write_text(markdown(rows, metrics, notes), encoding="utf-8")
     return metrics
 
 
@@ -151,6 +158,9 @@ def run_bench(
                 stopper()
 
     threads = [threading.Thread(target=serve, args=(gpu,), name=f"optiml-bench-gpu{gpu}") for gpu in config.gpus]
+    sampler = UtilisationSampler(config.gpus)
+    sampler.start()
+    begin = time.perf_counter()
     for thread in threads:
         thread.daemon = True
         thread.start()
@@ -161,6 +171,13 @@ def run_bench(
     except KeyboardInterrupt:
         stop.set()
         raise
+    finally:  # this run's wall time and how busy its GPUs were (the rows of earlier runs keep theirs)
+        provenance["wall_s"] = round(time.perf_counter() - begin, 1)
+        provenance["gpu_utilisation"] = sampler.stop()
+        with lock:
+            ordered = [rows[p.resolve()] for p in paths if p.resolve() in rows]
+            if ordered:
+                write_state(out_dir, ordered, config, provenance)
     if fatal:  # what was recorded stays in the state file; the tasks not recorded run on the next attempt
         raise fatal[0]
     return [rows[p.resolve()] for p in paths if p.resolve() in rows]

@@ -82,7 +82,23 @@ def bench_cmd(
             )
             raise typer.Exit(130) from None
     console.print(bench_summary(rows, suite_metrics(rows), console.width))
+    console.print(_utilisation_line(target / STATE), highlight=False)
     console.print(f"written: {target}/{STATE}, {target}/{REPORT}, runs in {target}/runs.db")
+
+
+def _utilisation_line(state: Path) -> str:
+    """This run's wall time and GPU utilisation, as the state file recorded them."""
+    import json
+
+    from optiml.bench.utilisation import describe
+
+    try:
+        document = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "GPU utilisation: not recorded."
+    wall = document.get("wall_s")
+    prefix = f"wall time {wall:.0f} s; " if isinstance(wall, (int, float)) else ""
+    return prefix + describe(document.get("gpu_utilisation") or {"unavailable": "not recorded"})
 
 
 def _line(row: object) -> str:
