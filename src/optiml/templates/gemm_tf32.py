@@ -8,15 +8,17 @@ products are as accurate as fp32's, not a TF32 downgrade; the template still off
 variant that must verify under the task's tolerance like any other candidate. The MMA unit's own
 additions are less exact than fp32's round-to-nearest: accumulating all of K=4096 inside MMAs left a
 maximum error of 0.011 against cuBLAS (2.9e-5 of the largest output; the SIMT kernel: 0) on the
-H200 (benchmarks/results/gemm_sweep_tf32x3.json), past a 1e-2 atol. So each ``bk``-deep slice is
+H200 (benchmarks/results/gemm_sweep_tf32x3_first.json), past a 1e-2 atol. So each ``bk``-deep slice is
 summed by MMAs into a zeroed partial, and the partials are added to the accumulators in fp32.
 
 Tiles arrive by a ``stages``-deep ``cp.async`` pipeline into dynamic shared memory, each operand in
 its own memory order: ``[m][k]`` / ``[n][k]`` rows padded by 4 floats when k is contiguous, ``[k][m]``
 / ``[k][n]`` rows padded by 8 otherwise, so that a warp's fragment loads (lane ``l`` reads row
 ``l / 4`` and column ``l % 4`` of an 8x4 block, or its transpose) hit 32 distinct banks. The 16-byte
-build copies four floats at a time; the 4-byte build (odd sizes, unaligned views) the same tiles one
-float at a time, so every shape takes the tensor-core path. Copies past the matrix edge are
+build copies four floats at a time; the 4-byte build (unaligned views, batched products with odd
+sizes) the same tiles one float at a time, so every shape takes the tensor-core path; a single
+product with an odd contiguous dim pads that operand first (:func:`padding`) and runs the 16-byte
+build. Copies past the matrix edge are
 zero-filled. ``wm × wn`` warps each own a ``(bm/wm) × (bn/wn)`` warp tile of 16x8 MMA tiles; the
 epilogue is the GEMM group's (``{p}_epi1``). With too few tiles to fill the GPU and a long K, K is
 split as for the ``simt`` variant: each block sums one slice, the partial sums go to the workspace,
