@@ -279,7 +279,7 @@ POLICY: tuple[Rule, ...] = (
         id="tf32",
         action=FLAG,
         covers="PTX `.tf32` (`cvt.rna.tf32.f32`, TF32 `mma`), `wmma::precision::tf32`, `__float_to_tf32`",
-        reason="uses TF32 arithmetic: kept only because it verified under this float32 tolerance (a 3xTF32 "
+        reason="uses TF32 arithmetic: accepted only where it verifies under this float32 tolerance (a 3xTF32 "
         "split keeps fp32 accuracy; plain TF32, ~5e-4 relative error, fails a tolerance below 1e-3)",
         fp32_strict_only=True,
         names=_words("__float_to_tf32"),
