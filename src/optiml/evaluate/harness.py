@@ -323,8 +323,9 @@ def time_candidate(
     only once a fresh calibration (the device's load may have changed) and a second series agree.
     A series a verdict rests on (that second one, and ``single_calls``) times one call per window:
     the protocol the adversarial suite was validated on. Windows of several calls read two honest
-    kernels below the physics floor on a GPU shared by four test workers (H200, 2026-12-01; cause
-    not found), so they time, and never alone convict."""
+    kernels below the physics floor on a GPU shared by four test workers (H200, 2026-12-01: the judge's
+    start event waits for the judge's own time slice, see :func:`_recheck_suspect`), so they time, and
+    never alone convict."""
     stats, detail = _time_series(session, runtime, config, incumbent, session.judge.calibration(), single_calls)
     if _outside_stream(detail, config):
         stats, detail = _time_series(session, runtime, config, incumbent, session.judge.recalibrate(), True)
