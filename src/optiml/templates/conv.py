@@ -72,6 +72,7 @@ from optiml.templates.base import (
     to_compute,
 )
 from optiml.templates.gemm import Epilogue, Problem, _mma_helper, _mma_slice, tensor_cores_take_tf32
+from optiml.templates.gemm_mma import fragment_epilogue
 
 IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -407,15 +408,12 @@ __global__ void __launch_bounds__({threads}) {p}_implicit(const {p}_prob P) {{
 
 
 # -- mma (fp16 / bf16 tensor cores) --------------------------------------------------------------------
-def _mma_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
-    bm, bn, bk, wm, wn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
-    threads = wm * wn * 32
-    wtm, wtn = bm // wm, bn // wn
-    mi, ni = wtm // 16, wtn // 8
-    pitch = bk + 8
+def _staging(prob: ConvProblem, bm: int, bn: int, bk: int, threads: int, vtype: str, zero: str) -> tuple[str, str]:
+    """The tensor-core kernels' slice staging through registers: (load, store) statements. ``load``
+    reads the weights' ``bm x bk`` tile into ``ra`` and gathers this thread's im2col column into
+    ``rb``; ``store`` writes them to ``As[buf]`` (``[m][k]``) and ``Bs[buf]`` (``[n][k]``)."""
     la, lb, step = _cdiv(bm * bk, threads), bk * bn // threads, threads // bn
     guard_a = "f < " + str(bm * bk) + " && " if (bm * bk) % threads else ""
-    zero = "(unsigned short)0"
     load = f"""#pragma unroll
     for (int l = 0; l < {la}; ++l) {{
       const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
@@ -425,17 +423,28 @@ def _mma_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
 #pragma unroll
     for (int l = 0; l < {lb}; ++l) {{
       const int64_t gk = k0 + brow0 + l * {step};
-      unsigned short v;
+      {vtype} v;
       {_gather(prob, zero, "X[{idx}]")}
       rb[l] = v;
     }}"""
-    store_a = f"""#pragma unroll
+    store = f"""#pragma unroll
     for (int l = 0; l < {la}; ++l) {{
       const int f = (int)threadIdx.x + l * {threads};
       {"if (f < " + str(bm * bk) + ") " if guard_a else ""}As[buf][f / {bk}][f % {bk}] = ra[l];
     }}
 #pragma unroll
     for (int l = 0; l < {lb}; ++l) Bs[buf][bcol][brow0 + l * {step}] = rb[l];"""
+    return load, store
+
+
+def _mma_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
+    bm, bn, bk, wm, wn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
+    threads = wm * wn * 32
+    wtm, wtn = bm // wm, bn // wn
+    mi, ni = wtm // 16, wtn // 8
+    pitch = bk + 8
+    la, lb = _cdiv(bm * bk, threads), bk * bn // threads
+    load, store_a = _staging(prob, bm, bn, bk, threads, "unsigned short", "(unsigned short)0")
     return f"""\
 // Implicit GEMM on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} mma tiles each),
 // {bk}-deep slices double buffered; shared memory holds raw 16-bit values, A as [m][k], B as [n][k].
@@ -479,25 +488,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
     }}
     __syncthreads();
   }}
-{_columns(2 * ni, f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)")}
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {{
-      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
-      if (m >= P.M) continue;
-      const int64_t co = gz * P.M + m;
-#pragma unroll
-      for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {{
-          if (cb[2 * j + q] >= 0) {{
-            float v = acc[i][j][2 * h + q];
-            {_store(prob, p, "2 * j + q")}
-          }}
-        }}
-    }}
-}}
+{_tensor_core_store(p, prob, mi, ni, wtm, wtn)}}}
 """
 
 
@@ -512,28 +503,8 @@ def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     wtm, wtn = bm // wm, bn // wn
     mi, ni = wtm // 16, wtn // 8
     pitch = bk + gemm_tf32.PAD_K
-    la, lb, step = _cdiv(bm * bk, threads), bk * bn // threads, threads // bn
-    guard_a = "f < " + str(bm * bk) + " && " if (bm * bk) % threads else ""
-    load = f"""#pragma unroll
-    for (int l = 0; l < {la}; ++l) {{
-      const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
-      const int64_t gm = m0 + mm, gk = k0 + kk;
-      ra[l] = ({guard_a}gm < P.M && gk < P.K) ? Wg[gm * P.K + gk] : 0.f;
-    }}
-#pragma unroll
-    for (int l = 0; l < {lb}; ++l) {{
-      const int64_t gk = k0 + brow0 + l * {step};
-      float v;
-      {_gather(prob, "0.f", "X[{idx}]")}
-      rb[l] = v;
-    }}"""
-    store = f"""#pragma unroll
-    for (int l = 0; l < {la}; ++l) {{
-      const int f = (int)threadIdx.x + l * {threads};
-      {"if (f < " + str(bm * bk) + ") " if guard_a else ""}As[buf][f / {bk}][f % {bk}] = ra[l];
-    }}
-#pragma unroll
-    for (int l = 0; l < {lb}; ++l) Bs[buf][bcol][brow0 + l * {step}] = rb[l];"""
+    la, lb = _cdiv(bm * bk, threads), bk * bn // threads
+    load, store = _staging(prob, bm, bn, bk, threads, "float", "0.f")
     multiply = gemm_tf32.slice_code(p, bk, mi, ni, wtm, wtn, "As[buf][{m}][{k}]", "Bs[buf][{n}][{k}]")
     return f"""\
 // Implicit GEMM in 3xTF32 on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
@@ -579,26 +550,19 @@ __global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
     }}
     __syncthreads();
   }}
-{_columns(2 * ni, f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)")}
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {{
-      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
-      if (m >= P.M) continue;
-      const int64_t co = gz * P.M + m;
-#pragma unroll
-      for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {{
+{_tensor_core_store(p, prob, mi, ni, wtm, wtn)}}}
+"""
+
+
+def _tensor_core_store(p: str, prob: ConvProblem, mi: int, ni: int, wtm: int, wtn: int) -> str:
+    """The tensor-core kernels' stores: each warp's columns decoded once, then its accumulator tiles."""
+    element = f"""\
           if (cb[2 * j + q] >= 0) {{
             float v = acc[i][j][2 * h + q];
             {_store(prob, p, "2 * j + q")}
-          }}
-        }}
-    }}
-}}
-"""
+          }}"""
+    columns = _columns(2 * ni, f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)")
+    return columns + "\n" + fragment_epilogue(mi, ni, wtm, "const int64_t co = gz * P.M + m;", element)
 
 
 def _tiled_launch(p: str, kernel: str, bm: int, bn: int, threads: int) -> str:

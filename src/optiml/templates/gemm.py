@@ -848,22 +848,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
     }}
     __syncthreads();
   }}
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {{
-      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
-      if (m >= P.M) continue;
-      const int64_t r = z * P.M + m;
-#pragma unroll
-      for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {{
-          const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
-          if (n < P.N) {p}_epi1(P, r, n, acc[i][j][2 * h + q]);
-        }}
-    }}
-}}
+{gemm_mma.fragment_epilogue(mi, ni, wtm, "const int64_t r = z * P.M + m;", gemm_mma.store_element(p, wtn))}}}
 """
 
 

@@ -208,23 +208,38 @@ __global__ void __launch_bounds__({threads}) {p}_mma_vec(const {p}_prob P) {{
     }}
   }}
   {p}_cp_wait<0>();
+{fragment_epilogue(mi, ni, wtm, "const int64_t r = z * P.M + m;", store_element(p, wtn))}}}
+"""
+
+
+def fragment_epilogue(mi: int, ni: int, wtm: int, row: str, element: str) -> str:
+    """Loops over a warp's ``mi x ni`` 16x8 accumulator tiles ``acc[i][j][4]`` (``mma.sync`` layout:
+    lane ``(g, t4)`` holds rows ``g`` and ``g + 8``, columns ``2 t4`` and ``2 t4 + 1`` of each tile):
+    ``row`` runs once per output row ``m`` (known to be below ``P.M``), ``element`` (indented for the
+    innermost loop) once per accumulator ``acc[i][j][2 * h + q]``. Shared by every tensor-core kernel."""
+    return f"""\
 #pragma unroll
   for (int i = 0; i < {mi}; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {{
       const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
       if (m >= P.M) continue;
-      const int64_t r = z * P.M + m;
+      {row}
 #pragma unroll
       for (int j = 0; j < {ni}; ++j)
 #pragma unroll
         for (int q = 0; q < 2; ++q) {{
-          const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
-          if (n < P.N) {p}_epi1(P, r, n, acc[i][j][2 * h + q]);
+{element}
         }}
     }}
-}}
 """
+
+
+def store_element(p: str, wtn: int) -> str:
+    """The GEMM kernels' ``element`` of :func:`fragment_epilogue`: accumulator ``(r, n)`` through the epilogue."""
+    return f"""\
+          const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
+          if (n < P.N) {p}_epi1(P, r, n, acc[i][j][2 * h + q]);"""
 
 
 def launch(

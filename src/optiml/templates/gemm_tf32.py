@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from optiml.templates.base import GroupConfig
+from optiml.templates.gemm_mma import fragment_epilogue
 
 MAX_SMEM = 227 * 1024  # dynamic shared memory per block with the opt-in
 PAD_K = 4  # floats of padding on a row whose contiguous dim is k
@@ -141,6 +142,13 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool, vec: b
         copy_b = _copy(p, bk, bn, threads, width, tile_b, "sb")
         b_at = f"Bs[(cur * {bk} + ({{k}})) * {pitch_b} + ({{n}})]"
     a_stage = rows_a * pitch_a
+    store = f"""\
+          const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
+          if (n >= P.N) continue;
+          if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
+            P.part[(split * P.batch * P.M + r) * P.N + n] = acc[i][j][2 * h + q];
+          else
+            {p}_epi1(P, r, n, acc[i][j][2 * h + q]);"""
     name = f"{p}_tf32_{'vec' if vec else 'any'}"
     return f"""\
 // 3xTF32: {bm}x{bn} tile per block on {wm}x{wn} warps ({wtm}x{wtn} each: {mi}x{ni} m16n8k8 tiles, three MMAs
@@ -191,26 +199,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
     const int cur = (int)(kt % {stages});
 {slice_code(p, bk, mi, ni, wtm, wtn, a_at, b_at)}  }}
   {p}_cp_wait<0>();
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {{
-      const int64_t m = m0 + wy * {wtm} + i * 16 + g + 8 * h;
-      if (m >= P.M) continue;
-      const int64_t r = z * P.M + m;
-#pragma unroll
-      for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {{
-          const int64_t n = n0 + wx * {wtn} + j * 8 + 2 * t4 + q;
-          if (n >= P.N) continue;
-          if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
-            P.part[(split * P.batch * P.M + r) * P.N + n] = acc[i][j][2 * h + q];
-          else
-            {p}_epi1(P, r, n, acc[i][j][2 * h + q]);
-        }}
-    }}
-}}
+{fragment_epilogue(mi, ni, wtm, "const int64_t r = z * P.M + m;", store)}}}
 """
 
 
