@@ -316,7 +316,8 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
   {vec_out}
 {split_setup}
-  if ({p}_pad_bytes(P.M, P.N, P.K, P.batch)) {{  // an odd contiguous dim: padded copies in the workspace
+  const bool pad = {p}_pad_bytes(P.M, P.N, P.K, P.batch) != 0;
+  if (pad) {{  // an odd contiguous dim: padded copies in the workspace
     char* at = ws + {p}_round256({p}_ws_bytes(P.M, P.N, P.K, P.batch));
     if ({a_len} % 4) {{
       const int e = {p}_pad_operand(P.a, {a_ld}, {a_rows}, {a_len}, at, stream);
@@ -327,8 +328,7 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
       if (e != 0) return e;
     }}
   }}
-  const bool padded_a = {p}_pad_bytes(P.M, P.N, P.K, P.batch) && {a_len} % 4;
-  const bool padded_b = {p}_pad_bytes(P.M, P.N, P.K, P.batch) && {b_len} % 4;
+  const bool padded_a = pad && {a_len} % 4, padded_b = pad && {b_len} % 4;
   const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && ({a_len} % 4 == 0 || padded_a) &&
                    {b_ld} % 4 == 0 && ({b_len} % 4 == 0 || padded_b) && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
                    {p}_strides_ok(P.bsb, {p}_nbd, 4);
