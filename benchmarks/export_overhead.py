@@ -6,7 +6,8 @@ timed four ways on the same inputs (after a warm-up that builds the kernel and i
 * ``kernel_ms``: CUDA events around one raw ABI call (pre-built descriptors, one ctypes call): the
   kernel's own time, the floor of any wrapper;
 * ``model_new_ms`` / ``op_ms``: CUDA events around one ``model_new(*inputs)`` / ``torch.ops.ns.op(...)``
-  call, as KernelBench times a ``ModelNew``; the difference to ``kernel_ms`` is what the wrapper costs;
+  call, as KernelBench times a ``ModelNew``; the forms take turns within each trial, and
+  ``*_overhead_us`` is the median of the per-trial differences to the raw call: what the wrapper costs;
 * ``*_host_us``: host wall time per call of a burst of calls queued without synchronising (fewer calls
   than the launch queue holds), i.e. the Python and ctypes work of one call;
 * ``first_call_ms``: a call on a new input signature (meta-device shape inference and the argument
@@ -54,18 +55,25 @@ def import_file(path: Path) -> ModuleType:
     return module
 
 
-def event_ms(call: Callable[[], Any], trials: int) -> list[float]:
-    """CUDA-event time of single calls, synchronised between trials."""
+def event_ms(calls: dict[str, Callable[[], Any]], trials: int) -> dict[str, list[float]]:
+    """CUDA-event time of single calls, synchronised between calls; the forms take turns within each trial,
+    so clock drift over the run touches all of them alike and per-trial differences can be paired."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
+    times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(trials):
-        torch.cuda.synchronize()
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
+        for name, call in calls.items():
+            torch.cuda.synchronize()
+            start.record()
+            call()
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop))
     return times
+
+
+def paired_overhead_us(wrapped: list[float], raw: list[float]) -> float:
+    """Median over trials of (wrapped − raw) in microseconds: what the wrapper adds, trial by trial."""
+    return statistics.median(w - r for w, r in zip(wrapped, raw, strict=True)) * 1e3
 
 
 def host_us(call: Callable[[], Any], calls: int, repeats: int) -> float:
@@ -132,10 +140,16 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
         for call in (raw, lambda: model_new(*args), lambda: op(*values)):  # warm-up
             for _ in range(5):
                 call()
-        kernel = event_ms(raw, trials)
-        wrapped = event_ms(lambda: model_new(*args), trials)
-        as_op = event_ms(lambda: op(*values), trials)
-        eager = event_ms(lambda: case.model(*args), trials)
+        times = event_ms(
+            {
+                "raw": raw,
+                "model_new": lambda: model_new(*args),
+                "op": lambda: op(*values),
+                "eager": lambda: case.model(*args),
+            },
+            trials,
+        )
+        kernel, wrapped, as_op, eager = times["raw"], times["model_new"], times["op"], times["eager"]
         hosts = {
             "raw_host_us": host_us(raw, burst, 5),
             "model_new_host_us": host_us(lambda: model_new(*args), burst, 5),
@@ -159,8 +173,8 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
         "model_new_ms": median(wrapped),
         "op_ms": median(as_op),
         "eager_ms": median(eager),
-        "model_new_overhead_us": (median(wrapped) - median(kernel)) * 1e3,
-        "op_overhead_us": (median(as_op) - median(kernel)) * 1e3,
+        "model_new_overhead_us": paired_overhead_us(wrapped, kernel),
+        "op_overhead_us": paired_overhead_us(as_op, kernel),
         **hosts,
         "first_call_ms": first_call_ms,
         "trials": trials,
@@ -197,6 +211,10 @@ def main() -> None:
         "median_model_new_overhead_us": statistics.median(r["model_new_overhead_us"] for r in rows),
         "median_op_overhead_us": statistics.median(r["op_overhead_us"] for r in rows),
         "median_model_new_host_us": statistics.median(r["model_new_host_us"] for r in rows),
+        "median_op_host_us": statistics.median(r["op_host_us"] for r in rows),
+        "median_raw_host_us": statistics.median(r["raw_host_us"] for r in rows),
+        "median_model_new_host_over_raw_us": statistics.median(r["model_new_host_us"] - r["raw_host_us"] for r in rows),
+        "median_op_host_over_raw_us": statistics.median(r["op_host_us"] - r["raw_host_us"] for r in rows),
     }
     write_result(args.out, "export_overhead", commit, tasks=rows, **summary)
     print(summary)

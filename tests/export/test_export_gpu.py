@@ -105,6 +105,24 @@ def test_the_op_matches_the_reference(name: str, tmp_path: Path, kernel_cache: P
     assert_close(list(got) if isinstance(got, tuple) else [got], case.expected, task)
 
 
+def test_the_op_refuses_a_call_autograd_would_record(tmp_path: Path, kernel_cache: Path) -> None:
+    """The kernel has no backward: with grad mode on and a parameter that requires grad the op raises at once
+    (rather than a backward that silently lacks the op's gradient); under no_grad the same call runs."""
+    import torch
+
+    task, kernel = load("layernorm")
+    namespace = unique_namespace()
+    import_file(write(tmp_path, "layernorm_op.py", render_op(task, kernel, namespace=namespace)))
+    op = getattr(torch.ops, namespace).layernorm
+    case = small_case(task)
+    x, weight, bias = case.abi_inputs
+    weight = weight.clone().requires_grad_()
+    with pytest.raises(RuntimeError, match="has no backward, and an input requires grad"):
+        op(x, weight, bias)
+    with torch.no_grad():
+        assert_close(op(x, weight, bias), case.expected[0], task)
+
+
 @pytest.mark.parametrize("name", ["layernorm", "softmax"])
 def test_the_op_runs_inside_a_compiled_function(name: str, tmp_path: Path, kernel_cache: Path) -> None:
     import torch

@@ -72,7 +72,9 @@ def test_one_argument_block_per_input_signature(layernorm: ModuleType) -> None:
     taller = layernorm.argument_block(model, torch.randn(9, 64))
     assert taller is not block and taller.output_specs == [((9, 64), torch.float32)]
     transposed = layernorm.argument_block(model, torch.randn(64, 8).t())
-    assert transposed is not block and [copy for _, _, copy in transposed.tensor_slots] == [True, False, False]
+    assert transposed is not block
+    assert [position for position, _ in transposed.copied_slots] == [0]  # x is copied, the parameters are not
+    assert [position for position, _ in transposed.direct_slots] == [1, 2]
     assert layernorm.argument_block(copy.deepcopy(model), torch.randn(8, 64)) is not block  # a copy has its own
     model.ln.weight.data = torch.randn(64)  # new storage, same signature: pointers are written at each call
     assert layernorm.argument_block(model, torch.randn(8, 64)) is block
