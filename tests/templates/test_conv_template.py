@@ -244,6 +244,23 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
         assert all(k.spaces[0].reason_invalid(s) is None for s in seeds), (name, seeds)
 
 
+def test_the_rule_takes_tf32x3_where_its_wide_tiles_fill_m_and_the_sms() -> None:
+    """The suite's fp32 convolutions on an H200's facts: 2-D ones with >= 128 output channels and enough
+    tiles get tf32x3 128x128; the 64-channel 3-D one stays implicit with a narrow tf32x3 seed; a GPU
+    without TF32 MMAs keeps implicit."""
+    root = Path(__file__).resolve().parents[2] / "tasks"
+    for path in (root / "conv2d.py", root / "compute" / "conv2d_bias_relu.py", root / "compute" / "conv2d_strided.py"):
+        k = TemplateKernels.for_task(load_task(path), FACTS)
+        assert k.default()[0] == GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4), path.name
+        older = TemplateKernels.for_task(load_task(path), DeviceFacts(arch="sm_75"))
+        assert older.default()[0].variant == "implicit", path.name
+    conv3d = TemplateKernels.for_task(load_task(root / "compute" / "conv3d.py"), FACTS)
+    assert conv3d.default()[0].variant == "implicit"
+    group = conv3d.plan.groups[0]
+    seeds = conv3d.templates.of(group).seeds(group, FACTS)
+    assert GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4) in seeds
+
+
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "conv2d_bn_relu").spaces[0]
     bf16 = kernels_of(tasks, "h_conv2d").spaces[0]

@@ -47,10 +47,13 @@ accumulator first. Values are rounded once, to the stored dtype.
 
 The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed, or
 fewer than 32 terms per output (``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``implicit``
-with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still cover every SM (else
-64), and ``tf32x3`` 128x128x16 on 2x4 warps as the next seed (not yet timed on a GPU: the search's
-root is the fastest verified seed); half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover
-every SM, else 64x64x32 on 2x2.
+→ ``tf32x3`` 128x128x16 on 2x4 warps when TF32 MMAs exist, ``M`` (output channels per group) fills a
+128-row tile and the 128x128 tiles cover every SM (H200, 2026-12-02, conv_quality_tf32.json: 7-12 %
+faster than ``implicit`` on the four 2-D fp32 convolutions, 1.7x slower on a 64-channel 3-D one, where
+half of each tile is idle); otherwise ``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn``
+128 when those tiles still cover every SM (else 64), with a ``tf32x3`` seed (64x128 when ``M < 128``).
+Half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover every SM, else 64x64x32
+on 2x2.
 """
 
 from __future__ import annotations
@@ -103,6 +106,9 @@ MAX_PREFETCH = 16  # registers per operand holding the next slice
 MAX_TAPS = 512  # kernel taps (KD * KH * KW) the implicit variants' shared table holds; more: direct only
 TAPS_BYTES = 16 * MAX_TAPS
 BLOCKS_PER_SM = 32  # the direct kernel's grid: grid-stride loops over at most this many blocks per SM
+#: The tf32x3 tiles the rule and the seeds use: 128x128 where M (output channels per group) >= 128, else 64x128.
+TF32_WIDE = GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)
+TF32_NARROW = GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)
 
 
 @dataclass(frozen=True)
@@ -752,7 +758,8 @@ class ConvTemplate:
         return Space(knobs=knobs, check=_space_check)
 
     def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
-        """transposed or K < 32 → direct; fp32 → implicit by M and tile coverage; half → mma (module docstring)."""
+        """transposed or K < 32 → direct; fp32 → tf32x3 where its wide tiles fill M and the SMs, else implicit
+        by M and tile coverage; half → mma (module docstring)."""
         prob = self._problem(group)
         m, n, k = prob.gemm_sizes(prob.primary)
         if prob.transposed or k < DIRECT_MAX_K or any(_taps(t) > MAX_TAPS for t in prob.traced):
@@ -762,6 +769,8 @@ class ConvTemplate:
             if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
+        if tensor_cores_take_tf32(facts) and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
+            return TF32_WIDE
         bm = 128 if m > 64 else 64
         if prob.groups * _cdiv(m, bm) * _cdiv(n, 128) >= sms:
             return GroupConfig.of("implicit", bm=bm, bn=128, bk=8, tm=8, tn=8)
@@ -781,8 +790,9 @@ class ConvTemplate:
             ]
         else:
             tf32 = "tf32x3" in self.space(group, facts).variants
+            narrow = prob.gemm_sizes(prob.primary)[0] < 128  # fewer output channels per group than a wide tile
             others = [
-                *([GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)] if tf32 else []),
+                *([TF32_NARROW if narrow else TF32_WIDE] if tf32 else []),
                 GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
