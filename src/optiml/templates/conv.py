@@ -45,13 +45,14 @@ derived at run time, so a ``[C, 1, 1]`` bias, an eval-mode batch norm's statisti
 tensor all read the right element. A bias argument of the convolution itself is added to the
 accumulator first. Values are rounded once, to the stored dtype.
 
-The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed, or
-fewer than 32 terms per output (``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``tf32x3`` 128x128x16 on 2x4 warps when TF32 MMAs exist, ``M`` (output channels per group) fills a
-128-row tile and the 128x128 tiles cover every SM (H200, 2026-12-02, conv_quality_tf32.json: 7-12 %
-faster than ``implicit`` on the four 2-D fp32 convolutions, 1.7x slower on a 64-channel 3-D one, where
-half of each tile is idle); otherwise ``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn``
-128 when those tiles still cover every SM (else 64), with a ``tf32x3`` seed (64x128 when ``M < 128``).
-Half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2.
+The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed, or fewer
+than 32 terms per output (``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``tf32x3`` 128x128x16 on
+2x4 warps when TF32 MMAs exist, ``M`` (output channels per group) fills a 128-row tile and the 128x128
+tiles cover every SM (H200, 2026-12-02, conv_quality_tf32.json: 7-12 % faster than ``implicit`` on the
+four 2-D fp32 convolutions, 1.7x slower on a 64-channel 3-D one, where half of each tile is idle);
+otherwise ``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still
+cover every SM (else 64), with a ``tf32x3`` seed (64x128 when ``M < 128``). Half → ``mma`` 128x128x32 on
+2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2.
 """
 
 from __future__ import annotations
