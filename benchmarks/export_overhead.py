@@ -10,6 +10,7 @@ timed four ways on the same inputs (after a warm-up that builds the kernel and i
   ``*_overhead_us`` is the median of the per-trial differences to the raw call: what the wrapper costs;
 * ``*_host_us``: host wall time per call of a burst of calls queued without synchronising (fewer calls
   than the launch queue holds), i.e. the Python and ctypes work of one call;
+* ``host_breakdown_us``: host time per call of each step of a ModelNew call (and of alternatives);
 * ``first_call_ms``: a call on a new input signature (meta-device shape inference and the argument
   block; the library is already loaded), paid once per signature.
 
@@ -113,6 +114,32 @@ class RawCall:
         )
 
 
+def host_breakdown(module: ModuleType, model_new: Any, args: list[Any]) -> dict[str, float]:
+    """Host microseconds per call of each step of ``model_new(*args)``, and of the alternatives one might
+    use instead (the public stream API, ``new_empty``): where the wrapper's time goes."""
+    values = [*args, *module._state_tensors(model_new)]
+    block = module.argument_block(model_new, *args)
+    index = block.index
+    first = next(v for v in values if isinstance(v, torch.Tensor))
+    shape, dtype = block.output_specs[0]
+    device = block.device
+    steps: dict[str, Callable[[], Any]] = {
+        "values_list": lambda: [*args, *module._state_tensors(model_new)],
+        "signature": lambda: module._signature(values),
+        "block_lookup": lambda: module._block(model_new, args, values),
+        "current_device": torch.cuda.current_device,
+        "raw_stream": lambda: module._current_stream(index),
+        "public_stream": lambda: torch.cuda.current_stream(index).cuda_stream,
+        "empty_output": lambda: torch.empty(shape, dtype=dtype, device=device),
+        "new_empty_output": lambda: first.new_empty(shape, dtype=dtype),
+        "data_ptr": first.data_ptr,
+        "block_call": lambda: block(values),
+        "forward": lambda: model_new.forward(*args),
+        "module_call": lambda: model_new(*args),
+    }
+    return {name: round(host_us(step, 200, 5), 2) for name, step in steps.items()}
+
+
 def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> dict[str, Any]:
     task = load_task(ROOT / "tasks" / f"{name}.py")
     kernel = KernelSource.from_file(ROOT / "tasks" / f"{name}.naive.cu")
@@ -155,6 +182,7 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
             "model_new_host_us": host_us(lambda: model_new(*args), burst, 5),
             "op_host_us": host_us(lambda: op(*values), burst, 5),
         }
+        breakdown = host_breakdown(model_module, model_new, list(args))
         other = [args[0][:-1], *args[1:]]  # one row fewer: a signature not seen yet
         torch.cuda.synchronize()
         begin = time.perf_counter()
@@ -177,6 +205,7 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
         "op_overhead_us": paired_overhead_us(as_op, kernel),
         **hosts,
         "first_call_ms": first_call_ms,
+        "host_breakdown_us": breakdown,
         "trials": trials,
     }
     print(

@@ -47,6 +47,15 @@ def test_discovery_by_folder_glob_list_and_filter(tmp_path: Path) -> None:
 def test_the_starter_suite_is_discovered() -> None:
     names = {p.stem for p in discover_suite(str(ROOT / "tasks"))}
     assert {"softmax", "matmul", "conv2d"} <= names
+    assert {"sgemm_square", "conv3d", "avgpool2d"} <= names  # tasks/compute and tasks/memory too
+
+
+def test_a_folder_includes_its_subfolders_but_not_hidden_or_private_ones(tmp_path: Path) -> None:
+    top = write_tasks(tmp_path / "suite", ["b_top"])
+    nested = write_tasks(tmp_path / "suite" / "compute", ["a_gemm"])
+    write_tasks(tmp_path / "suite" / "_drafts", ["draft"])
+    write_tasks(tmp_path / "suite" / ".cache", ["cached"])
+    assert discover_suite(str(tmp_path / "suite")) == sorted([*top, *nested])
 
 
 def row(task: str, best: float | None, eager: float, compile_ms: float, floor: float = 0.05) -> BenchRow:
@@ -133,6 +142,10 @@ def test_a_stopped_bench_resumes_where_it_stopped(tmp_path: Path) -> None:
     second = run_bench(paths, BenchConfig(), tmp_path / "out", job=job, make_worker=lambda g: object())
     assert ran == ["c", "d"]  # nothing recorded is run again
     assert [r.task for r in second] == ["a", "b", "c", "d"]
+    state = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))
+    assert [s["tasks_run"] for s in state["sessions"]] == [2, 2]  # each run's share, wall time and utilisation
+    assert state["total_wall_s"] == pytest.approx(sum(s["wall_s"] for s in state["sessions"]), abs=0.2)
+    assert "over 2 runs" in (tmp_path / "out" / "bench.md").read_text(encoding="utf-8")
 
 
 def test_a_corrupt_state_file_is_one_clear_line(tmp_path: Path) -> None:

@@ -59,6 +59,18 @@ def load_rows(out_dir: Path) -> list[BenchRow]:
         raise OptimlError(f"{state}: not a bench state file ({exc}); move it away to start afresh") from exc
 
 
+def load_sessions(out_dir: Path) -> list[dict[str, Any]]:
+    """The earlier runs of a resumed bench (start, wall time, tasks run, GPU utilisation), oldest first."""
+    state = out_dir / STATE
+    if not state.is_file():
+        return []
+    try:
+        sessions = json.loads(state.read_text(encoding="utf-8")).get("sessions", [])
+    except ValueError:
+        return []
+    return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+
+
 def write_state(out_dir: Path, rows: list[BenchRow], config: BenchConfig, extra: dict[str, Any]) -> dict[str, Any]:
     metrics = suite_metrics(rows)
     document = {
@@ -80,7 +92,14 @@ def write_state(out_dir: Path, rows: list[BenchRow], config: BenchConfig, extra:
     tmp.replace(out_dir / STATE)
     notes = []
     if "wall_s" in extra:
-        notes.append(f"Suite wall time: {extra['wall_s']:.0f} s.")
+        sessions = extra.get("sessions", [])
+        if len(sessions) > 1:
+            total = sum(float(s.get("wall_s", 0.0)) for s in sessions)
+            notes.append(
+                f"Suite wall time: {total:.0f} s over {len(sessions)} runs (this run {extra['wall_s']:.0f} s)."
+            )
+        else:
+            notes.append(f"Suite wall time: {extra['wall_s']:.0f} s.")
     if "gpu_utilisation" in extra:
         notes.append(describe_utilisation(extra["gpu_utilisation"]))
     (out_dir / REPORT).write_text(markdown(rows, metrics, notes), encoding="utf-8")
@@ -109,15 +128,18 @@ def run_bench(
     lock = threading.Lock()
     fatal: list[OptimlError] = []
     rows = dict(done)
-    provenance = {
+    provenance: dict[str, Any] = {
         "started": time.time(),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "optiml": _version(),
+        "sessions": load_sessions(out_dir),  # kept while this run writes; this run is added when it ends
     }
+    ran: list[str] = []
 
     def record(path: Path, row: BenchRow) -> None:
         row.file = str(path)
         with lock:
+            ran.append(row.task)
             rows[path.resolve()] = row
             ordered = [rows[p.resolve()] for p in paths if p.resolve() in rows]
             write_state(out_dir, ordered, config, provenance)
@@ -174,6 +196,9 @@ def run_bench(
     finally:  # this run's wall time and how busy its GPUs were (the rows of earlier runs keep theirs)
         provenance["wall_s"] = round(time.perf_counter() - begin, 1)
         provenance["gpu_utilisation"] = sampler.stop()
+        this_run = {key: provenance[key] for key in ("started_at", "wall_s", "gpu_utilisation")}
+        provenance["sessions"] = [*provenance["sessions"], {**this_run, "tasks_run": len(ran)}]
+        provenance["total_wall_s"] = round(sum(float(s.get("wall_s", 0.0)) for s in provenance["sessions"]), 1)
         with lock:
             ordered = [rows[p.resolve()] for p in paths if p.resolve() in rows]
             if ordered:

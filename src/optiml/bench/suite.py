@@ -1,4 +1,5 @@
-"""Which task files a suite is: a folder (a KernelBench level folder as it is), a glob, or a list file."""
+"""Which task files a suite is: a folder with its subfolders (a KernelBench level folder as it is), a glob,
+or a list file."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ def discover_suite(spec: str, only: str | None = None) -> list[Path]:
     """Task files of ``spec``, sorted; ``only`` keeps those whose stem matches a comma-separated list of
     globs or substrings (``--tasks softmax,*norm*``). Raises OptimlError when nothing is found."""
     path = Path(spec)
-    if path.is_dir():
-        files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+    if path.is_dir():  # with its subfolders (tasks/ holds memory/ and compute/), hidden and _private ones skipped
+        files = sorted(
+            p for p in path.rglob("*.py") if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+        )
     elif path.is_file() and path.suffix != ".py":
         files = _list_file(path)
     elif path.is_file():

@@ -96,8 +96,10 @@ def _utilisation_line(state: Path) -> str:
         document = json.loads(state.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return "GPU utilisation: not recorded."
-    wall = document.get("wall_s")
+    wall, total, runs = document.get("wall_s"), document.get("total_wall_s"), len(document.get("sessions") or [])
     prefix = f"wall time {wall:.0f} s; " if isinstance(wall, (int, float)) else ""
+    if runs > 1 and isinstance(total, (int, float)):
+        prefix = f"wall time {wall:.0f} s ({total:.0f} s over {runs} runs); "
     return prefix + describe(document.get("gpu_utilisation") or {"unavailable": "not recorded"})
 
 
