@@ -18,23 +18,26 @@ H200 = 150_000_000_000  # 139.7 GiB, as torch reports it
 def test_a_task_that_fits_keeps_every_cached_case() -> None:
     plan = plan_memory(H200, 1 * GB, timing_sets=2)
     assert plan.max_cases == MAX_CASES and plan.timing_sets == 2 and plan.fits
-    assert plan.bound_bytes == (MAX_CASES + 2 + 2) * GB + WINDOW_BYTES + FIXED_OVERHEAD_BYTES
+    assert plan.bound_bytes == (MAX_CASES + 2 + 2) * GB + WINDOW_BYTES - GB + FIXED_OVERHEAD_BYTES
 
 
 def test_a_timed_windows_slots_are_in_the_bound_and_scale_with_a_small_device() -> None:
     """A window's extra slots (its calls' own inputs, outputs and references) are held beside the
-    rest: at most 4 GiB, and a quarter of a small device, as the harness's window_width sizes them."""
-    small = 8 * 2**30
-    plan = plan_memory(small, 100 * 2**20, timing_sets=2)
-    assert plan.bound_bytes == (plan.max_cases + plan.timing_sets + 2) * 100 * 2**20 + small // 4 + FIXED_OVERHEAD_BYTES
-    assert plan_memory(0, GB, timing_sets=2).bound_bytes == 8 * GB + WINDOW_BYTES + FIXED_OVERHEAD_BYTES
+    rest: the window's budget (16 GiB, a quarter of a small device, as the harness's window_width sizes
+    it) less the first slot, the trial buffers; a case larger than the budget is timed alone."""
+    small, case = 8 * 2**30, 100 * 2**20
+    plan = plan_memory(small, case, timing_sets=2)
+    extra = small // 4 - case
+    assert plan.bound_bytes == (plan.max_cases + plan.timing_sets + 2) * case + extra + FIXED_OVERHEAD_BYTES
+    assert plan_memory(0, GB, timing_sets=2).bound_bytes == 8 * GB + WINDOW_BYTES - GB + FIXED_OVERHEAD_BYTES
+    assert plan_memory(H200, 20 * GB, timing_sets=1, max_cases=1).window_extra_bytes == 0
 
 
 def test_36_rmsnorm_sized_cases_fit_an_h200() -> None:
     case = 2 * 112 * 64 * 512 * 512 * 4  # input + reference output: 15 GB
     plan = plan_memory(H200, case, timing_sets=2)
     assert plan.fits and plan.bound_bytes <= USABLE_FRACTION * H200
-    assert plan.max_cases == MAX_CASES and plan.timing_sets == 2  # 8 x 15 GB + 6 GiB
+    assert plan.max_cases == MAX_CASES and plan.timing_sets == 2  # 8 x 15 GB + (16 GiB - 15 GB) + 2 GiB
 
 
 def test_cases_are_given_up_before_timing_sets() -> None:

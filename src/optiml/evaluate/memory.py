@@ -6,15 +6,15 @@ trial buffers (input copies and poisoned outputs: about ``case_bytes`` again), t
 sets (each about ``case_bytes``), a reference forward's temporaries while a case is built
 (budgeted as one more ``case_bytes``), the extra slots of a timed window (each call of a window has
 inputs, outputs and a reference of its own: at most ``WINDOW_BYTES`` and a quarter of the device in
-all, :func:`window_bytes`) and a fixed overhead (the L2-flush buffer, chunked comparison temporaries,
-the CUDA context). So the peak is at most::
+all, :func:`window_bytes`, of which the trial buffers are the first slot) and a fixed overhead (the
+L2-flush buffer, chunked comparison temporaries, the CUDA context). So the peak is at most::
 
-    (max_cases + 1 + timing_sets + 1) × case_bytes + window_bytes + FIXED_OVERHEAD_BYTES
+    (max_cases + 1 + timing_sets + 1) × case_bytes + (window_bytes − case_bytes)⁺ + FIXED_OVERHEAD_BYTES
 
 and ``max_cases`` shrinks (down to one) until that fits in ``USABLE_FRACTION`` of the device:
 fewer cached copies, rebuilt on demand, when memory is short. With the defaults (up to 4 cases,
-2 timing sets) the stated bound is 8 × case_bytes + 6 GiB on an H200, i.e. at most 8× the task's
-footprint (inputs + outputs + reference outputs ≥ case_bytes) plus 6 GiB.
+2 timing sets) the stated bound is 8 × case_bytes + 18 GiB on an H200, i.e. at most 8× the task's
+footprint (inputs + outputs + reference outputs ≥ case_bytes) plus 18 GiB.
 
 Standard library and torch only (GPU worker side).
 """
@@ -29,7 +29,10 @@ import torch
 MAX_CASES = 4
 FIXED_OVERHEAD_BYTES = 2 * 2**30
 USABLE_FRACTION = 0.92
-WINDOW_BYTES = 4 * 2**30  # a timed window's slots, all together (the harness's window_width)
+#: A timed window's slots, all together (the harness's window_width). 16 GiB lets a memory-bound call of
+#: ~0.8 GiB of slot (silu on 272 MB) share a window with 15 others: at 4 GiB it had five, and the window's
+#: unexplained ~0.27 ms (docs/evaluation.md) added ~0.05 ms to a 0.15 ms kernel (bench_suite, 2026-12-02).
+WINDOW_BYTES = 16 * 2**30
 
 
 def window_bytes(device_bytes: int) -> int:
@@ -50,8 +53,15 @@ class MemoryPlan:
     def bound_bytes(self) -> int:
         """The planned peak: cases, trial buffers, timing sets, a reference's temporaries, a timed
         window's slots, overhead."""
-        slots = window_bytes(self.device_bytes)
-        return (self.max_cases + self.timing_sets + 2) * self.case_bytes + slots + FIXED_OVERHEAD_BYTES
+        cases = (self.max_cases + self.timing_sets + 2) * self.case_bytes
+        return cases + self.window_extra_bytes + FIXED_OVERHEAD_BYTES
+
+    @property
+    def window_extra_bytes(self) -> int:
+        """A timed window's slots beyond the trial buffers: ``w`` slots of ``s >= case_bytes`` bytes each fit
+        in the window's budget ``W``, so the ``w - 1`` extra ones hold at most ``W - s <= W - case_bytes``
+        (nothing when not even one fits: the call is timed alone)."""
+        return max(0, window_bytes(self.device_bytes) - self.case_bytes)
 
     @property
     def fits(self) -> bool:
