@@ -588,6 +588,30 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 
 
 # -- direct (any float dtype; depthwise; transposed) ---------------------------------------------------
+def _transposed_axis(
+    k: str, o: str, i: str, t: str, extent: str, size: str, stride: int, pad: int, dil: int
+) -> tuple[str, str]:
+    """The loop over one axis's taps of a transposed convolution and the input position each reaches:
+    tap ``k`` reaches output ``o`` from input ``i = (o + pad - k * dil) / stride`` when that divides.
+    With dilation 1 only every ``stride``-th tap divides, starting at ``(o + pad) % stride``: the loop
+    steps over the others (3 of 4 taps at stride 2 in 2-D) and ends before ``o + pad - k`` is negative."""
+    if dil == 1:
+        end = f"{k}_end"
+        header = (
+            f"for (int {k} = ({o} + {pad}) % {stride}, {end} = {o} + {pad} < (int)P.{extent} ? {o} + {pad} + 1 : "
+            f"(int)P.{extent}; "
+            f"{k} < {end}; {k} += {stride})"
+        )
+        check = f"const int {i} = ({o} + {pad} - {k}) / {stride}; if ({i} >= {size}) continue;"
+    else:
+        header = f"for (int {k} = 0; {k} < (int)P.{extent}; ++{k})"
+        check = (
+            f"const int {t} = {o} + {pad} - {k} * {dil}; if ({t} < 0 || {t} % {stride}) continue; "
+            f"const int {i} = {t} / {stride}; if ({i} >= {size}) continue;"
+        )
+    return header, check
+
+
 def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts) -> str:
     threads = int(cfg.get("threads"))
     sd, sh, sw = prob.stride
@@ -597,23 +621,27 @@ def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts
     def load(expr: str) -> str:
         return to_compute(expr, prob.dtype)
 
+    extents = ("KD", "KH", "KW")
     if prob.transposed:
         # input position i reaches output o through tap k when o = i * s - pad + k * dil
         weight = "P.w + ((gz * P.Cin_g + ci) * P.Cout_g + (co - gz * P.Cout_g)) * P.KS"
-        axes = [
-            f"const int tz = od + {pd} - kz * {dd}; if (tz < 0 || tz % {sd}) continue; const int id = tz / {sd};"
-            " if (id >= P.D) continue;",
-            f"const int ty = oh + {ph} - ky * {dh}; if (ty < 0 || ty % {sh}) continue; const int ih = ty / {sh};"
-            " if (ih >= P.H) continue;",
-            f"const int tx = ow + {pw} - kx * {dw}; if (tx < 0 || tx % {sw}) continue; const int iw = tx / {sw};"
-            " if (iw >= P.W) continue;",
+        names = (("kz", "od", "id", "tz", "P.D"), ("ky", "oh", "ih", "ty", "P.H"), ("kx", "ow", "iw", "tx", "P.W"))
+        loops = [
+            _transposed_axis(k, o, i, t, extent, size, stride, pad, dil)
+            for (k, o, i, t, size), extent, stride, pad, dil in zip(
+                names, extents, prob.stride, prob.padding, prob.dilation, strict=True
+            )
         ]
     else:
         weight = "P.w + (co * P.Cin_g + ci) * P.KS"
-        axes = [
+        checks = [
             f"const int id = od * {sd} - {pd} + kz * {dd}; if (id < 0 || id >= P.D) continue;",
             f"const int ih = oh * {sh} - {ph} + ky * {dh}; if (ih < 0 || ih >= P.H) continue;",
             f"const int iw = ow * {sw} - {pw} + kx * {dw}; if (iw < 0 || iw >= P.W) continue;",
+        ]
+        loops = [
+            (f"for (int {k} = 0; {k} < (int)P.{extent}; ++{k})", check)
+            for k, extent, check in zip(("kz", "ky", "kx"), extents, checks, strict=True)
         ]
     tap = "wc[(kz * P.KH + ky) * P.KW + kx]"
     return f"""\
@@ -632,12 +660,12 @@ __global__ void __launch_bounds__({threads}) {p}_direct(const {p}_prob P) {{
       for (int ci = 0; ci < (int)P.Cin_g; ++ci) {{
         const {c_type(prob.dtype)}* __restrict__ xc = P.x + (b * P.Cin + gz * P.Cin_g + ci) * P.DHW;
         const {c_type(prob.dtype)}* __restrict__ wc = {weight};
-        for (int kz = 0; kz < (int)P.KD; ++kz) {{
-          {axes[0]}
-          for (int ky = 0; ky < (int)P.KH; ++ky) {{
-            {axes[1]}
-            for (int kx = 0; kx < (int)P.KW; ++kx) {{
-              {axes[2]}
+        {loops[0][0]} {{
+          {loops[0][1]}
+          {loops[1][0]} {{
+            {loops[1][1]}
+            {loops[2][0]} {{
+              {loops[2][1]}
               v = fmaf({load("xc[((int64_t)id * P.H + ih) * P.W + iw]")}, {load(tap)}, v);
             }}
           }}
