@@ -274,7 +274,7 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
         "columns": GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=1, wn=2),  # 64 threads, 128 columns
     }.items():
         assert fp32.reason_invalid(config) is not None, why
-    assert kernels_of(tasks, "transposed2d").spaces[0].variants == ("direct",)
+    assert kernels_of(tasks, "transposed2d").spaces[0].variants == ("implicit", "direct")  # fp32: a gathering GEMM
     assert kernels_of(tasks, "big_kernel3d").spaces[0].variants == ("direct",)
     implicit = GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8)
     assert fp32.reason_invalid(implicit) is None
@@ -291,7 +291,7 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     assert bf16.reason_invalid(mma.with_params(bm=64, wm=2, wn=2)) is not None  # 48 prefetch registers: spills
     assert "unknown variant" in (bf16.reason_invalid(implicit) or "")
     with pytest.raises(TemplateError):
-        kernels_of(tasks, "transposed2d").render([implicit])
+        kernels_of(tasks, "h_conv2d").render([implicit])
 
 
 def test_render_is_deterministic_prefixed_and_size_free(tasks: dict[str, Task]) -> None:
@@ -335,6 +335,7 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("conv2d_bn_relu", GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8)),
         ("conv3d_groups", GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8)),
         ("pointwise_relu", GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)),
+        ("transposed1d_groups", GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8)),
     ],
     "direct": [
         ("depthwise_residual", GroupConfig.of("direct", threads=256)),
@@ -404,8 +405,14 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ),
     ("separable", [GroupConfig.of("direct", threads=64)]),
     ("conv_relu_maxpool", [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]),
-    ("transposed2d", [GroupConfig.of("direct", threads=64)]),
-    ("transposed1d_groups", [GroupConfig.of("direct", threads=128)]),
+    (
+        "transposed2d",
+        [GroupConfig.of("direct", threads=64), GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)],
+    ),
+    (
+        "transposed1d_groups",
+        [GroupConfig.of("direct", threads=128), GroupConfig.of("implicit", bm=32, bn=64, bk=16, tm=4, tn=8)],
+    ),
     ("big_kernel3d", [GroupConfig.of("direct", threads=64)]),
     # 3xTF32 on tensor cores: strided, grouped 3-D, pointwise, and a fused tail
     ("conv2d_strided", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2)]),

@@ -23,7 +23,10 @@ Variants:
   once, and a gathered element costs a multiply-high division of ``k`` by the tap count and a read
   of a shared table of the kernel's taps (at most 512 taps: a larger kernel runs ``direct``). A
   pointwise convolution (1x1 kernel, stride 1, no padding: the rule sees it in every shape set) is
-  this GEMM with ``B[k][n] = x[b][k][pixel]``, no gather arithmetic.
+  this GEMM with ``B[k][n] = x[b][k][pixel]``, no gather arithmetic. A transposed convolution runs
+  this GEMM over all its taps: the gather reads input ``(o + pad - k * dil) / stride`` where that
+  divides and is in range, else a zero (only one term in ``stride_d * stride_h * stride_w`` is not),
+  and the weight, stored ``[C_in][C_out / groups][taps]``, is read by splitting ``k`` the same way.
 * ``mma`` (float16 / bfloat16 tasks): the same implicit GEMM on tensor cores, ``mma.sync.m16n8k16``
   with fp32 accumulation (the GEMM template's instruction helper), ``wm x wn`` warps; shared memory
   holds A as ``[m][k]`` and B as ``[n][k]`` (k contiguous, rows padded by 8 halves), two buffers: the
@@ -35,7 +38,7 @@ Variants:
   zeroed partial added in fp32) over A as ``[m][k]`` and B as ``[n][k]`` (rows padded by 4 floats),
   double buffered, the next slice prefetched in registers.
 * ``direct`` (any float dtype; the rule for depthwise and other convolutions with few terms per
-  output, and the only variant of transposed convolutions): one thread per output element walks its
+  output, and for half-precision transposed ones): one thread per output element walks its
   input channels and kernel window (for a transposed convolution, the input positions that reach the
   output: ``(o + pad - k * dil)`` divisible by the stride), accumulating in fp32.
 
@@ -45,14 +48,16 @@ derived at run time, so a ``[C, 1, 1]`` bias, an eval-mode batch norm's statisti
 tensor all read the right element. A bias argument of the convolution itself is added to the
 accumulator first. Values are rounded once, to the stored dtype.
 
-The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed, or fewer
-than 32 terms per output (``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``tf32x3`` 128x128x16 on
-2x4 warps when TF32 MMAs exist, ``M`` (output channels per group) fills a 128-row tile and the 128x128
-tiles cover every SM (H200, 2026-12-02, conv_quality_tf32.json: 7-12 % faster than ``implicit`` on the
-four 2-D fp32 convolutions, 1.7x slower on a 64-channel 3-D one, where half of each tile is idle);
-otherwise ``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still
-cover every SM (else 64), with a ``tf32x3`` seed (64x128 when ``M < 128``). Half → ``mma`` 128x128x32 on
-2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2.
+The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed →
+``implicit`` (float32, at most 512 taps, and at least 32 products per output once the zero terms are
+left out: ``transposed_terms``; its tile as below) else ``direct``; fewer than 32 terms per output
+(``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``tf32x3`` 128x128x16 on 2x4 warps when TF32 MMAs
+exist, ``M`` (output channels per group) fills a 128-row tile and the 128x128 tiles cover every SM
+(H200, 2026-12-02, conv_quality_tf32.json: 7-12 % faster than ``implicit`` on the four 2-D fp32
+convolutions, 1.7x slower on a 64-channel 3-D one, where half of each tile is idle); otherwise
+``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still cover every
+SM (else 64), with a ``tf32x3`` seed (64x128 when ``M < 128``). Half → ``mma`` 128x128x32 on 2x4 warps
+when those tiles cover every SM, else 64x64x32 on 2x2.
 """
 
 from __future__ import annotations
@@ -227,6 +232,15 @@ def _decode_column(prob: ConvProblem) -> str:
     if prob.pointwise:
         lines.append("  const X_T* __restrict__ X = P.x + (b * P.Cin + gz * P.Cin_g) * P.OS + o;")
         return "\n".join(lines)
+    if prob.transposed:  # tap k reaches output o from input (o + pad - k * dil) / stride, where that divides
+        return "\n".join(
+            [
+                *lines,
+                "  const int od = o / (int)P.OHW, oh = (o / (int)P.OW) % (int)P.OH, ow = o % (int)P.OW;",
+                f"  const int id0 = od + {pd}, ih0 = oh + {ph}, iw0 = ow + {pw};",
+                "  const X_T* __restrict__ X = P.x + (b * P.Cin + gz * P.Cin_g) * P.DHW;",
+            ]
+        )
     lines += [
         "  const int od = o / (int)P.OHW, oh = (o / (int)P.OW) % (int)P.OH, ow = o % (int)P.OW;",
         f"  const int id0 = od * {sd} - {pd}, ih0 = oh * {sh} - {ph}, iw0 = ow * {sw} - {pw};",
@@ -250,14 +264,41 @@ def _tap_table(prob: ConvProblem, threads: int) -> str:
   __syncthreads();"""
 
 
+#: ``gk / KS`` by multiply-high (``gk < 2^31``: host-checked; ``ks_mul`` 0 marks ``KS == 1``).
+_KS_QUOTIENT = "P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) : (int)gk"
+
+
+def _weight_element(prob: ConvProblem) -> str:
+    """Expression: the weight at (output channel ``gm``, k ``gk``) of group ``gz`` (``Wg``: the group's first).
+    A convolution's weight is ``[C_out][C_in/g][taps]``, so row ``gm`` is contiguous in k; a transposed
+    one's is ``[C_in][C_out/g][taps]``: k = (ci, tap) is split by the fast division."""
+    if not prob.transposed:
+        return "Wg[gm * P.K + gk]"
+    ci = f"(int64_t)({_KS_QUOTIENT})"
+    return f"Wg[({ci} * P.M + gm) * P.KS + (gk - {ci} * P.KS)]"
+
+
 def _gather(prob: ConvProblem, zero: str, load: str) -> str:
     """Statements: ``v``, the im2col element (k = gk, this thread's column); ``load`` reads ``X[idx]``."""
     if prob.pointwise:
         return f"v = (ncol && gk < P.K) ? {load.format(idx='gk * P.OS')} : {zero};"
+    if prob.transposed:
+        sd, sh, sw = prob.stride
+        return f"""v = {zero};
+      if (ncol && gk < P.K) {{
+        const int ci = {_KS_QUOTIENT};
+        const int4 e = taps[(int)gk - ci * (int)P.KS];
+        const int tz = id0 - e.x, ty = ih0 - e.y, tx = iw0 - e.z;  // input position times the stride
+        if (tz >= 0 && ty >= 0 && tx >= 0 && tz % {sd} == 0 && ty % {sh} == 0 && tx % {sw} == 0) {{
+          const int id = tz / {sd}, ih = ty / {sh}, iw = tx / {sw};
+          if (id < (int)P.D && ih < (int)P.H && iw < (int)P.W)
+            v = {load.format(idx="ci * P.DHW + ((int64_t)id * P.H + ih) * P.W + iw")};
+        }}
+      }}"""
     return f"""v = {zero};
       if (ncol && gk < P.K) {{
         // ci = gk / KS by multiply-high (gk < 2^31: host-checked), then the tap's offsets from the table
-        const int ci = P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) : (int)gk;
+        const int ci = {_KS_QUOTIENT};
         const int4 e = taps[(int)gk - ci * (int)P.KS];
         const int id = id0 + e.x, ih = ih0 + e.y, iw = iw0 + e.z;
         if ((unsigned)id < (unsigned)P.D && (unsigned)ih < (unsigned)P.H && (unsigned)iw < (unsigned)P.W)
@@ -329,7 +370,7 @@ def _implicit_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     for (int l = 0; l < {la}; ++l) {{
       const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
       const int64_t gm = m0 + mm, gk = k0 + kk;
-      ra[l] = ({guard_a}gm < P.M && gk < P.K) ? Wg[gm * P.K + gk] : 0.f;
+      ra[l] = ({guard_a}gm < P.M && gk < P.K) ? {_weight_element(prob)} : 0.f;
     }}
 #pragma unroll
     for (int l = 0; l < {lb}; ++l) {{
@@ -760,6 +801,23 @@ def _space_check(config: GroupConfig) -> str | None:
     return None
 
 
+def transposed_terms(prob: ConvProblem) -> int:
+    """Products per output of a transposed convolution: of its ``K`` gathered terms only one in
+    ``stride_d * stride_h * stride_w`` reaches an output (the others are zeros the implicit GEMM
+    multiplies all the same)."""
+    _, _, k = prob.gemm_sizes(prob.primary)
+    sd, sh, sw = prob.stride
+    return k // (sd * sh * sw)
+
+
+def _implicit_tile(prob: ConvProblem, m: int, n: int, sms: int) -> GroupConfig:
+    """The exact fp32 implicit GEMM's tile: ``bm`` 128 when ``M > 64``, ``bn`` 128 while the tiles cover the SMs."""
+    bm = 128 if m > 64 else 64
+    if prob.groups * _cdiv(m, bm) * _cdiv(n, 128) >= sms:
+        return GroupConfig.of("implicit", bm=bm, bn=128, bk=8, tm=8, tn=8)
+    return GroupConfig.of("implicit", bm=bm, bn=64, bk=8, tm=8, tn=4 if bm == 64 else 8)
+
+
 class ConvTemplate:
     """conv + fused element-wise epilogue (see the module docstring for variants and the rule)."""
 
@@ -774,40 +832,50 @@ class ConvTemplate:
     def space(self, group: Any, facts: DeviceFacts) -> Space:
         prob = self._problem(group)
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
-        gemm = not prob.transposed and all(_taps(t) <= MAX_TAPS for t in prob.traced)
+        table = all(_taps(t) <= MAX_TAPS for t in prob.traced)
+        gemm = not prob.transposed and table
         if gemm and prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
         elif gemm:
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
             if tensor_cores_take_tf32(facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
+        elif prob.transposed and table and prob.dtype == "float32":
+            knobs["implicit"] = dict(IMPLICIT_KNOBS)  # its gather tests each tap's divisibility (_gather)
         knobs["direct"] = dict(DIRECT_KNOBS)
         return Space(knobs=knobs, check=_space_check)
 
     def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
-        """transposed or K < 32 → direct; fp32 → tf32x3 where its wide tiles fill M and the SMs, else implicit
-        by M and tile coverage; half → mma (module docstring)."""
+        """transposed → implicit (fp32, enough products) or direct; K < 32 → direct; fp32 → tf32x3 where its
+        wide tiles fill M and the SMs, else implicit by M and tile coverage; half → mma (module docstring)."""
         prob = self._problem(group)
         m, n, k = prob.gemm_sizes(prob.primary)
-        if prob.transposed or k < DIRECT_MAX_K or any(_taps(t) > MAX_TAPS for t in prob.traced):
-            return GroupConfig.of("direct", threads=256)
         sms = max(1, facts.sm_count)
+        if prob.transposed:
+            if "implicit" in self.space(group, facts).variants and transposed_terms(prob) >= DIRECT_MAX_K:
+                return _implicit_tile(prob, m, n, sms)
+            return GroupConfig.of("direct", threads=256)
+        if k < DIRECT_MAX_K or any(_taps(t) > MAX_TAPS for t in prob.traced):
+            return GroupConfig.of("direct", threads=256)
         if prob.dtype in HALF:
             if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
         if tensor_cores_take_tf32(facts) and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
             return TF32_WIDE
-        bm = 128 if m > 64 else 64
-        if prob.groups * _cdiv(m, bm) * _cdiv(n, 128) >= sms:
-            return GroupConfig.of("implicit", bm=bm, bn=128, bk=8, tm=8, tn=8)
-        return GroupConfig.of("implicit", bm=bm, bn=64, bk=8, tm=8, tn=4 if bm == 64 else 8)
+        return _implicit_tile(prob, m, n, sms)
 
     def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
         prob = self._problem(group)
         first = self.default(group, facts)
-        if self.space(group, facts).variants[0] == "direct":  # transposed, or too many taps for the table
+        if self.space(group, facts).variants[0] == "direct":  # too many taps for the table, or half transposed
             others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
+        elif prob.transposed:  # the implicit GEMM over every tap, or the direct kernel over the taps that divide
+            others = [
+                GroupConfig.of("direct", threads=256),
+                GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
+                GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
+            ]
         elif prob.dtype in HALF:
             others = [
                 GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4),
