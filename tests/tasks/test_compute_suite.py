@@ -93,14 +93,14 @@ PLANS = {
 #: The conv kernel's variant under the planner's rule (H200 facts) for the convolution tasks; the GEMM
 #: template's choices are pinned by its own tests (tests/templates/test_gemm_template.py) as it is tuned.
 VARIANTS = {
-    "conv_transpose2d": "direct",
+    "conv_transpose2d": "implicit",  # 128 x 16 taps, a quarter of them real at stride 2: 512 products
     "depthwise_conv2d": "direct",
     "depthwise_separable_fp16": "direct",
-    "conv2d_bias_relu": "implicit",
+    "conv2d_bias_relu": "tf32x3",
     "conv3d": "implicit",
     "conv2d_fp16": "mma",
     "pointwise_conv2d_bf16": "mma",
-    "conv2d_batchnorm_eval": "implicit",
+    "conv2d_batchnorm_eval": "tf32x3",
     "conv2d_residual_bf16": "mma",
 }
 
