@@ -114,6 +114,13 @@ SPECS: dict[str, dict[str, Any]] = {
         body="self.c(x)",
         inputs="torch.randn(B, C, L)",
     ),
+    "transposed3d": dict(  # mixed strides, a 4-tap axis at stride 2 (a 2x upsampler's), no padding on one axis
+        sizes={"B": 2, "C": 3, "D": 4, "H": 5, "W": 6},
+        sets=[{"B": 1, "D": 3, "H": 7, "W": 5}],
+        init="        self.c = nn.ConvTranspose3d(C, 5, (4, 3, 4), stride=(2, 1, 2), padding=(1, 0, 1))",
+        body="self.c(x)",
+        inputs="torch.randn(B, C, D, H, W)",
+    ),
     "big_kernel3d": dict(  # 729 taps: more than the implicit variants' shared table holds
         sizes={"B": 2, "C": 2, "D": 9, "H": 10, "W": 11},
         sets=[{"B": 1, "D": 10, "H": 9, "W": 9}],
@@ -412,6 +419,10 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
         "transposed1d_groups",
         [GroupConfig.of("direct", threads=128), GroupConfig.of("implicit", bm=32, bn=64, bk=16, tm=4, tn=8)],
+    ),
+    (
+        "transposed3d",
+        [GroupConfig.of("direct", threads=128), GroupConfig.of("implicit", bm=32, bn=64, bk=8, tm=4, tn=8)],
     ),
     ("big_kernel3d", [GroupConfig.of("direct", threads=64)]),
     # 3xTF32 on tensor cores: strided, grouped 3-D, pointwise, and a fused tail
