@@ -134,6 +134,14 @@ SPECS: dict[str, dict[str, Any]] = {
         body="torch.relu(self.c(x))",
         inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
     ),
+    "h_conv_wide": dict(  # K = 8 x 9 = 72 and 16 x 9: the weights load as 16-byte words (the AVEC instance)
+        dtype="bfloat16",
+        sizes={"B": 2, "C": 8, "H": 9, "W": 11},
+        sets=[{"B": 1, "C": 16, "H": 8, "W": 8}, {"B": 3, "C": 8, "H": 1, "W": 13}],
+        init="        self.c = nn.Conv2d(C, 24, 3, padding=1)\n" + INT_INIT,
+        body="self.c(x)",
+        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
+    ),
     "h_pointwise": dict(
         dtype="bfloat16",
         init="        self.c = nn.Conv2d(C, 20, 1, bias=False)\n" + INT_INIT,
@@ -437,6 +445,7 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
         [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2), GroupConfig.of("direct", threads=64)],
     ),
     ("h_pointwise", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=4)]),
+    ("h_conv_wide", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
     ("h_depthwise", [GroupConfig.of("direct", threads=128), GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
 ]
 

@@ -30,8 +30,12 @@ Variants:
 * ``mma`` (float16 / bfloat16 tasks): the same implicit GEMM on tensor cores, ``mma.sync.m16n8k16``
   with fp32 accumulation (the GEMM template's instruction helper), ``wm x wn`` warps; shared memory
   holds A as ``[m][k]`` and B as ``[n][k]`` (k contiguous, rows padded by 8 halves), two buffers: the
-  next slice is copied straight into the other buffer after the multiply (prefetching it through
-  registers, one per 16-bit value, spilled under ptxas).
+  next slice is copied straight into the other buffer after the multiply. Staging (:func:`_staging`,
+  shared with ``tf32x3``): the weights move in 16-byte words (8 halves, 4 floats) where ``K`` is a
+  multiple and the weight 16-byte aligned (the kernel's ``AVEC`` instance, picked at launch), else
+  as scalars packed into words; each thread gathers consecutive k of its im2col column, halves packed
+  two to a register, and both tiles are stored to shared memory in 16-byte words (mma: 238 registers
+  before, 138 now, no spills; not yet timed).
 * ``tf32x3`` (float32 tasks, sm_80 and newer): the same implicit GEMM on tensor cores at fp32
   accuracy, the GEMM template's 3xTF32 slice (:func:`optiml.templates.gemm_tf32.slice_code`: each
   value split into two TF32 parts, three ``mma.sync.m16n8k8`` per tile, each slice summed into a
@@ -454,33 +458,72 @@ __global__ void __launch_bounds__({threads}) {p}_implicit(const {p}_prob P) {{
 
 
 # -- mma (fp16 / bf16 tensor cores) --------------------------------------------------------------------
-def _staging(prob: ConvProblem, bm: int, bn: int, bk: int, threads: int, vtype: str, zero: str) -> tuple[str, str]:
-    """The tensor-core kernels' slice staging through registers: (load, store) statements. ``load``
-    reads the weights' ``bm x bk`` tile into ``ra`` and gathers this thread's im2col column into
-    ``rb``; ``store`` writes them to ``As[buf]`` (``[m][k]``) and ``Bs[buf]`` (``[n][k]``)."""
-    la, lb, step = _cdiv(bm * bk, threads), bk * bn // threads, threads // bn
-    guard_a = "f < " + str(bm * bk) + " && " if (bm * bk) % threads else ""
+def _staging(prob: ConvProblem, bm: int, bn: int, bk: int, threads: int, vtype: str, zero: str) -> tuple[str, str, str]:
+    """The tensor-core kernels' slice staging through registers: (declarations, load, store) statements.
+
+    ``load`` reads the weights' ``bm x bk`` tile into ``ra``, a 16-byte word per ``vec`` consecutive k
+    of one row (``vec`` = 8 halves or 4 floats): one 16-byte load in the kernel's ``AVEC`` instance, which
+    the launch picks where ``K`` and the weight's address allow it (:func:`_tiled_launch`), else ``vec``
+    scalar loads packed into the word. It gathers
+    this thread's im2col column into ``rb``, ``lb`` consecutive k (so they store as 16-byte words too:
+    half values are packed two to a 32-bit register as they arrive). ``store`` writes both to ``As[buf]``
+    (``[m][k]``) and ``Bs[buf]`` (``[n][k]``); both rows are 16-byte aligned (pitch and offsets)."""
+    if prob.transposed:
+        raise TemplateError("conv: the tensor-core variants read the weight as [C_out][C_in/g][taps]")
+    half = vtype != "float"
+    vec = 8 if half else 4
+    chunks = bm * bk // vec  # 16-byte words of the A tile
+    la, lb = _cdiv(chunks, threads), bk * bn // threads
+    guard = f"f < {chunks} && " if chunks % threads else ""
+    bits = "Wg" if half else "((const unsigned*)Wg)"
+    if half:
+        words = ", ".join(
+            f"(unsigned)(gk + {2 * j} < P.K ? {bits}[row + {2 * j}] : 0u) | "
+            f"((unsigned)(gk + {2 * j + 1} < P.K ? {bits}[row + {2 * j + 1}] : 0u) << 16)"
+            for j in range(4)
+        )
+    else:
+        words = ", ".join(f"gk + {j} < P.K ? {bits}[row + {j}] : 0u" for j in range(4))
+    decl = f"""  uint4 ra[{la}];
+  {"unsigned rb[" + str(lb // 2) + "]" if half else "float rb[" + str(lb) + "]"};"""
+    pack = "rb[l >> 1] = (l & 1) ? (rb[l >> 1] | ((unsigned)v << 16)) : (unsigned)v;" if half else "rb[l] = v;"
     load = f"""#pragma unroll
     for (int l = 0; l < {la}; ++l) {{
-      const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
-      const int64_t gm = m0 + mm, gk = k0 + kk;
-      ra[l] = ({guard_a}gm < P.M && gk < P.K) ? Wg[gm * P.K + gk] : {zero};
+      const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk // vec}, kk = (f % {bk // vec}) * {vec};
+      const int64_t gm = m0 + mm, gk = k0 + kk, row = gm * P.K + gk;
+      uint4 w = make_uint4(0u, 0u, 0u, 0u);
+      if ({guard}gm < P.M && gk < P.K) {{
+        if (AVEC) w = *reinterpret_cast<const uint4*>(Wg + row);
+        else w = make_uint4({words});
+      }}
+      ra[l] = w;
     }}
 #pragma unroll
     for (int l = 0; l < {lb}; ++l) {{
-      const int64_t gk = k0 + brow0 + l * {step};
+      const int64_t gk = k0 + brow0 * {lb} + l;
       {vtype} v;
       {_gather(prob, zero, "X[{idx}]")}
-      rb[l] = v;
+      {pack}
     }}"""
+    if lb % vec == 0:
+        word = "rb[{q} * 4], rb[{q} * 4 + 1], rb[{q} * 4 + 2], rb[{q} * 4 + 3]"
+        cast, make = ("uint4", "make_uint4") if half else ("float4", "make_float4")
+        store_b = "\n".join(
+            f"    *reinterpret_cast<{cast}*>(&Bs[buf][bcol][brow0 * {lb} + {q * vec}]) = {make}({word.format(q=q)});"
+            for q in range(lb // vec)
+        )
+    else:  # a column's k values do not fill whole 16-byte words: one store each
+        value = "(unsigned short)(rb[l >> 1] >> ((l & 1) * 16))" if half else "rb[l]"
+        store_b = f"""#pragma unroll
+    for (int l = 0; l < {lb}; ++l) Bs[buf][bcol][brow0 * {lb} + l] = {value};"""
+    a_row, a_col = f"f / {bk // vec}", f"(f % {bk // vec}) * {vec}"
     store = f"""#pragma unroll
     for (int l = 0; l < {la}; ++l) {{
       const int f = (int)threadIdx.x + l * {threads};
-      {"if (f < " + str(bm * bk) + ") " if guard_a else ""}As[buf][f / {bk}][f % {bk}] = ra[l];
+      {"if (f < " + str(chunks) + ") " if guard else ""}*reinterpret_cast<uint4*>(&As[buf][{a_row}][{a_col}]) = ra[l];
     }}
-#pragma unroll
-    for (int l = 0; l < {lb}; ++l) Bs[buf][bcol][brow0 + l * {step}] = rb[l];"""
-    return load, store
+{store_b}"""
+    return decl, load, store
 
 
 def _mma_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
@@ -489,11 +532,11 @@ def _mma_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     wtm, wtn = bm // wm, bn // wn
     mi, ni = wtm // 16, wtn // 8
     pitch = bk + 8
-    la, lb = _cdiv(bm * bk, threads), bk * bn // threads
-    load, store_a = _staging(prob, bm, bn, bk, threads, "unsigned short", "(unsigned short)0")
+    decl, load, store_a = _staging(prob, bm, bn, bk, threads, "unsigned short", "(unsigned short)0")
     return f"""\
 // Implicit GEMM on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} mma tiles each),
 // {bk}-deep slices double buffered; shared memory holds raw 16-bit values, A as [m][k], B as [n][k].
+template <bool AVEC>
 __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
   typedef unsigned short X_T;
   __shared__ __align__(16) unsigned short As[2][{bm}][{pitch}];
@@ -507,7 +550,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
   const unsigned short* __restrict__ xbits = (const unsigned short*)P.x;
 {_decode_column(prob).replace("P.x +", "xbits +")}
 {_tap_table(prob, threads)}
-  unsigned short ra[{la}], rb[{lb}];
+{decl}
   float acc[{mi}][{ni}][4];
 #pragma unroll
   for (int i = 0; i < {mi}; ++i)
@@ -549,12 +592,12 @@ def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     wtm, wtn = bm // wm, bn // wn
     mi, ni = wtm // 16, wtn // 8
     pitch = bk + gemm_tf32.PAD_K
-    la, lb = _cdiv(bm * bk, threads), bk * bn // threads
-    load, store = _staging(prob, bm, bn, bk, threads, "float", "0.f")
+    decl, load, store = _staging(prob, bm, bn, bk, threads, "float", "0.f")
     multiply = gemm_tf32.slice_code(p, bk, mi, ni, wtm, wtn, "As[buf][{m}][{k}]", "Bs[buf][{n}][{k}]")
     return f"""\
 // Implicit GEMM in 3xTF32 on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
 // each), {bk}-deep slices double buffered through registers; A as [m][k], B as [n][k] in shared memory.
+template <bool AVEC>
 __global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
   typedef float X_T;
   __shared__ __align__(16) float As[2][{bm}][{pitch}];
@@ -567,7 +610,7 @@ __global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
   const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
 {_decode_column(prob)}
 {_tap_table(prob, threads)}
-  float ra[{la}], rb[{lb}];
+{decl}
   float acc[{mi}][{ni}][4];
 #pragma unroll
   for (int i = 0; i < {mi}; ++i)
@@ -611,7 +654,16 @@ def _tensor_core_store(p: str, prob: ConvProblem, mi: int, ni: int, wtm: int, wt
     return columns + "\n" + fragment_epilogue(mi, ni, wtm, "const int64_t co = gz * P.M + m;", element)
 
 
-def _tiled_launch(p: str, kernel: str, bm: int, bn: int, threads: int) -> str:
+def _tiled_launch(p: str, kernel: str, bm: int, bn: int, threads: int, vec: int = 0) -> str:
+    """The launch of a tiled kernel; with ``vec`` the kernel is a ``template <bool AVEC>`` whose true instance
+    reads the weights in 16-byte words, launched when ``K`` is a multiple of ``vec`` and the weight 16-byte
+    aligned (then every row of it is)."""
+    call = f"<<<(unsigned)blocks, {threads}, 0, stream>>>(P);"
+    if vec:
+        aligned = f"(P.K & {vec - 1}) == 0 && ((uintptr_t)P.w & 15) == 0"
+        launch = f"if ({aligned}) {kernel}<true>{call}\n  else {kernel}<false>{call}"
+    else:
+        launch = kernel + call
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.M <= 0 || P.NP <= 0) return 0;
@@ -621,7 +673,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   P.tiles_n = (P.NP + {bn - 1}) / {bn};
   const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
   if (blocks > 2147483647LL) return -4;
-  {kernel}<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
+  {launch}
   {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
   return 0;
 }}
@@ -766,7 +818,7 @@ def _mma_check(config: GroupConfig) -> str | None:
     smem = 2 * (bm + bn) * (bk + 8) * 2 + TAPS_BYTES
     if smem > STATIC_SMEM:
         return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
-    if _cdiv(bm * bk, threads) + bk * bn // threads > 2 * MAX_PREFETCH:  # one register per 16-bit value
+    if _cdiv(bm * bk, threads) + bk * bn // threads > 2 * MAX_PREFETCH:  # staged halves: at most 32 a thread
         return f"{config.label()}: more than {2 * MAX_PREFETCH} prefetch registers (registers spill)"
     return None
 
@@ -925,14 +977,14 @@ class ConvTemplate:
             device += [
                 gemm_tf32.helpers(p),
                 _tf32_kernel(p, config, prob),
-                _tiled_launch(p, f"{p}_tf32_conv", bm, bn, wm * wn * 32),
+                _tiled_launch(p, f"{p}_tf32_conv", bm, bn, wm * wn * 32, vec=4),
             ]
         elif config.variant == "mma":
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
             device += [
                 _mma_helper(p, prob.dtype),
                 _mma_kernel(p, config, prob),
-                _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32),
+                _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32, vec=8),
             ]
         else:
             device.append(_direct_code(p, config, prob, ctx.facts))
