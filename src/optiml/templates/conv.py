@@ -34,8 +34,8 @@ Variants:
   shared with ``tf32x3``): the weights move in 16-byte words (8 halves, 4 floats) where ``K`` is a
   multiple and the weight 16-byte aligned (the kernel's ``AVEC`` instance, picked at launch), else
   as scalars packed into words; each thread gathers consecutive k of its im2col column, halves packed
-  two to a register, and both tiles are stored to shared memory in 16-byte words (mma: 238 registers
-  before, 138 now, no spills; not yet timed).
+  two to a register, and both tiles are stored to shared memory in 16-byte words (the suite's 3x3 mma
+  convs: 238 registers before, 138 now; the pointwise one 128 with a 4-byte spill; not yet timed).
 * ``tf32x3`` (float32 tasks, sm_80 and newer): the same implicit GEMM on tensor cores at fp32
   accuracy, the GEMM template's 3xTF32 slice (:func:`optiml.templates.gemm_tf32.slice_code`: each
   value split into two TF32 parts, three ``mma.sync.m16n8k8`` per tile, each slice summed into a
