@@ -145,7 +145,8 @@ def test_a_stopped_bench_resumes_where_it_stopped(tmp_path: Path) -> None:
     state = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))
     assert [s["tasks_run"] for s in state["sessions"]] == [2, 2]  # each run's share, wall time and utilisation
     assert state["total_wall_s"] == pytest.approx(sum(s["wall_s"] for s in state["sessions"]), abs=0.2)
-    assert "over 2 runs" in (tmp_path / "out" / "bench.md").read_text(encoding="utf-8")
+    report = (tmp_path / "out" / "bench.md").read_text(encoding="utf-8")
+    assert "over 2 runs" in report and "Run 1 (2 tasks, " in report and "Run 2" not in report
 
 
 def test_a_corrupt_state_file_is_one_clear_line(tmp_path: Path) -> None:

@@ -102,6 +102,11 @@ def write_state(out_dir: Path, rows: list[BenchRow], config: BenchConfig, extra:
             notes.append(f"Suite wall time: {extra['wall_s']:.0f} s.")
     if "gpu_utilisation" in extra:
         notes.append(describe_utilisation(extra["gpu_utilisation"]))
+    earlier = extra.get("sessions", [])[:-1] if "wall_s" in extra else extra.get("sessions", [])
+    for number, session in enumerate(earlier, start=1):  # a resumed bench: what each earlier run measured
+        utilisation = describe_utilisation(session.get("gpu_utilisation") or {"unavailable": "not recorded"})
+        wall = float(session.get("wall_s", 0.0))
+        notes.append(f"Run {number} ({session.get('tasks_run', 0)} tasks, {wall:.0f} s): {utilisation}")
     (out_dir / REPORT).write_text(markdown(rows, metrics, notes), encoding="utf-8")
     return metrics
 
