@@ -116,11 +116,12 @@ def test_the_op_refuses_a_call_autograd_would_record(tmp_path: Path, kernel_cach
     op = getattr(torch.ops, namespace).layernorm
     case = small_case(task)
     x, weight, bias = case.abi_inputs
-    weight = weight.clone().requires_grad_()
+    weight = torch.nn.Parameter(weight.clone())  # as a user passes model.ln.weight
     with pytest.raises(RuntimeError, match="has no backward, and an input requires grad"):
         op(x, weight, bias)
     with torch.no_grad():
         assert_close(op(x, weight, bias), case.expected[0], task)
+    assert_close(op(x, weight.detach(), bias), case.expected[0], task)
 
 
 @pytest.mark.parametrize("name", ["layernorm", "softmax"])

@@ -108,3 +108,15 @@ def test_names_and_namespaces(tmp_path: Path) -> None:
         render_op(task, SILU_KERNEL, namespace="aten")
     with pytest.raises(ExportError, match=r"--name 'my-op': expected an identifier"):
         render_op(task, SILU_KERNEL, name="my-op")
+
+
+def test_the_kernel_refuses_a_call_autograd_would_record(tmp_path: Path) -> None:
+    """The CUDA implementation checks for gradients before anything else: a Parameter (as a user passes
+    ``model.ln.weight``) with grad mode on is refused in one line; under no_grad the check passes and
+    the call goes on to the device check (CPU tensors here)."""
+    module = export_op(tmp_path, load_task(TASKS / "layernorm.py"))
+    x, bias, weight = torch.randn(2, 4), torch.zeros(4), torch.nn.Parameter(torch.ones(4))
+    with pytest.raises(RuntimeError, match="has no backward, and an input requires grad"):
+        module._kernel(x, weight, bias)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="runs on CUDA tensors"):
+        module._kernel(x, weight, bias)
