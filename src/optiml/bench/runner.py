@@ -48,27 +48,23 @@ class BenchConfig:
     strategy: str = "greedy"  # the search default (docs/search.md: greedy won or tied every replayed ablation)
 
 
-def load_rows(out_dir: Path) -> list[BenchRow]:
+def read_state(out_dir: Path) -> tuple[list[BenchRow], list[dict[str, Any]]]:
+    """The rows recorded in ``out_dir``'s state and its earlier runs (start, wall time, tasks run, GPU
+    utilisation; oldest first), both empty when there is no state yet."""
     state = out_dir / STATE
     if not state.is_file():
-        return []
+        return [], []
     try:
         data = json.loads(state.read_text(encoding="utf-8"))
-        return [BenchRow.from_dict(r) for r in data.get("rows", [])]
+        rows = [BenchRow.from_dict(r) for r in data.get("rows", [])]
     except (ValueError, TypeError, KeyError) as exc:
         raise OptimlError(f"{state}: not a bench state file ({exc}); move it away to start afresh") from exc
+    sessions = data.get("sessions", [])
+    return rows, [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
 
 
-def load_sessions(out_dir: Path) -> list[dict[str, Any]]:
-    """The earlier runs of a resumed bench (start, wall time, tasks run, GPU utilisation), oldest first."""
-    state = out_dir / STATE
-    if not state.is_file():
-        return []
-    try:
-        sessions = json.loads(state.read_text(encoding="utf-8")).get("sessions", [])
-    except ValueError:
-        return []
-    return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+def load_rows(out_dir: Path) -> list[BenchRow]:
+    return read_state(out_dir)[0]
 
 
 def write_state(out_dir: Path, rows: list[BenchRow], config: BenchConfig, extra: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +118,8 @@ def run_bench(
     stop: threading.Event | None = None,
 ) -> list[BenchRow]:
     """Run every task of ``paths`` not yet in ``out_dir``'s state; returns all rows in suite order."""
-    done = {Path(r.file).resolve(): r for r in load_rows(out_dir)}
+    recorded, sessions = read_state(out_dir)
+    done = {Path(r.file).resolve(): r for r in recorded}
     todo: queue.Queue[Path] = queue.Queue()
     for path in paths:
         if path.resolve() not in done:
@@ -137,7 +134,7 @@ def run_bench(
         "started": time.time(),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "optiml": _version(),
-        "sessions": load_sessions(out_dir),  # kept while this run writes; this run is added when it ends
+        "sessions": sessions,  # kept while this run writes; this run is added when it ends
     }
     ran: list[str] = []
 

@@ -83,7 +83,7 @@ from optiml.templates.base import (
     to_compute,
 )
 from optiml.templates.gemm import Epilogue, Problem, _mma_helper, _mma_slice, tensor_cores_take_tf32
-from optiml.templates.gemm_mma import fragment_epilogue
+from optiml.templates.gemm_mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
 
 IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -409,16 +409,7 @@ __global__ void __launch_bounds__({threads}) {p}_implicit(const {p}_prob P) {{
   for (int i = 0; i < {tm}; ++i)
 #pragma unroll
     for (int j = 0; j < {tn}; ++j) acc[i][j] = 0.f;
-  const int64_t KT = (P.K + {bk - 1}) / {bk};
-  int64_t k0 = 0;
-  int buf = 0;
-  {{
-{load}
-{store_a}
-  }}
-  __syncthreads();
-  for (int64_t kt = 0; kt < KT; ++kt) {{
-    buf = (int)(kt & 1);
+{_first_slice(bk, load, store_a)}
     if (kt + 1 < KT) {{
       k0 = (kt + 1) * {bk};
 {load}
@@ -526,6 +517,22 @@ def _staging(prob: ConvProblem, bm: int, bn: int, bk: int, threads: int, vtype: 
     return decl, load, store
 
 
+def _first_slice(bk: int, load: str, store: str) -> str:
+    """The implicit GEMM kernels' slice loop head (SIMT and tensor cores): the first slice staged into
+    buffer 0, then the loop over the ``KT`` slices of K with ``buf`` the one being multiplied."""
+    return f"""\
+  const int64_t KT = (P.K + {bk - 1}) / {bk};
+  int64_t k0 = 0;
+  int buf = 0;
+  {{
+{load}
+{store}
+  }}
+  __syncthreads();
+  for (int64_t kt = 0; kt < KT; ++kt) {{
+    buf = (int)(kt & 1);"""
+
+
 def _mma_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     bm, bn, bk, wm, wn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
     threads = wm * wn * 32
@@ -551,23 +558,8 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
 {_decode_column(prob).replace("P.x +", "xbits +")}
 {_tap_table(prob, threads)}
 {decl}
-  float acc[{mi}][{ni}][4];
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-  const int64_t KT = (P.K + {bk - 1}) / {bk};
-  int64_t k0 = 0;
-  int buf = 0;
-  {{
-{load}
-{store_a}
-  }}
-  __syncthreads();
-  for (int64_t kt = 0; kt < KT; ++kt) {{
-    buf = (int)(kt & 1);
+{zeroed_accumulators(mi, ni)}
+{_first_slice(bk, load, store_a)}
 {_mma_slice(p, bk, mi, ni, wtm, wtn)}\
     if (kt + 1 < KT) {{  // the next slice straight into the other buffer: no prefetch registers
       k0 = (kt + 1) * {bk};
@@ -611,23 +603,8 @@ __global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
 {_decode_column(prob)}
 {_tap_table(prob, threads)}
 {decl}
-  float acc[{mi}][{ni}][4];
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-  const int64_t KT = (P.K + {bk - 1}) / {bk};
-  int64_t k0 = 0;
-  int buf = 0;
-  {{
-{load}
-{store}
-  }}
-  __syncthreads();
-  for (int64_t kt = 0; kt < KT; ++kt) {{
-    buf = (int)(kt & 1);
+{zeroed_accumulators(mi, ni)}
+{_first_slice(bk, load, store)}
     if (kt + 1 < KT) {{  // the next slice's loads are in flight while this one is multiplied
       k0 = (kt + 1) * {bk};
 {load}
@@ -805,11 +782,10 @@ def _implicit_check(config: GroupConfig) -> str | None:
 
 def _mma_check(config: GroupConfig) -> str | None:
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
-    if bm % (16 * wm) or bn % (8 * wn):
-        return f"{config.label()}: warp tile {bm}/{wm} x {bn}/{wn} is not a whole number of 16x8 mma tiles"
+    grid = warp_grid_problem(config)
+    if grid is not None:
+        return grid
     threads = wm * wn * 32
-    if not 64 <= threads <= 256:
-        return f"{config.label()}: {threads} threads per block (64 to 256)"
     if threads % bn or bk % (threads // bn):
         return f"{config.label()}: each thread gathers one im2col column (threads a multiple of bn)"
     tiles = (bm // wm // 16) * (bn // wn // 8)
@@ -825,11 +801,10 @@ def _mma_check(config: GroupConfig) -> str | None:
 
 def _tf32_check(config: GroupConfig) -> str | None:
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
-    if bm % (16 * wm) or bn % (8 * wn):
-        return f"{config.label()}: warp tile {bm}/{wm} x {bn}/{wn} is not a whole number of 16x8 mma tiles"
+    grid = warp_grid_problem(config)
+    if grid is not None:
+        return grid
     threads = wm * wn * 32
-    if not 64 <= threads <= 256:
-        return f"{config.label()}: {threads} threads per block (64 to 256)"
     if threads % bn or bk % (threads // bn):
         return f"{config.label()}: each thread gathers one im2col column (threads a multiple of bn)"
     accumulators = (bm // wm) * (bn // wn) // 32

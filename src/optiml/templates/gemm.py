@@ -834,13 +834,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
   const unsigned short* __restrict__ A = (const unsigned short*)(P.a + oa);
   const unsigned short* __restrict__ B = (const unsigned short*)(P.b + ob);
-  float acc[{mi}][{ni}][4];
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+{gemm_mma.zeroed_accumulators(mi, ni)}
 {_pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}{_mma_slice(p, bk, mi, ni, wtm, wtn)}    if (kt + 1 < KT) {{
       buf ^= 1;
 {store_a}
@@ -1083,11 +1077,10 @@ def _simt_check(config: GroupConfig) -> str | None:
 
 def _mma_check(config: GroupConfig) -> str | None:
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
-    if bm % (16 * wm) or bn % (8 * wn):
-        return f"{config.label()}: warp tile {bm}/{wm} x {bn}/{wn} is not a whole number of 16x8 mma tiles"
+    grid = gemm_mma.warp_grid_problem(config)
+    if grid is not None:
+        return grid
     threads = wm * wn * 32
-    if not 64 <= threads <= 256:
-        return f"{config.label()}: {threads} threads per block (64 to 256)"
     tiles = (bm // wm // 16) * (bn // wn // 8)
     if tiles > 16:
         return f"{config.label()}: {tiles} mma tiles per warp ({tiles * 4} accumulators: registers spill)"

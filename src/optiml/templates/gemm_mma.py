@@ -34,6 +34,30 @@ def fallback_config(config: GroupConfig) -> GroupConfig:
     return GroupConfig.of("mma", bm=bm, bn=bn, bk=32, wm=wm, wn=wn)
 
 
+def warp_grid_problem(config: GroupConfig) -> str | None:
+    """What every ``mma.sync`` m16n8 kernel needs of its warp grid: whole 16x8 tiles per warp and 64 to 256
+    threads (None: both hold)."""
+    bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
+    if bm % (16 * wm) or bn % (8 * wn):
+        return f"{config.label()}: warp tile {bm}/{wm} x {bn}/{wn} is not a whole number of 16x8 mma tiles"
+    threads = wm * wn * 32
+    if not 64 <= threads <= 256:
+        return f"{config.label()}: {threads} threads per block (64 to 256)"
+    return None
+
+
+def zeroed_accumulators(mi: int, ni: int) -> str:
+    """Device statements: ``acc``, a warp's ``mi x ni`` m16n8 accumulator tiles (four floats a thread each), zeroed."""
+    return f"""\
+  float acc[{mi}][{ni}][4];
+#pragma unroll
+  for (int i = 0; i < {mi}; ++i)
+#pragma unroll
+    for (int j = 0; j < {ni}; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;"""
+
+
 def check(config: GroupConfig) -> str | None:
     """Why the pipelined build of ``config`` is illegal, or None."""
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
@@ -166,13 +190,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_vec(const {p}_prob P) {{
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
   const unsigned short* __restrict__ A = (const unsigned short*)(P.a + oa);
   const unsigned short* __restrict__ B = (const unsigned short*)(P.b + ob);
-  float acc[{mi}][{ni}][4];
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+{zeroed_accumulators(mi, ni)}
   const int64_t KT = (P.K + {bk - 1}) / {bk};
 #pragma unroll
   for (int s = 0; s < {stages - 1}; ++s) {{

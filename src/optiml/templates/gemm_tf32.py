@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_mma import fragment_epilogue
+from optiml.templates.gemm_mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
 
 MAX_SMEM = 227 * 1024  # dynamic shared memory per block with the opt-in
 PAD_K = 4  # floats of padding on a row whose contiguous dim is k
@@ -53,11 +53,12 @@ def smem_bytes(bm: int, bn: int, bk: int, stages: int, a_k_major: bool, b_k_majo
 def check(config: GroupConfig) -> str | None:
     """Why ``config`` is illegal for the tf32x3 kernel, or None."""
     bm, bn, bk, wm, wn, stages = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn", "stages"))
-    if bm % (16 * wm) or bn % (8 * wn) or bm % 32 or bn % 32:
+    grid = warp_grid_problem(config)
+    if grid is not None:
+        return grid
+    if bm % 32 or bn % 32:
         return f"{config.label()}: warp tile {bm}/{wm} x {bn}/{wn} is not a whole number of 16x8 mma tiles"
     threads = wm * wn * 32
-    if not 64 <= threads <= 256:
-        return f"{config.label()}: {threads} threads per block (64 to 256)"
     accumulators = (bm // wm) * (bn // wn) // 32
     if accumulators > MAX_ACCUMULATORS:
         return f"{config.label()}: {accumulators} accumulators per thread (registers spill)"
@@ -169,13 +170,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   const int64_t kbeg = split * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
   const float* __restrict__ A = P.a + oa;
   const float* __restrict__ B = P.b + ob;
-  float acc[{mi}][{ni}][4];
-#pragma unroll
-  for (int i = 0; i < {mi}; ++i)
-#pragma unroll
-    for (int j = 0; j < {ni}; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+{zeroed_accumulators(mi, ni)}
   const int64_t KT = (kend - kbeg + {bk - 1}) / {bk};
 #pragma unroll
   for (int s = 0; s < {stages - 1}; ++s) {{
