@@ -1,13 +1,14 @@
-"""How long building one candidate takes: old flags, today's path, the pool, and ``load_inline``.
+"""How long building one candidate takes: nvcc's steps one by one or two chains at once, the pool, and ``load_inline``.
 
-For every starter kernel (``tasks/*.naive.cu``), ``--repeats`` fresh copies (a unique comment, so no
-cache hits) are built each way:
+For every starter kernel (``tasks/*.naive.cu``) and the first template seed of each ``--template-tasks``
+task, ``--repeats`` fresh copies (a unique comment, so no cache hits) are built each way, taking turns:
 
-* ``old_arch``    — ``nvcc --shared … -arch=sm_90a`` as before (also embeds compute_90a PTX);
 * ``gencode``     — ``nvcc --shared … -gencode=arch=compute_90a,code=sm_90a``, nvcc called directly;
-* ``new``         — :meth:`Compiler.compile`: the same gencode build in the compile sandbox, with
-  ``--keep`` and the binary digest (what an evaluation pays today);
-* ``pool``        — all tasks' copies at once through :meth:`Compiler.compile_many` (the compile pool,
+* ``serial``      — :meth:`Compiler.compile` with ``parallel_steps=False``: that build in the compile
+  sandbox, with ``--keep`` and the binary digest, nvcc running its steps one after the other;
+* ``new``         — :meth:`Compiler.compile` as it runs by default: nvcc's host chain (preprocessing,
+  cudafe++) and device chain (preprocessing, cicc, ptxas) at once (:mod:`optiml.kernel.nvcc_steps`);
+* ``pool``        — all copies at once through :meth:`Compiler.compile_many` (the compile pool,
   one build per CPU core): wall time divided by the number of builds, i.e. the cost per candidate
   when the pool is kept busy while the GPU times others;
 * ``load_inline`` — the same kernel built the KernelBench way (``torch.utils.cpp_extension``), for
@@ -38,6 +39,8 @@ from result_file import write_result
 
 from optiml.kernel.compiler import BASE_FLAGS, Compiler, CompilerConfig, find_nvcc, gencode, include_dir
 from optiml.kernel.source import KernelSource
+from optiml.task import load_task
+from optiml.templates.kernels import template_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATIO = 40.0  # the issue's target: >= 40x faster than load_inline
@@ -65,24 +68,34 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--inline-tasks", nargs="*", default=["silu", "softmax"])
+    parser.add_argument(
+        "--template-tasks",
+        nargs="*",
+        default=["tasks/softmax.py", "tasks/compute/sgemm_square.py", "tasks/compute/conv2d_fp16.py"],
+    )
     parser.add_argument("--commit", default="unknown")
     args = parser.parse_args()
 
     names = args.tasks or sorted(p.name.removesuffix(".naive.cu") for p in (ROOT / "tasks").glob("*.naive.cu"))
     sources = {name: (ROOT / "tasks" / f"{name}.naive.cu").read_text() for name in names}
+    for path in args.template_tasks:
+        kernels = template_kernels(load_task(ROOT / path))
+        sources[f"{Path(path).stem} (template)"] = kernels.render(next(iter(kernels.seeds(1)))).code
     cache = Path(tempfile.mkdtemp(prefix="optiml-bench-kernels-"))
     compiler = Compiler(CompilerConfig(arch=args.arch, cache_dir=cache))
+    serial = Compiler(CompilerConfig(arch=args.arch, cache_dir=cache, parallel_steps=False))
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     for name, code in sources.items():
-        row: dict[str, Any] = {"task": name, "old_arch_s": [], "gencode_s": [], "new_s": []}
+        row: dict[str, Any] = {"task": name, "gencode_s": [], "serial_s": [], "new_s": []}
         for _ in range(args.repeats):
-            row["old_arch_s"].append(round(nvcc_seconds(fresh(code), f"-arch={args.arch}"), 3))
             row["gencode_s"].append(round(nvcc_seconds(fresh(code), gencode(args.arch)), 3))
-            built = compiler.compile(KernelSource(fresh(code)))
-            assert built.ok, built.error_summary()
-            row["new_s"].append(round(built.seconds, 3))
+            for key, builder in (("serial_s", serial), ("new_s", compiler)):
+                built = builder.compile(KernelSource(fresh(code)))
+                assert built.ok, built.error_summary()
+                row[key].append(round(built.seconds, 3))
             row["sandbox"] = built.sandbox
+        row["new_over_serial"] = round(statistics.median(row["new_s"]) / statistics.median(row["serial_s"]), 3)
         if name in args.inline_tasks:
             try:
                 row["load_inline_s"] = round(load_inline_build_seconds(name, code), 3)
@@ -102,10 +115,11 @@ def main() -> None:
 
     inline = [r["load_inline_s"] for r in rows if "load_inline_s" in r]
     summary: dict[str, Any] = {
-        "median_old_arch_s": median("old_arch_s"),
         "median_gencode_s": median("gencode_s"),
+        "median_serial_s": median("serial_s"),
         "median_new_s": median("new_s"),
-        "sandbox_overhead_s": round(median("new_s") - median("gencode_s"), 3),
+        "new_over_serial": round(median("new_s") / median("serial_s"), 3),
+        "new_over_gencode": round(median("new_s") / median("gencode_s"), 3),
         "pool_jobs": compiler.jobs,
         "pool_builds": len(batch),
         "pool_wall_s": round(pool_wall, 3),

@@ -19,6 +19,9 @@ _LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 IPC_HANDLE_BYTES = 64  # sizeof(cudaIpcMemHandle_t)
 
 
+CUDA_ERROR_MEMORY_ALLOCATION = 2
+
+
 class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
 
@@ -29,6 +32,11 @@ class CudaError(RuntimeError):
     def __init__(self, call: str, code: int) -> None:
         super().__init__(f"{call} failed: {error_name(code)} ({code})")
         self.code = code
+
+    @property
+    def out_of_memory(self) -> bool:
+        """``cudaErrorMemoryAllocation``: not sticky, the context stays usable."""
+        return self.code == CUDA_ERROR_MEMORY_ALLOCATION
 
 
 @lru_cache(maxsize=1)

@@ -29,6 +29,7 @@ from optiml.evaluate.arena import SharedBuffers
 from optiml.evaluate.candidate_link import CandidateFailure
 from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_output
 from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.cudart import CudaError
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
 from optiml.evaluate.judge import Calibration, CandidateSession, Judge, low_quantile, median_phases
 from optiml.evaluate.memory import WINDOW_BYTES
@@ -235,7 +236,13 @@ class TimingBench:
         judge, case = self.session.judge, self.first_case
         _synchronize(judge)
         while len(self.slots) < count:
-            buffers = judge.buffers(case.abi_inputs, case.expected, slot=len(self.slots))
+            try:
+                buffers = judge.buffers(case.abi_inputs, case.expected, slot=len(self.slots))
+            except CudaError as exc:  # another process took the memory the width was sized on
+                if not (exc.out_of_memory and self.slots):
+                    raise
+                self.max_width = len(self.slots)
+                return
             buffers.refill(case.abi_inputs)  # parameters and scalars stay the first case's
             self.slots.append((buffers, self.session.bind(buffers)))
 

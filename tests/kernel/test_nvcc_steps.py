@@ -1,0 +1,140 @@
+"""nvcc's steps with the host and device chains at once: the listing's cut, the script, the build."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.nvcc_steps import NvccSteps, module_id, parallel_script, parse_dryrun, tool_name
+from optiml.kernel.source import KernelSource
+
+ENVIRONMENT = [
+    "#$ _SPACE_= ",
+    "#$ CICC_PATH=/opt/cuda/nvvm/bin",
+    '#$ SYSTEM_INCLUDES="-isystem" "/opt/cuda/include/cccl"',
+]
+LISTING = [
+    *ENVIRONMENT,
+    "#$ rm .nvcc/k_dlink.reg.c",
+    '#$ gcc -E -x c++ kernel.cu -o ".nvcc/kernel.cpp4.ii"',
+    '#$ cudafe++ --c++17 --gen_module_id_file --module_id_file_name ".nvcc/kernel.module_id" ".nvcc/kernel.cpp4.ii"',
+    '#$ gcc -D__CUDA_ARCH__=900 -E -x c++ kernel.cu -o ".nvcc/kernel.cpp1.ii"',
+    '#$ "$CICC_PATH/cicc" --module_id_file_name ".nvcc/kernel.module_id" ".nvcc/kernel.cpp1.ii" -o ".nvcc/kernel.ptx"',
+    '#$ ptxas -arch=sm_90a -v ".nvcc/kernel.ptx" -o ".nvcc/kernel.cubin"',
+    '#$ fatbinary --create=".nvcc/kernel.fatbin" --embedded-fatbin=".nvcc/kernel.fatbin.c"',
+    '#$ gcc -c -x c++ ".nvcc/kernel.cudafe1.cpp" -o ".nvcc/kernel.o"',
+    '#$ g++ -shared ".nvcc/kernel.o" -o "kernel.so"',
+]
+
+
+def test_a_listing_is_cut_into_two_chains_and_a_tail() -> None:
+    steps = parse_dryrun("\n".join(["nvcc warning : a note of nvcc's own", *LISTING]))
+    assert steps is not None
+    assert [tool_name(c) for c in steps.host] == ["gcc", "cudafe++"]
+    assert "--gen_module_id_file" not in steps.host[-1]  # the module id is written beforehand
+    assert [tool_name(c) for c in steps.device] == ["gcc", "cicc", "ptxas", "fatbinary"]
+    assert [tool_name(c) for c in steps.tail] == ["gcc", "g++"]
+    assert steps.prelude == ("rm .nvcc/k_dlink.reg.c",)
+    assert steps.module_id_file == '".nvcc/kernel.module_id"'
+    assert steps.notes == ("nvcc warning : a note of nvcc's own",)
+    assert len(steps.environment) == 3
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda lines: [line for line in lines if "cudafe++" not in line],  # no host front end
+        lambda lines: [line.replace("--gen_module_id_file ", "") for line in lines],  # id made elsewhere
+        lambda lines: [line for line in lines if "ptxas" not in line],  # no device compile
+        lambda lines: [
+            line.replace('--module_id_file_name ".nvcc/kernel.module_id" ".nvcc/kernel.cpp1', '".nvcc/k')
+            for line in lines
+        ],  # cicc reads no module id: the chains are not what they seem
+        lambda lines: lines[:-2],  # nothing after the fatbinary
+    ],
+)
+def test_a_listing_of_another_shape_is_left_to_nvcc(change) -> None:
+    assert parse_dryrun("\n".join(change(LISTING))) is None
+
+
+def test_module_ids_follow_nvccs_form_and_differ_per_build() -> None:
+    assert module_id("0123456789abcdef0123", "kernel.cu") == "_01234567_9_kernel_cu_89abcdef"
+    assert module_id("a" * 24, "kernel.cu") != module_id("b" * 24, "kernel.cu")
+
+
+def _run(script: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` in ``folder``, with nvcc's tools replaced by programs that do nothing."""
+    (folder / "logs").mkdir(exist_ok=True)
+    (folder / "bin").mkdir(exist_ok=True)
+    for tool in ("cudafe++", "cicc", "ptxas", "fatbinary"):
+        (folder / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
+        (folder / "bin" / tool).chmod(0o755)
+    env = {"PATH": f"{folder / 'bin'}:{os.environ['PATH']}"}
+    merged = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}  # as the compile sandbox reads it
+    return subprocess.run(["sh", "-c", script], cwd=folder, text=True, timeout=60, env=env, **merged)
+
+
+def _steps(host: list[str], device: list[str], tail: list[str]) -> NvccSteps | None:
+    listing = [
+        *ENVIRONMENT,
+        *(f"#$ {c}" for c in host[:-1]),
+        f'#$ cudafe++ --gen_module_id_file --module_id_file_name "logs/id" ; {host[-1]}',
+        *(f"#$ {c}" for c in device[:-1]),
+        '#$ cicc --module_id_file_name "logs/id"',
+        "#$ ptxas",
+        f"#$ fatbinary ; {device[-1]}",
+        *(f"#$ {c}" for c in tail),
+    ]
+    return parse_dryrun("\n".join(listing))
+
+
+def test_the_script_runs_the_chains_at_once_in_nvccs_order(tmp_path: Path) -> None:
+    steps = _steps(
+        ["echo host-1", "sleep 0.5; echo host-2 >&2"],
+        ["echo device-1", "sleep 0.5; echo device-2"],
+        ["cat logs/id; echo", "echo tail-done"],
+    )
+    assert steps is not None
+    done = _run(parallel_script(steps, "_abc_9_kernel_cu_def", "logs"), tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.split() == ["host-1", "host-2", "device-1", "device-2", "_abc_9_kernel_cu_def", "tail-done"]
+
+
+def test_the_script_fails_as_nvcc_would(tmp_path: Path) -> None:
+    both = _steps(["echo host-error; exit 2"], ["echo device-error; exit 3"], ["echo tail"])
+    failed = _run(parallel_script(both, "_m", "logs"), tmp_path)
+    assert failed.returncode == 2 and failed.stdout.split() == ["host-error"]  # nvcc stops at cudafe++
+    device_only = _steps(["echo host-ok"], ["echo device-error; exit 3"], ["echo tail"])
+    failed = _run(parallel_script(device_only, "_m", "logs"), tmp_path)
+    assert failed.returncode == 3 and failed.stdout.split() == ["host-ok", "device-error"]
+    tail_fails = _steps(["true"], ["true"], ["exit 4", "echo never"])
+    failed = _run(parallel_script(tail_fails, "_m", "logs"), tmp_path)
+    assert failed.returncode == 4 and "never" not in failed.stdout
+
+
+BROKEN = """#include "optiml.h"
+__device__ float twice(float v) { return 2.0f * v + missing_name; }
+OPTIML_EXPORT int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no,
+                                 void* ws, size_t wb, cudaStream_t stream) { return 0; }
+"""
+
+
+@pytest.mark.nvcc
+def test_the_parallel_build_reports_what_nvcc_reports(tmp_path: Path) -> None:
+    from tests.kernel.test_compiler import SCALE
+
+    results = {}
+    for parallel in (True, False):
+        compiler = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / str(parallel), parallel_steps=parallel))
+        results[parallel] = [compiler.compile(KernelSource(code)) for code in (SCALE, BROKEN)]
+        assert [steps is not None for steps in compiler._listings.values()] == ([True] if parallel else [])
+    (fast_ok, fast_broken), (slow_ok, slow_broken) = results[True], results[False]
+    assert fast_ok.ok and slow_ok.ok
+    assert fast_ok.resources == slow_ok.resources
+    assert fast_ok.binary_digest and fast_ok.binary_digest == slow_ok.binary_digest  # the same host and device code
+    assert not fast_broken.ok and fast_broken.diagnostics == slow_broken.diagnostics
+    assert [d.line for d in fast_broken.diagnostics if d.severity == "error"] == [2]
