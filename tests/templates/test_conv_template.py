@@ -121,6 +121,12 @@ SPECS: dict[str, dict[str, Any]] = {
         body="self.c(x)",
         inputs="torch.randn(B, C, D, H, W)",
     ),
+    "transposed_sparse": dict(  # kernel narrower than the stride: most output phases have no taps (bias only)
+        sizes={"B": 2, "C": 3, "H": 5, "W": 4},
+        sets=[{"B": 1, "H": 3, "W": 7}],
+        init="        self.c = nn.ConvTranspose2d(C, 5, (1, 2), stride=(2, 3), padding=(0, 1), output_padding=(1, 2))",
+        body="self.c(x)",
+    ),
     "big_kernel3d": dict(  # 729 taps: more than the implicit variants' shared table holds
         sizes={"B": 2, "C": 2, "D": 9, "H": 10, "W": 11},
         sets=[{"B": 1, "D": 10, "H": 9, "W": 9}],
@@ -431,6 +437,10 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
         "transposed3d",
         [GroupConfig.of("direct", threads=128), GroupConfig.of("implicit", bm=32, bn=64, bk=8, tm=4, tn=8)],
+    ),
+    (
+        "transposed_sparse",
+        [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4), GroupConfig.of("direct", threads=64)],
     ),
     ("big_kernel3d", [GroupConfig.of("direct", threads=64)]),
     # 3xTF32 on tensor cores: strided, grouped 3-D, pointwise, and a fused tail
