@@ -13,8 +13,8 @@ L2-flush buffer, chunked comparison temporaries, the CUDA context). So the peak 
 
 and ``max_cases`` shrinks (down to one) until that fits in ``USABLE_FRACTION`` of the device:
 fewer cached copies, rebuilt on demand, when memory is short. With the defaults (up to 4 cases,
-2 timing sets) the stated bound is 8 × case_bytes + 18 GiB on an H200, i.e. at most 8× the task's
-footprint (inputs + outputs + reference outputs ≥ case_bytes) plus 18 GiB.
+2 timing sets) the stated bound is 8 × case_bytes + 6 GiB on an H200, i.e. at most 8× the task's
+footprint (inputs + outputs + reference outputs ≥ case_bytes) plus 6 GiB.
 
 Standard library and torch only (GPU worker side).
 """
@@ -29,10 +29,11 @@ import torch
 MAX_CASES = 4
 FIXED_OVERHEAD_BYTES = 2 * 2**30
 USABLE_FRACTION = 0.92
-#: A timed window's slots, all together (the harness's window_width). 16 GiB lets a memory-bound call of
-#: ~0.8 GiB of slot (silu on 272 MB) share a window with 15 others: at 4 GiB it had five, and the window's
-#: unexplained ~0.27 ms (docs/evaluation.md) added ~0.05 ms to a 0.15 ms kernel (bench_suite, 2026-12-02).
-WINDOW_BYTES = 16 * 2**30
+#: A timed window's slots, all together (the harness's window_width). 16 GiB (sixteen ~0.8 GiB slots, meant to share
+#: the window's unexplained ~0.27 ms among more calls) read memory-bound kernels ~30 % *slower* than 4 GiB did, in an
+#: A/B on the H200 (silu 0.31 vs 0.23-0.24 ms, benchmarks/results/window_budget_ab.json, 2026-12-02): calls
+#: spread over more distinct memory cost more than the shared overhead saves.
+WINDOW_BYTES = 4 * 2**30
 
 
 def window_bytes(device_bytes: int) -> int:
