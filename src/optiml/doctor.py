@@ -36,6 +36,25 @@ def tool_check(tool: str, purpose: str, nvcc: str | None) -> Check:
     return Check(tool, path is not None, path or f"not found: {purpose} falls back to static evidence")
 
 
+def build_schedule_check(nvcc: str, arch: str) -> Check:
+    """Whether this nvcc's steps can run as two chains at once (:mod:`optiml.kernel.nvcc_steps`), read
+    from its ``-dryrun`` listing of a candidate build; a listing of another shape builds serially."""
+    import tempfile
+
+    from optiml.kernel.compiler import BASE_FLAGS, gencode
+    from optiml.kernel.nvcc_steps import parse_dryrun
+
+    argv = [nvcc, "-dryrun", "--shared", *BASE_FLAGS, gencode(arch), "--keep", "-o", "kernel.so", "kernel.cu"]
+    with tempfile.TemporaryDirectory(prefix="optiml-doctor-") as folder:
+        try:
+            listing = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=folder)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return Check("nvcc build", False, f"nvcc -dryrun failed: {exc}")
+    if parse_dryrun(listing.stdout + listing.stderr) is None:
+        return Check("nvcc build", False, "serial: this nvcc's step listing has another shape (builds ~1.4x slower)")
+    return Check("nvcc build", True, "host and device chains at once (cudafe++ beside cicc)")
+
+
 def collect() -> list[Check]:
     from optiml.kernel.compiler import DEFAULT_ARCH, detect_arch, find_nvcc, nvcc_version
 
@@ -58,6 +77,8 @@ def collect() -> list[Check]:
             else f"none ({gpu}); kernels compile for {DEFAULT_ARCH}, evaluation needs a GPU",
         )
     )
+    if nvcc is not None:
+        checks.append(build_schedule_check(nvcc, arch or DEFAULT_ARCH))
     checks += [tool_check("ncu", "profiling", nvcc), tool_check("cuobjdump", "SASS analysis", nvcc)]
     try:
         from optiml.integrity.sandbox import probe_isolation

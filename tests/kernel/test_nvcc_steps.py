@@ -140,3 +140,26 @@ def test_the_parallel_build_reports_what_nvcc_reports(tmp_path: Path) -> None:
     assert fast_ok.binary_digest and fast_ok.binary_digest == slow_ok.binary_digest  # the same host and device code
     assert not fast_broken.ok and fast_broken.diagnostics == slow_broken.diagnostics
     assert [d.line for d in fast_broken.diagnostics if d.severity == "error"] == [2]
+
+
+def test_doctor_says_when_an_nvcc_builds_serially(tmp_path: Path) -> None:
+    from optiml.doctor import build_schedule_check
+
+    odd = tmp_path / "nvcc"
+    odd.write_text("#!/bin/sh\necho '#$ gcc -E -x c++ kernel.cu'\necho '#$ g++ -shared kernel.o -o kernel.so'\n")
+    odd.chmod(0o755)
+    check = build_schedule_check(str(odd), "sm_90a")
+    assert not check.ok and "serial" in check.detail
+    shaped = tmp_path / "nvcc_shaped"
+    shaped.write_text("#!/bin/sh\ncat <<'LISTING'\n" + "\n".join(LISTING) + "\nLISTING\n")
+    shaped.chmod(0o755)
+    assert build_schedule_check(str(shaped), "sm_90a").ok
+
+
+@pytest.mark.nvcc
+def test_doctor_reads_the_installed_nvccs_listing() -> None:
+    from optiml.doctor import build_schedule_check
+    from optiml.kernel.compiler import find_nvcc
+
+    check = build_schedule_check(find_nvcc(), "sm_90a")
+    assert check.name == "nvcc build" and check.detail
