@@ -295,7 +295,10 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
         "columns": GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=1, wn=2),  # 64 threads, 128 columns
     }.items():
         assert fp32.reason_invalid(config) is not None, why
-    assert kernels_of(tasks, "transposed2d").spaces[0].variants == ("implicit", "direct")  # fp32: a gathering GEMM
+    transposed = kernels_of(tasks, "transposed2d").spaces[0]  # fp32: the output phases' GEMMs
+    assert transposed.variants == ("implicit", "tf32x3", "direct")
+    assert transposed.reason_invalid(tf32) is not None  # 48 KiB of tiles and tables, and the phase's tap indices
+    assert transposed.reason_invalid(GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)) is None
     assert kernels_of(tasks, "big_kernel3d").spaces[0].variants == ("direct",)
     implicit = GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8)
     assert fp32.reason_invalid(implicit) is None
@@ -448,6 +451,12 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("conv3d_groups", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2)]),
     ("pointwise_relu", [GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)]),
     ("conv2d_bn_relu", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=1, wn=2)]),
+    # 3xTF32 over a transposed convolution's output phases: 2-D with output padding, 1-D grouped and
+    # dilated, 3-D mixed strides, phases without taps
+    ("transposed2d", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2)]),
+    ("transposed1d_groups", [GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)]),
+    ("transposed3d", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2)]),
+    ("transposed_sparse", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=1, wn=2)]),
 ]
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (

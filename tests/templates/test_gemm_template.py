@@ -533,6 +533,7 @@ static inline float emu_bf16(unsigned bits) {
 // mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32: A(row, k) is register (row >= 8) + 2 (k >= 4) of lane
 // (row % 8) * 4 + k % 4; B(k, col) is register (k >= 4) of lane col * 4 + k % 4; C as for bf16.
 static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned x; memcpy(&x, &f, 4); return x; }
 static inline unsigned emu_tf32(float x) {
   unsigned u;
   memcpy(&u, &x, 4);

@@ -39,7 +39,8 @@ Variants:
   as scalars packed into words; each thread gathers consecutive k of its im2col column, halves packed
   two to a register, and both tiles are stored to shared memory in 16-byte words (the suite's 3x3 mma
   convs: 238 registers before, 138 now; the pointwise one 128 with a 4-byte spill; not yet timed).
-* ``tf32x3`` (float32 tasks, sm_80 and newer): the same implicit GEMM on tensor cores at fp32
+* ``tf32x3`` (float32 tasks, sm_80 and newer; transposed ones too, over their output phases, the weight
+  read element by element through the phase's taps): the same implicit GEMM on tensor cores at fp32
   accuracy, the GEMM template's 3xTF32 slice (:func:`optiml.templates.gemm_tf32.slice_code`: each
   value split into two TF32 parts, three ``mma.sync.m16n8k8`` per tile, each slice summed into a
   zeroed partial added in fp32) over A as ``[m][k]`` and B as ``[n][k]`` (rows padded by 4 floats),
@@ -70,6 +71,7 @@ when those tiles cover every SM, else 64x64x32 on 2x2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 from optiml.graph.ir import Graph, Node
@@ -268,15 +270,15 @@ _KS_QUOTIENT = "P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) :
 _PHASE_QUOTIENT = "t_mul ? (int)(__umulhi((unsigned)gk, t_mul) >> t_shr) : (int)gk"
 
 
-def _weight_element(prob: ConvProblem) -> str:
+def _weight_element(prob: ConvProblem, k: str = "gk") -> str:
     """Expression: the weight at (output channel ``gm``, k ``gk``) of group ``gz`` (``Wg``: the group's first).
     A convolution's weight is ``[C_out][C_in/g][taps]``, so row ``gm`` is contiguous in k; a transposed
     one's is ``[C_in][C_out/g][taps]`` and its k = (ci, j) runs over the phase's taps: ``tapk[j]`` is the
     weight's tap."""
     if not prob.transposed:
-        return "Wg[gm * P.K + gk]"
-    ci = f"(int64_t)({_PHASE_QUOTIENT})"
-    return f"Wg[({ci} * P.M + gm) * P.KS + tapk[(int)(gk - {ci} * T)]]"
+        return f"Wg[gm * P.K + {k}]"
+    ci = f"(int64_t)({_PHASE_QUOTIENT.replace('gk', k)})"
+    return f"Wg[({ci} * P.M + gm) * P.KS + tapk[(int)({k} - {ci} * T)]]"
 
 
 def _gather(prob: ConvProblem, zero: str, load: str) -> str:
@@ -570,15 +572,18 @@ def _staging(prob: ConvProblem, bm: int, bn: int, bk: int, threads: int, vtype: 
     this thread's im2col column into ``rb``, ``lb`` consecutive k (so they store as 16-byte words too:
     half values are packed two to a 32-bit register as they arrive). ``store`` writes both to ``As[buf]``
     (``[m][k]``) and ``Bs[buf]`` (``[n][k]``); both rows are 16-byte aligned (pitch and offsets)."""
-    if prob.transposed:
-        raise TemplateError("conv: the tensor-core variants read the weight as [C_out][C_in/g][taps]")
     half = vtype != "float"
+    k_total = "KP" if prob.transposed else "P.K"
     vec = 8 if half else 4
     chunks = bm * bk // vec  # 16-byte words of the A tile
     la, lb = _cdiv(chunks, threads), bk * bn // threads
     guard = f"f < {chunks} && " if chunks % threads else ""
     bits = "Wg" if half else "((const unsigned*)Wg)"
-    if half:
+    if prob.transposed:  # [C_in][C_out/g][taps], read through the phase's taps: one element at a time
+        if half:
+            raise TemplateError("conv: half-precision transposed convolutions run direct")
+        words = "e[0], e[1], e[2], e[3]"
+    elif half:
         words = ", ".join(
             f"(unsigned)(gk + {2 * j} < P.K ? {bits}[row + {2 * j}] : 0u) | "
             f"((unsigned)(gk + {2 * j + 1} < P.K ? {bits}[row + {2 * j + 1}] : 0u) << 16)"
@@ -586,6 +591,15 @@ def _staging(prob: ConvProblem, bm: int, bn: int, bk: int, threads: int, vtype: 
         )
     else:
         words = ", ".join(f"gk + {j} < P.K ? {bits}[row + {j}] : 0u" for j in range(4))
+    elements = ""
+    if prob.transposed:
+        elements = f"""
+          unsigned e[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {{
+            const int64_t kj = gk + j;
+            e[j] = kj < KP ? __float_as_uint({_weight_element(prob, "kj")}) : 0u;
+          }}"""
     decl = f"""  uint4 ra[{la}];
   {"unsigned rb[" + str(lb // 2) + "]" if half else "float rb[" + str(lb) + "]"};"""
     pack = "rb[l >> 1] = (l & 1) ? (rb[l >> 1] | ((unsigned)v << 16)) : (unsigned)v;" if half else "rb[l] = v;"
@@ -594,9 +608,11 @@ def _staging(prob: ConvProblem, bm: int, bn: int, bk: int, threads: int, vtype: 
       const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk // vec}, kk = (f % {bk // vec}) * {vec};
       const int64_t gm = m0 + mm, gk = k0 + kk, row = gm * P.K + gk;
       uint4 w = make_uint4(0u, 0u, 0u, 0u);
-      if ({guard}gm < P.M && gk < P.K) {{
+      if ({guard}gm < P.M && gk < {k_total}) {{
         if (AVEC) w = *reinterpret_cast<const uint4*>(Wg + row);
-        else w = make_uint4({words});
+        else {{{elements}
+          w = make_uint4({words});
+        }}
       }}
       ra[l] = w;
     }}
@@ -697,8 +713,15 @@ def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     pitch = bk + gemm_tf32.PAD_K
     decl, load, store = _staging(prob, bm, bn, bk, threads, "float", "0.f")
     multiply = gemm_tf32.slice_code(p, bk, mi, ni, wtm, wtn, "As[buf][{m}][{k}]", "Bs[buf][{n}][{k}]")
+    if prob.transposed:  # one stride-1 GEMM per output phase (_phase_setup)
+        k_total, helper = "KP", _phase_helper(p)
+        head = "\n".join([_phase_block_decode(phases(prob)), _simt_tile_origin(bm, bn), _phase_setup(p, prob, threads)])
+        head += "\n" + _phase_column()
+    else:
+        k_total, helper = "P.K", ""
+        head = "\n".join([_block_decode(), _simt_tile_origin(bm, bn), _decode_column(prob), _tap_table(prob, threads)])
     return f"""\
-// Implicit GEMM in 3xTF32 on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
+{helper}// Implicit GEMM in 3xTF32 on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
 // each), {bk}-deep slices double buffered through registers; A as [m][k], B as [n][k] in shared memory.
 template <bool AVEC>
 __global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
@@ -707,15 +730,10 @@ __global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
   __shared__ __align__(16) float Bs[2][{bn}][{pitch}];
   const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3, wy = warp / {wn}, wx = warp % {wn};
-{_block_decode()}
-  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
-  const float* __restrict__ Wg = P.w + gz * P.M * P.K;
-  const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
-{_decode_column(prob)}
-{_tap_table(prob, threads)}
+{head}
 {decl}
 {zeroed_accumulators(mi, ni)}
-{_first_slice(bk, load, store)}
+{_first_slice(bk, load, store, k_total)}
     if (kt + 1 < KT) {{  // the next slice's loads are in flight while this one is multiplied
       k0 = (kt + 1) * {bk};
 {load}
@@ -738,7 +756,8 @@ def _tensor_core_store(p: str, prob: ConvProblem, mi: int, ni: int, wtm: int, wt
             float v = acc[i][j][2 * h + q];
             {_store(prob, p, "2 * j + q")}
           }}"""
-    columns = _columns(2 * ni, f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)")
+    column = f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)"
+    columns = _phase_columns(2 * ni, column, prob) if prob.transposed else _columns(2 * ni, column)
     return columns + "\n" + fragment_epilogue(mi, ni, wtm, "const int64_t co = gz * P.M + m;", element)
 
 
@@ -755,7 +774,9 @@ def _tiled_launch(
         sd, sh, sw = stride
         columns = f"P.B * ((P.OD + {sd - 1}) / {sd}) * ((P.OH + {sh - 1}) / {sh}) * ((P.OW + {sw - 1}) / {sw})"
         count = sd * sh * sw
-    if vec:
+    if vec and stride is not None:  # a transposed weight is read through the phase's taps, never in words
+        launch = f"{kernel}<false>{call}"
+    elif vec:
         aligned = f"(P.K & {vec - 1}) == 0 && ((uintptr_t)P.w & 15) == 0"
         launch = f"if ({aligned}) {kernel}<true>{call}\n  else {kernel}<false>{call}"
     else:
@@ -884,14 +905,14 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 
 
 # -- the space -----------------------------------------------------------------------------------------
-def _implicit_check(config: GroupConfig) -> str | None:
+def _implicit_check(config: GroupConfig, tables: int) -> str | None:
     bm, bn, bk, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
     threads = (bm // tm) * (bn // tn)
     if threads % 32 or not 64 <= threads <= 256:
         return f"{config.label()}: {threads} threads per block (a multiple of 32, 64 to 256)"
     if threads % bn or bk % (threads // bn):
         return f"{config.label()}: each thread gathers one im2col column (threads a multiple of bn, bk of threads/bn)"
-    smem = 2 * bk * (bm + 4 + bn + 4) * 4 + TAPS_BYTES + 4 * MAX_TAPS  # and a transposed one's tap indices
+    smem = 2 * bk * (bm + 4 + bn + 4) * 4 + tables
     if smem > STATIC_SMEM:
         return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
     if _cdiv(bm * bk, threads) > MAX_PREFETCH or bk * bn // threads > MAX_PREFETCH:
@@ -899,7 +920,7 @@ def _implicit_check(config: GroupConfig) -> str | None:
     return None
 
 
-def _mma_check(config: GroupConfig) -> str | None:
+def _mma_check(config: GroupConfig, tables: int) -> str | None:
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
     grid = warp_grid_problem(config)
     if grid is not None:
@@ -910,7 +931,7 @@ def _mma_check(config: GroupConfig) -> str | None:
     tiles = (bm // wm // 16) * (bn // wn // 8)
     if tiles > 16:
         return f"{config.label()}: {tiles} mma tiles per warp ({tiles * 4} accumulators: registers spill)"
-    smem = 2 * (bm + bn) * (bk + 8) * 2 + TAPS_BYTES
+    smem = 2 * (bm + bn) * (bk + 8) * 2 + tables
     if smem > STATIC_SMEM:
         return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
     if _cdiv(bm * bk, threads) + bk * bn // threads > 2 * MAX_PREFETCH:  # staged halves: at most 32 a thread
@@ -918,7 +939,7 @@ def _mma_check(config: GroupConfig) -> str | None:
     return None
 
 
-def _tf32_check(config: GroupConfig) -> str | None:
+def _tf32_check(config: GroupConfig, tables: int) -> str | None:
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
     grid = warp_grid_problem(config)
     if grid is not None:
@@ -929,7 +950,7 @@ def _tf32_check(config: GroupConfig) -> str | None:
     accumulators = (bm // wm) * (bn // wn) // 32
     if accumulators > gemm_tf32.MAX_ACCUMULATORS:
         return f"{config.label()}: {accumulators} accumulators per thread (registers spill)"
-    smem = 2 * (bm + bn) * (bk + gemm_tf32.PAD_K) * 4 + TAPS_BYTES
+    smem = 2 * (bm + bn) * (bk + gemm_tf32.PAD_K) * 4 + tables
     if smem > STATIC_SMEM:
         return f"{config.label()}: {smem} B of shared memory (at most {STATIC_SMEM})"
     if _cdiv(bm * bk, threads) > MAX_PREFETCH or bk * bn // threads > MAX_PREFETCH:
@@ -937,13 +958,16 @@ def _tf32_check(config: GroupConfig) -> str | None:
     return None
 
 
-def _space_check(config: GroupConfig) -> str | None:
+def _space_check(config: GroupConfig, transposed: bool = False) -> str | None:
+    """Why ``config`` is not valid, or None; a transposed convolution's kernels also hold the phase's tap
+    indices (``tapk``) in shared memory."""
+    tables = TAPS_BYTES + (4 * MAX_TAPS if transposed else 0)
     if config.variant == "implicit":
-        return _implicit_check(config)
+        return _implicit_check(config, tables)
     if config.variant == "mma":
-        return _mma_check(config)
+        return _mma_check(config, tables)
     if config.variant == "tf32x3":
-        return _tf32_check(config)
+        return _tf32_check(config, tables)
     return None
 
 
@@ -987,9 +1011,11 @@ class ConvTemplate:
             if tensor_cores_take_tf32(facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
         elif prob.transposed and table and prob.dtype == "float32":
-            knobs["implicit"] = dict(IMPLICIT_KNOBS)  # its gather tests each tap's divisibility (_gather)
+            knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
+            if tensor_cores_take_tf32(facts):
+                knobs["tf32x3"] = dict(TF32_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
-        return Space(knobs=knobs, check=_space_check)
+        return Space(knobs=knobs, check=partial(_space_check, transposed=prob.transposed))
 
     def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
         """transposed → implicit (fp32, enough products) or direct; K < 32 → direct; fp32 → tf32x3 where its
@@ -1016,10 +1042,12 @@ class ConvTemplate:
         first = self.default(group, facts)
         if self.space(group, facts).variants[0] == "direct":  # too many taps for the table, or half transposed
             others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
-        elif prob.transposed:  # the implicit GEMM over every tap, or the direct kernel over the taps that divide
+        elif prob.transposed:  # the phases' GEMMs (SIMT, 3xTF32), or the direct kernel over the taps that divide
+            tf32 = "tf32x3" in self.space(group, facts).variants
             others = [
-                GroupConfig.of("direct", threads=256),
+                *([TF32_NARROW] if tf32 else []),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
+                GroupConfig.of("direct", threads=256),
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
             ]
         elif prob.dtype in HALF:
@@ -1072,10 +1100,11 @@ class ConvTemplate:
             ]
         elif config.variant == "tf32x3":
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
+            stride = prob.stride if prob.transposed else None
             device += [
                 gemm_tf32.helpers(p),
                 _tf32_kernel(p, config, prob),
-                _tiled_launch(p, f"{p}_tf32_conv", bm, bn, wm * wn * 32, vec=4),
+                _tiled_launch(p, f"{p}_tf32_conv", bm, bn, wm * wn * 32, vec=4, stride=stride),
             ]
         elif config.variant == "mma":
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
