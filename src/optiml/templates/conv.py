@@ -972,9 +972,8 @@ def _space_check(config: GroupConfig, transposed: bool = False) -> str | None:
 
 
 def transposed_terms(prob: ConvProblem) -> int:
-    """Products per output of a transposed convolution: of its ``K`` gathered terms only one in
-    ``stride_d * stride_h * stride_w`` reaches an output (the others are zeros the implicit GEMM
-    multiplies all the same)."""
+    """Products per output of a transposed convolution: of the ``C_in/g * taps`` terms only one in
+    ``stride_d * stride_h * stride_w`` reaches an output, about the ``K`` of one output phase's GEMM."""
     _, _, k = prob.gemm_sizes(prob.primary)
     sd, sh, sw = prob.stride
     return k // (sd * sh * sw)
