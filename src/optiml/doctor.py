@@ -41,10 +41,10 @@ def build_schedule_check(nvcc: str, arch: str) -> Check:
     from its ``-dryrun`` listing of a candidate build; a listing of another shape builds serially."""
     import tempfile
 
-    from optiml.kernel.compiler import BASE_FLAGS, gencode
-    from optiml.kernel.nvcc_steps import parse_dryrun
+    from optiml.kernel.compiler import nvcc_command
+    from optiml.kernel.nvcc_steps import dryrun, parse_dryrun
 
-    argv = [nvcc, "-dryrun", "--shared", *BASE_FLAGS, gencode(arch), "--keep", "-o", "kernel.so", "kernel.cu"]
+    argv = dryrun(nvcc_command(nvcc, arch))
     with tempfile.TemporaryDirectory(prefix="optiml-doctor-") as folder:
         try:
             listing = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=folder)

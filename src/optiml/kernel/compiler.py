@@ -84,6 +84,25 @@ def gencode(arch: str) -> str:
     return f"-gencode=arch=compute_{arch[3:]},code={arch}"
 
 
+def nvcc_command(nvcc: str, arch: str, flags: Sequence[str] = (), libraries: Sequence[str] = ()) -> list[str]:
+    """A candidate's nvcc build, run in its build folder (paths relative to it)."""
+    return [
+        nvcc,
+        "--shared",
+        *BASE_FLAGS,
+        gencode(arch),
+        f"-I{include_dir()}",
+        *flags,
+        "--keep",
+        "--keep-dir",
+        KEEP_DIR,
+        "-o",
+        OUTPUT_NAME,
+        SOURCE_NAME,
+        *(f"-l{name}" for name in libraries),
+    ]
+
+
 def find_nvcc() -> str:
     """nvcc wherever :func:`~optiml.cuda_tools.find_cuda_tool` looks; `ToolchainError` when it is nowhere."""
     path = find_cuda_tool("nvcc")
@@ -173,22 +192,7 @@ class Compiler:
 
     def command(self, kernel: KernelSource) -> list[str]:
         """The nvcc command, run in the build folder (paths relative to it)."""
-        libs = [f"-l{name}" for name in self.config.libraries]
-        return [
-            self.nvcc,
-            "--shared",
-            *BASE_FLAGS,
-            gencode(self.arch),
-            f"-I{include_dir()}",
-            *kernel.flags,
-            "--keep",
-            "--keep-dir",
-            KEEP_DIR,
-            "-o",
-            OUTPUT_NAME,
-            SOURCE_NAME,
-            *libs,
-        ]
+        return nvcc_command(self.nvcc, self.arch, kernel.flags, self.config.libraries)
 
     @property
     def view(self) -> tuple[str, ...]:
@@ -332,7 +336,7 @@ class Compiler:
         with self._lock:
             if cmd in self._listings:
                 return self._listings[cmd]
-        dry = [cmd[0], "-dryrun", *cmd[1:]]
+        dry = nvcc_steps.dryrun(cmd)
         run = compile_sandbox.run_tool(dry, work, self.view, self.config.timeout_s, sandbox=self.config.sandbox)
         steps = nvcc_steps.parse_dryrun(run.output) if run.returncode == 0 else None
         with self._lock:

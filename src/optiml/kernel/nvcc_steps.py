@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _DRYRUN_PREFIX = "#$ "
@@ -43,6 +44,11 @@ class NvccSteps:
     device: tuple[str, ...]  # device preprocessing .. the first fatbinary
     tail: tuple[str, ...]  # host compile, device link, final link
     module_id_file: str  # as written in the commands (quoted or not)
+
+
+def dryrun(command: Sequence[str]) -> list[str]:
+    """``command`` (an nvcc build) as nvcc's listing of its steps, run nowhere."""
+    return [command[0], "-dryrun", *command[1:]]
 
 
 def tool_name(command: str) -> str:
@@ -81,7 +87,7 @@ def parse_dryrun(listing: str) -> NvccSteps | None:
         or _GEN_MODULE_ID not in f" {commands[cudafe]}"
         or not tail
         or {"cicc", "ptxas"} - set(tools[cudafe + 1 : fatbinary])
-        or not all(module.group(1) in c for c, t in zip(device, tools[cudafe + 1 :], strict=False) if t == "cicc")
+        or not all(module.group(1) in c for c in device if tool_name(c) == "cicc")
     ):
         return None
     host[-1] = f" {host[-1]}".replace(_GEN_MODULE_ID, "", 1).strip()

@@ -266,8 +266,11 @@ def _tap_table(prob: ConvProblem, threads: int) -> str:
 
 #: ``gk / KS`` by multiply-high (``gk < 2^31``: host-checked; ``ks_mul`` 0 marks ``KS == 1``).
 _KS_QUOTIENT = "P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) : (int)gk"
-#: ``gk / T`` (``T``: a transposed convolution's taps in this block's phase), the same way.
-_PHASE_QUOTIENT = "t_mul ? (int)(__umulhi((unsigned)gk, t_mul) >> t_shr) : (int)gk"
+
+
+def _phase_quotient(k: str = "gk") -> str:
+    """Expression: ``k / T`` (``T``: a transposed convolution's taps in this block's phase), the same way."""
+    return f"t_mul ? (int)(__umulhi((unsigned){k}, t_mul) >> t_shr) : (int){k}"
 
 
 def _weight_element(prob: ConvProblem, k: str = "gk") -> str:
@@ -277,7 +280,7 @@ def _weight_element(prob: ConvProblem, k: str = "gk") -> str:
     weight's tap."""
     if not prob.transposed:
         return f"Wg[gm * P.K + {k}]"
-    ci = f"(int64_t)({_PHASE_QUOTIENT.replace('gk', k)})"
+    ci = f"(int64_t)({_phase_quotient(k)})"
     return f"Wg[({ci} * P.M + gm) * P.KS + tapk[(int)({k} - {ci} * T)]]"
 
 
@@ -288,7 +291,7 @@ def _gather(prob: ConvProblem, zero: str, load: str) -> str:
     if prob.transposed:  # the phase's taps, each a fixed input offset from this column's position
         return f"""v = {zero};
       if (ncol && gk < KP) {{
-        const int ci = {_PHASE_QUOTIENT};
+        const int ci = {_phase_quotient()};
         const int4 e = taps[(int)gk - ci * T];
         const int id = qd + e.x, ih = qh + e.y, iw = qw + e.z;
         if ((unsigned)id < (unsigned)P.D && (unsigned)ih < (unsigned)P.H && (unsigned)iw < (unsigned)P.W)
@@ -449,11 +452,22 @@ def _store(prob: ConvProblem, p: str, col: str) -> str:
 
 
 # -- implicit (fp32 SIMT) ------------------------------------------------------------------------------
-def _simt_tile_origin(bm: int, bn: int) -> str:
-    """Statements: the SIMT kernel's tile origin, its group's weight rows and this thread's im2col column."""
-    return f"""  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+def _fp32_gemm_head(p: str, prob: ConvProblem, bm: int, bn: int, threads: int) -> tuple[str, str, str]:
+    """The fp32 implicit GEMM kernels' (SIMT and ``tf32x3``) set-up: ``(K expression, device helpers, head
+    statements)``, the head decoding the block, its tile origin, its group's weight rows and this thread's
+    im2col column; a transposed convolution's runs one GEMM per output phase (:func:`_phase_setup`)."""
+    origin = f"""  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
   const float* __restrict__ Wg = P.w + gz * P.M * P.K;
   const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};"""
+    if prob.transposed:
+        parts = [_phase_block_decode(phases(prob)), origin, _phase_setup(p, prob, threads), _phase_column()]
+        return "KP", _phase_helper(p), "\n".join(parts)
+    return "P.K", "", "\n".join([_block_decode(), origin, _decode_column(prob), _tap_table(prob, threads)])
+
+
+def _column_offsets(count: int, column: str, prob: ConvProblem) -> str:
+    """:func:`_columns`, or :func:`_phase_columns` for a transposed convolution."""
+    return _phase_columns(count, column, prob) if prob.transposed else _columns(count, column)
 
 
 def phases(prob: ConvProblem) -> int:
@@ -466,16 +480,8 @@ def _implicit_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     bm, bn, bk, tm, tn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
-    column = f"n0 + (c / 4) * {tx * 4} + tx * 4 + (c % 4)"
-    if prob.transposed:  # one stride-1 GEMM per output phase (_phase_setup)
-        k_total, helper = "KP", _phase_helper(p)
-        head = "\n".join([_phase_block_decode(phases(prob)), _simt_tile_origin(bm, bn), _phase_setup(p, prob, threads)])
-        head += "\n" + _phase_column()
-        columns = _phase_columns(tn, column, prob)
-    else:
-        k_total, helper = "P.K", ""
-        head = "\n".join([_block_decode(), _simt_tile_origin(bm, bn), _decode_column(prob), _tap_table(prob, threads)])
-        columns = _columns(tn, column)
+    k_total, helper, head = _fp32_gemm_head(p, prob, bm, bn, threads)
+    columns = _column_offsets(tn, f"n0 + (c / 4) * {tx * 4} + tx * 4 + (c % 4)", prob)
     la, lb, step = _cdiv(bm * bk, threads), bk * bn // threads, threads // bn
     guard_a = "f < " + str(bm * bk) + " && " if (bm * bk) % threads else ""
     frag_a = "\n".join(
@@ -713,13 +719,7 @@ def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     pitch = bk + gemm_tf32.PAD_K
     decl, load, store = _staging(prob, bm, bn, bk, threads, "float", "0.f")
     multiply = gemm_tf32.slice_code(p, bk, mi, ni, wtm, wtn, "As[buf][{m}][{k}]", "Bs[buf][{n}][{k}]")
-    if prob.transposed:  # one stride-1 GEMM per output phase (_phase_setup)
-        k_total, helper = "KP", _phase_helper(p)
-        head = "\n".join([_phase_block_decode(phases(prob)), _simt_tile_origin(bm, bn), _phase_setup(p, prob, threads)])
-        head += "\n" + _phase_column()
-    else:
-        k_total, helper = "P.K", ""
-        head = "\n".join([_block_decode(), _simt_tile_origin(bm, bn), _decode_column(prob), _tap_table(prob, threads)])
+    k_total, helper, head = _fp32_gemm_head(p, prob, bm, bn, threads)
     return f"""\
 {helper}// Implicit GEMM in 3xTF32 on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
 // each), {bk}-deep slices double buffered through registers; A as [m][k], B as [n][k] in shared memory.
@@ -756,8 +756,7 @@ def _tensor_core_store(p: str, prob: ConvProblem, mi: int, ni: int, wtm: int, wt
             float v = acc[i][j][2 * h + q];
             {_store(prob, p, "2 * j + q")}
           }}"""
-    column = f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)"
-    columns = _phase_columns(2 * ni, column, prob) if prob.transposed else _columns(2 * ni, column)
+    columns = _column_offsets(2 * ni, f"n0 + wx * {wtn} + (c / 2) * 8 + 2 * t4 + (c % 2)", prob)
     return columns + "\n" + fragment_epilogue(mi, ni, wtm, "const int64_t co = gz * P.M + m;", element)
 
 
