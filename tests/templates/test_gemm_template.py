@@ -328,8 +328,15 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "mm").spaces[0]
     bf16 = kernels_of(tasks, "h_mm_relu").spaces[0]
-    assert fp32.variants == ("simt", "tf32x3", "gemv") and bf16.variants == ("mma", "wgmma", "gemv")
+    assert fp32.variants == ("simt", "tf32x3", "tf32x3_wgmma", "gemv")
+    assert bf16.variants == ("mma", "wgmma", "gemv")
     assert kernels_of(tasks, "mm", DeviceFacts(arch="sm_75")).spaces[0].variants == ("simt", "gemv")  # no TF32 MMA
+    ampere = kernels_of(tasks, "mm", DeviceFacts(arch="sm_80")).spaces[0]
+    assert ampere.variants == ("simt", "tf32x3", "gemv")  # no warp-group MMA before Hopper
+    wide = GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)
+    assert fp32.reason_invalid(wide) is None
+    for config in [wide.with_params(bn=256), wide.with_params(bm=256), wide.with_params(bm=96)]:
+        assert fp32.reason_invalid(config) is not None, config  # registers, threads, whole warp groups
     tf32 = GroupConfig.of("tf32x3", bm=128, bn=128, bk=32, wm=2, wn=4, stages=3)
     assert fp32.reason_invalid(tf32) is None
     for why, config in {
@@ -461,6 +468,12 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
     "mma_transposed": [
         ("h_mm_nt", GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2)),
         ("h_mm_tt", GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=1, wn=4, stages=3)),
+    ],
+    "tf32x3_wgmma": [
+        ("mm", GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)),
+        ("mm_tn", GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)),
+        ("mm_nt", GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)),
+        ("linear3d_gelu_res", GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)),
     ],
     "half_gemv_and_fp16": [
         ("h_gemv", GroupConfig.of("gemv", threads=256, rows=4)),
@@ -625,6 +638,30 @@ static void emu_wgmma(float* d, unsigned long long da, unsigned long long db, in
         d[4 * j + 2 * h + q] = (float)sum;
       }
 }
+// wgmma.mma_async.m64nNk8.tf32 (both operands k-major, 128-byte swizzle): A at (row / 8) SBO + (row % 8) 128 +
+// 4 k, B at (col / 8) SBO + (col % 8) 128 + 4 k; the unit reads 19 bits of each; scale-d = 0 drops d.
+static float emu_smem_tf32(unsigned logical) {
+  const unsigned phys = logical ^ (((logical >> 7) & 7u) << 4);
+  unsigned v;
+  memcpy(&v, emu_dyn_smem + phys, 4);
+  return __uint_as_float(v & 0xffffe000u);
+}
+static void emu_wgmma_tf32(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
+  const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
+  const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
+  const unsigned b0 = (unsigned)(db & 0x3FFF) << 4, bsbo = (unsigned)((db >> 32) & 0x3FFF) << 4;
+  for (int j = 0; j < n_cols / 8; ++j)
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q) {
+        const unsigned row = warp * 16 + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4) + q;
+        double sum = accumulate ? d[4 * j + 2 * h + q] : 0.0;
+        for (unsigned k = 0; k < 8; ++k)
+          sum += (double)emu_smem_tf32(a0 + (row / 8) * asbo + (row % 8) * 128 + 4 * k) *
+                 (double)emu_smem_tf32(b0 + (col / 8) * bsbo + (col % 8) * 128 + 4 * k);
+        d[4 * j + 2 * h + q] = (float)sum;
+      }
+}
+static void emu_sts(unsigned addr, const unsigned* v, int n) { memcpy(emu_dyn_smem + addr, v, 4 * n); }
 static void emu_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int q = 0; q < 4; ++q) emu_mma_a[w][lane][q] = a[q];
@@ -678,6 +715,11 @@ PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
         "",
     ),
 ]
+WGMMA_TF32_ASM = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k8\.f32\.tf32\.tf32.*?, p, 1, 1;.*?\);\n', re.S)
+STS_ASM = [
+    (re.compile(r'asm volatile\("st\.shared\.v4\.b32.*?\);'), "const unsigned v[4] = {x, y, z, w}; emu_sts(addr, v, 4);"),
+    (re.compile(r'asm volatile\("st\.shared\.b32.*?\);'), "emu_sts(addr, &x, 1);"),
+]
 WGMMA_ASM = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k16.*?, p, 1, 1, 0, (\d);.*?\);\n', re.S)
 GXX = (
     "g++",
@@ -705,6 +747,9 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
     for pattern, replacement in PIPELINE_ASM:
         host = pattern.sub(replacement, host)
     host = WGMMA_ASM.sub(lambda m: f"emu_wgmma(d, da, db, {m.group(1)}, {m.group(2)});\n", host)
+    host = WGMMA_TF32_ASM.sub(lambda m: f"emu_wgmma_tf32(d, da, db, {m.group(1)}, accumulate);\n", host)
+    for pattern, replacement in STS_ASM:
+        host = pattern.sub(replacement, host)
     assert not re.search(r"\basm\b", host), "PTX the emulator does not model"
     mock = folder / "mock"
     mock.mkdir(parents=True, exist_ok=True)
@@ -852,6 +897,18 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
             GroupConfig.of("tf32x3", bm=64, bn=128, bk=32, wm=2, wn=2, stages=2),
         ],
     ),
+    # 3xTF32 on warp-group MMAs: every operand order (m- and n-major ones transposed into shared memory),
+    # one and two warp groups, batches, split-K; misaligned operands take the mma.sync 4-byte build
+    (
+        "mm",
+        [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64), GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)],
+    ),
+    ("mm_tn", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)]),
+    ("mm_nt", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)]),
+    ("mm_tt", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)]),
+    ("bcast", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)]),
+    ("linear3d_gelu_res", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)]),
+    ("deep_k", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)]),
 ]
 MISALIGNED = {"mm": 1, "mm_nt": 1, "gemv": 2}  # task -> an aligned shape set it also runs misaligned
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
@@ -952,6 +1009,30 @@ def test_emulator_catches_a_wrong_kernel(tasks: dict[str, Task], tmp_path: Path)
 
 
 @needs_gxx
+def test_emulator_catches_a_warp_group_tf32x3_kernel_with_a_wrong_layout_or_without_its_small_terms(
+    tasks: dict[str, Task], tmp_path: Path
+) -> None:
+    """Not vacuous for the warp-group 3xTF32 kernel: a k-major chunk stored one swizzle bit off, an
+    n-major operand transposed into the wrong word, and plain TF32 (the small terms dropped) all fail,
+    on the 16-byte shape set (shape set 1) where that kernel runs."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    config = GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)
+    code = kernels_of(tasks, "mm", EMULATED).render([config]).code
+    k_major = code.replace("((c ^ (r & 7)) << 4)", "((c ^ (r & 3)) << 4)")
+    transposed = code.replace("+ (k & 3) * 4);", "+ ((k + 1) & 3) * 4);")
+    # plain TF32: the slice's first MMA takes a_big . b_big, the other two go
+    plain = re.sub(r"\n *\w+_wgmma_tf32\(part, [^\n]*, 1\);", "", code).replace("_desc(a_small + ks", "_desc(a_big + ks")
+    assert len({code, k_major, transposed, plain}) == 4
+    lib = emulated_library(tmp_path, [k_major, transposed, plain])
+    case = TaskRuntime(tasks["mm"], "cpu").case(8, 1)
+    for k in range(3):
+        (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
+        want = case.expected[0].double().numpy().reshape(-1)
+        assert not np.allclose(got, want, rtol=1e-4, atol=1e-4), k
+
+
+@needs_gxx
 def test_emulator_catches_a_tf32x3_kernel_without_its_small_terms_or_with_a_wrong_fragment(
     tasks: dict[str, Task], tmp_path: Path
 ) -> None:
@@ -975,3 +1056,40 @@ def test_emulator_catches_a_tf32x3_kernel_without_its_small_terms_or_with_a_wron
             (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
             want = case.expected[0].double().numpy().reshape(-1)
             assert not np.allclose(got, want, rtol=1e-4, atol=1e-4), (k, shape_set)
+
+
+@pytest.mark.gpu
+def test_every_variant_verifies_on_the_gpu(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """The emulator's cases through the harness on a real GPU (the H200's own tile plan), at every
+    (odd) shape set: what the emulator cannot show, such as the tensor units' real layouts and
+    rounding, and the warp-group MMAs' asynchrony."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from optiml.evaluate.abi import KernelLibrary
+    from optiml.evaluate.harness import CandidateRunner
+    from optiml.evaluate.runtime import TaskRuntime
+
+    cases = [(name, config) for name, configs in FP32_CASES + BF16_CASES for config in configs]
+    sources = []
+    for name, config in cases:
+        k = kernels_of(tasks, name)
+        sources.append(k.render([config, *k.default()[1:]]))
+    built = Compiler(CompilerConfig(cache_dir=tmp_path / "cache")).compile_many(sources)
+    failures = []
+    for (name, config), compiled in zip(cases, built, strict=True):
+        label = f"{name} {config.label()}"
+        if not compiled.ok:
+            failures.append(f"{label}: compile error {compiled.error_summary(3)}")
+            continue
+        runtime = TaskRuntime(tasks[name], "cuda")
+        runner = CandidateRunner(runtime, KernelLibrary(compiled.so_path), torch.cuda.Stream())
+        for shape_set in range(tasks[name].num_shape_sets):
+            try:
+                check = runner.trial(runtime.case(1000 + shape_set, shape_set))
+            except Exception as exc:  # CandidateFailure and CUDA errors alike
+                failures.append(f"{label} @ shape set {shape_set}: {type(exc).__name__}: {exc}")
+                torch.cuda.synchronize()
+                continue
+            if not check.passed:
+                failures.append(f"{label} @ shape set {shape_set}: {check.message}")
+    assert not failures, "\n".join(failures)

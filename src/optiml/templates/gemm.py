@@ -70,7 +70,7 @@ from typing import Any
 from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import TRIANGULAR
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import gemm_mma, gemm_tf32, gemm_wgmma
+from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_wgmma, gemm_wgmma
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -108,6 +108,7 @@ TF32_KNOBS: dict[str, tuple[Any, ...]] = {
     "wn": (1, 2, 4),
     "stages": (2, 3, 4),
 }
+TF32_WGMMA_KNOBS: dict[str, tuple[Any, ...]] = {"bm": (64, 128), "bn": (64, 128)}
 #: the fastest tf32x3 tile at 4096^3 (a @ b), within 1.5 % of the best for a.T @ b (H200, gemm_sweep_tf32x3.json)
 TF32_DEFAULT = GroupConfig.of("tf32x3", bm=64, bn=128, bk=32, wm=2, wn=2, stages=4)
 GEMV_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "rows": (1, 2, 4, 8, 16)}
@@ -1060,6 +1061,36 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
 """
 
 
+def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts: DeviceFacts) -> list[str]:
+    """Device code of the 3xTF32 variants: the 16-byte build (``mma.sync``, or the warp-group kernel of
+    ``tf32x3_wgmma``), the ``mma.sync`` 4-byte build of the same block tile, split-K, padding, launch."""
+    wgmma = config.variant == "tf32x3_wgmma"
+    tiles = gemm_tf32_wgmma.fallback_config(config) if wgmma else config
+    bm, bn, bk = (int(tiles.get(k)) for k in ("bm", "bn", "bk"))
+    units = [gemm_mma.helpers(p), gemm_tf32.helpers(p)]
+    vec_build = None
+    if wgmma:
+        units += [
+            gemm_wgmma.descriptor_helper(p),
+            gemm_wgmma.fence_helpers(p),
+            gemm_tf32_wgmma.helpers(p, bn),
+            gemm_tf32_wgmma.kernel(p, config, prob.a_k_major, prob.b_k_major),
+        ]
+        vec_build = (f"{p}_tf32w_vec", gemm_tf32_wgmma.threads(config), gemm_tf32_wgmma.smem_bytes(bm, bn))
+    else:
+        units.append(gemm_tf32.kernel(p, tiles, prob.a_k_major, prob.b_k_major, vec=True))
+    split_setup = _split_setup(p, bm, bn, bk)
+    return units + [
+        gemm_tf32.kernel(p, tiles, prob.a_k_major, prob.b_k_major, vec=False),
+        _splitk_code(p),
+        _split_plan(p, bm, bn, bk, facts),
+        gemm_tf32.padding(p, prob.a_k_major, prob.b_k_major),
+        gemm_tf32.launch(
+            p, tiles, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi), split_setup, vec_build=vec_build
+        ),
+    ]
+
+
 # -- the template ------------------------------------------------------------------------------------
 def _simt_check(config: GroupConfig) -> str | None:
     bm, bn, bk, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
@@ -1102,6 +1133,8 @@ def _space_check(config: GroupConfig) -> str | None:
         return gemm_wgmma.check(config)
     if config.variant == "tf32x3":
         return gemm_tf32.check(config)
+    if config.variant == "tf32x3_wgmma":
+        return gemm_tf32_wgmma.check(config)
     return None
 
 
@@ -1133,6 +1166,8 @@ class GemmTemplate:
             knobs["simt"] = dict(SIMT_KNOBS)
             if tensor_cores_take_tf32(facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
+            if facts.arch == "sm_90a":  # TF32 warp-group MMA: Hopper
+                knobs["tf32x3_wgmma"] = dict(TF32_WGMMA_KNOBS)
         knobs["gemv"] = dict(GEMV_KNOBS)
         return Space(knobs=knobs, check=_space_check)
 
@@ -1258,20 +1293,8 @@ class GemmTemplate:
                 _mma_kernel(p, fallback, prob, False, epi),
                 gemm_wgmma.launch(p, config, fallback, *_launch_terms(p, prob, epi)),
             ]
-        elif config.variant == "tf32x3":
-            bm, bn, bk = (int(config.get(k)) for k in ("bm", "bn", "bk"))
-            device += [
-                gemm_mma.helpers(p),
-                gemm_tf32.helpers(p),
-                gemm_tf32.kernel(p, config, prob.a_k_major, prob.b_k_major, vec=True),
-                gemm_tf32.kernel(p, config, prob.a_k_major, prob.b_k_major, vec=False),
-                _splitk_code(p),
-                _split_plan(p, bm, bn, bk, ctx.facts),
-                gemm_tf32.padding(p, prob.a_k_major, prob.b_k_major),
-                gemm_tf32.launch(
-                    p, config, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi), _split_setup(p, bm, bn, bk)
-                ),
-            ]
+        elif config.variant in ("tf32x3", "tf32x3_wgmma"):
+            device += _tf32_units(p, config, prob, epi, ctx.facts)
         else:
             device.append(_gemv_code(p, config, prob, ctx.facts))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]
@@ -1282,10 +1305,10 @@ class GemmTemplate:
             f"  if ({p}_err != 0) return {p}_err;",
             "}",
         ]
-        if config.variant in ("gemv", "simt", "tf32x3"):
+        if config.variant in ("gemv", "simt", "tf32x3", "tf32x3_wgmma"):
             m, n, k, batch = self._size_exprs(prob, ctx)
             workspace = f"{p}_ws_bytes({m}, {n}, {k}, {batch})"
-            if config.variant == "tf32x3":  # the partial sums, then the padded copies (256-byte aligned)
+            if config.variant.startswith("tf32x3"):  # the partial sums, then the padded copies (256-byte aligned)
                 workspace = (
                     f"{p}_round256({p}_ws_bytes({m}, {n}, {k}, {batch})) + {p}_pad_bytes({m}, {n}, {k}, {batch})"
                 )

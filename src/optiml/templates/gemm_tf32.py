@@ -298,12 +298,16 @@ def launch(
     b_len: str,
     vec_out: str,
     split_setup: str,
+    vec_build: tuple[str, int, int] | None = None,
 ) -> str:
     """``{p}_launch``: the 16-byte build when both operands allow 16-byte copies (after :func:`padding`
     where one has an odd contiguous dim), else the 4-byte one; ``split_setup`` (the GEMM template's)
-    sets the grid and the split of K, whose partial sums ``{p}_splitk_launch`` adds."""
+    sets the grid and the split of K, whose partial sums ``{p}_splitk_launch`` adds. ``vec_build``
+    (kernel, threads, dynamic shared memory) replaces the 16-byte build with another kernel of the
+    same block tile (the warp-group one)."""
     bm, bn, bk, wm, wn, stages = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn", "stages"))
     smem = smem_bytes(bm, bn, bk, stages, a_k_major, b_k_major)
+    vec_kernel, vec_threads, vec_smem = vec_build or (f"{p}_tf32_vec", wm * wn * 32, smem)
     a_rows = "P.M" if a_k_major else "P.K"
     b_rows = "P.N" if b_k_major else "P.K"
     return f"""\
@@ -328,12 +332,13 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
                    {b_ld} % 4 == 0 && ({b_len} % 4 == 0 || padded_b) && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
                    {p}_strides_ok(P.bsb, {p}_nbd, 4);
   // every call (about a microsecond): no state kept across calls
-  const auto kernel = vec ? {p}_tf32_vec : {p}_tf32_any;
+  const auto kernel = vec ? {vec_kernel} : {p}_tf32_any;
+  const int threads = vec ? {vec_threads} : {wm * wn * 32}, smem = vec ? {vec_smem} : {smem};
   {{
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return (int)e;
   }}
-  kernel<<<(unsigned)blocks, {wm * wn * 32}, {smem}, stream>>>(P);
+  kernel<<<(unsigned)blocks, threads, smem, stream>>>(P);
   {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
   return P.splits > 1 ? {p}_splitk_launch(P, stream) : 0;
 }}

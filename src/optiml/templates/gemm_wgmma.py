@@ -54,27 +54,20 @@ def check(config: GroupConfig) -> str | None:
     return None
 
 
-def helpers(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
-    """Descriptor construction, the wgmma instruction for ``bn`` columns, fences."""
-    kind = "bf16" if dtype == "bfloat16" else "f16"
-    regs = bn // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    tnsp_b = 0 if b_k_major else 1
+def descriptor_helper(p: str) -> str:
+    """``{p}_desc``: a shared-memory matrix descriptor (shared with the 3xTF32 warp-group kernel)."""
     return f"""\
 // A shared-memory matrix descriptor: 128-byte swizzle, offsets in bytes.
 __device__ __forceinline__ unsigned long long {p}_desc(unsigned addr, unsigned lbo, unsigned sbo) {{
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
          ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }}
-// d (64 x {bn} per warp group, fp32) += A (64 x 16, descriptor da) . B (16 x {bn}, descriptor db).
-__device__ __forceinline__ void {p}_wgmma(float* d, unsigned long long da, unsigned long long db) {{
-  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}.{kind} "
-               "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {tnsp_b};\\n}}\\n"
-               : {binds}
-               : "l"(da), "l"(db), "r"(1));
-}}
+"""
+
+
+def fence_helpers(p: str) -> str:
+    """Warp-group fence, commit and wait, and the generic-to-async proxy fence."""
+    return f"""\
 __device__ __forceinline__ void {p}_wg_fence() {{ asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }}
 __device__ __forceinline__ void {p}_wg_commit() {{ asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory"); }}
 template <int N>
@@ -83,6 +76,26 @@ __device__ __forceinline__ void {p}_wg_wait() {{
 }}
 __device__ __forceinline__ void {p}_proxy_fence() {{ asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory"); }}
 """
+
+
+def helpers(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
+    """Descriptor construction, the wgmma instruction for ``bn`` columns, fences."""
+    kind = "bf16" if dtype == "bfloat16" else "f16"
+    regs = bn // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    tnsp_b = 0 if b_k_major else 1
+    instruction = f"""\
+// d (64 x {bn} per warp group, fp32) += A (64 x 16, descriptor da) . B (16 x {bn}, descriptor db).
+__device__ __forceinline__ void {p}_wgmma(float* d, unsigned long long da, unsigned long long db) {{
+  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
+               "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}.{kind} "
+               "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {tnsp_b};\\n}}\\n"
+               : {binds}
+               : "l"(da), "l"(db), "r"(1));
+}}
+"""
+    return descriptor_helper(p) + instruction + fence_helpers(p)
 
 
 def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
