@@ -715,9 +715,14 @@ PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
         "",
     ),
 ]
-WGMMA_TF32_ASM = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k8\.f32\.tf32\.tf32.*?, p, 1, 1;.*?\);\n', re.S)
+WGMMA_TF32_ASM = re.compile(
+    r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k8\.f32\.tf32\.tf32.*?, p, 1, 1;.*?\);\n', re.S
+)
 STS_ASM = [
-    (re.compile(r'asm volatile\("st\.shared\.v4\.b32.*?\);'), "const unsigned v[4] = {x, y, z, w}; emu_sts(addr, v, 4);"),
+    (
+        re.compile(r'asm volatile\("st\.shared\.v4\.b32.*?\);'),
+        "const unsigned v[] = {x, y, z, w}; emu_sts(addr, v, 4);",
+    ),
     (re.compile(r'asm volatile\("st\.shared\.b32.*?\);'), "emu_sts(addr, &x, 1);"),
 ]
 WGMMA_ASM = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k16.*?, p, 1, 1, 0, (\d);.*?\);\n', re.S)
@@ -1022,7 +1027,8 @@ def test_emulator_catches_a_warp_group_tf32x3_kernel_with_a_wrong_layout_or_with
     k_major = code.replace("((c ^ (r & 7)) << 4)", "((c ^ (r & 3)) << 4)")
     transposed = code.replace("+ (k & 3) * 4);", "+ ((k + 1) & 3) * 4);")
     # plain TF32: the slice's first MMA takes a_big . b_big, the other two go
-    plain = re.sub(r"\n *\w+_wgmma_tf32\(part, [^\n]*, 1\);", "", code).replace("_desc(a_small + ks", "_desc(a_big + ks")
+    plain = re.sub(r"\n *\w+_wgmma_tf32\(part, [^\n]*, 1\);", "", code)
+    plain = plain.replace("_desc(a_small + ks", "_desc(a_big + ks")
     assert len({code, k_major, transposed, plain}) == 4
     lib = emulated_library(tmp_path, [k_major, transposed, plain])
     case = TaskRuntime(tasks["mm"], "cpu").case(8, 1)

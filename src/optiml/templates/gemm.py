@@ -1080,7 +1080,8 @@ def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts
     else:
         units.append(gemm_tf32.kernel(p, tiles, prob.a_k_major, prob.b_k_major, vec=True))
     split_setup = _split_setup(p, bm, bn, bk)
-    return units + [
+    return [
+        *units,
         gemm_tf32.kernel(p, tiles, prob.a_k_major, prob.b_k_major, vec=False),
         _splitk_code(p),
         _split_plan(p, bm, bn, bk, facts),

@@ -85,7 +85,8 @@ def helpers(p: str, bn: int) -> str:
     return f"""\
 // d (64 x {bn} per warp group, fp32) = A (64 x 8, TF32, descriptor da) . B (8 x {bn}, descriptor db)
 // + (accumulate ? d : 0).
-__device__ __forceinline__ void {p}_wgmma_tf32(float* d, unsigned long long da, unsigned long long db, int accumulate) {{
+__device__ __forceinline__ void {p}_wgmma_tf32(float* d, unsigned long long da, unsigned long long db,
+                                                 int accumulate) {{
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
                "wgmma.mma_async.sync.aligned.m64n{bn}k8.f32.tf32.tf32 "
                "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n"
