@@ -1139,6 +1139,12 @@ def _space_check(config: GroupConfig) -> str | None:
     return None
 
 
+def tf32_wgmma_rule(b_k_major: bool) -> GroupConfig:
+    """The warp-group 3xTF32 tile for A k-major: 64x128 (two blocks an SM) when B is k-major too
+    (``x @ W.T``), 128x128 when B is transposed on its way into shared memory (``a @ b``)."""
+    return GroupConfig.of("tf32x3_wgmma", bm=64 if b_k_major else 128, bn=128)
+
+
 def tensor_cores_take_tf32(facts: DeviceFacts) -> bool:
     """TF32 ``mma.sync`` needs sm_80 or newer."""
     digits = "".join(ch for ch in facts.arch if ch.isdigit())
@@ -1190,11 +1196,12 @@ class GemmTemplate:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)
-        if (
-            tensor_cores_take_tf32(facts)
-            and (prob.vector_friendly() or t.batch == 1)  # a single product pads an odd operand
-            and t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 128) >= sms
-        ):
+        wide_enough = prob.vector_friendly() or t.batch == 1  # a single product pads an odd operand
+        if facts.arch == "sm_90a" and wide_enough and prob.a_k_major:
+            config = tf32_wgmma_rule(prob.b_k_major)
+            if t.batch * _cdiv(t.m, int(config.get("bm"))) * _cdiv(t.n, int(config.get("bn"))) >= sms:
+                return config
+        if tensor_cores_take_tf32(facts) and wide_enough and t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 128) >= sms:
             return TF32_DEFAULT  # 1.04-1.06x cuBLAS SGEMM at 4096^3 on the H200 (gemm_sweep_tf32x3.json)
         if t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 64) >= 4 * sms:  # best at 4096^3 on the H200 (gemm_sweep)
             return GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8)
@@ -1219,8 +1226,10 @@ class GemmTemplate:
                 GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4),
             ]
         else:
-            tf32 = "tf32x3" in self.space(group, facts).variants
+            variants = self.space(group, facts).variants
+            tf32 = "tf32x3" in variants
             tiled = [
+                *([tf32_wgmma_rule(prob.b_k_major)] if "tf32x3_wgmma" in variants and prob.a_k_major else []),
                 *([TF32_DEFAULT, GroupConfig.of("tf32x3", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2)] if tf32 else []),
                 GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8),
                 GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8),

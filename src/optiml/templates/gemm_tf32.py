@@ -78,12 +78,10 @@ def helpers(p: str) -> str:
 __device__ __forceinline__ void {p}_cp4(unsigned dst, const void* src, bool ok) {{
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\\n" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0));
 }}
-// x = big + small, both TF32 (round to nearest, ties away): big holds the leading mantissa bits, small the next.
-__device__ __forceinline__ unsigned {p}_tf32(float x) {{
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;\\n" : "=r"(r) : "f"(x));
-  return r;
-}}
+// TF32 rounding as cvt.rna.tf32.f32 (to nearest, ties away), in two integer operations where the instruction
+// takes four: an inf stays inf; a NaN stays NaN or turns into an inf whose small part below is NaN.
+__device__ __forceinline__ unsigned {p}_tf32(float x) {{ return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }}
+// x = big + small, both TF32: big holds the leading mantissa bits, small the next.
 __device__ __forceinline__ void {p}_split(float x, unsigned& big, unsigned& small) {{
   big = {p}_tf32(x);
   small = {p}_tf32(x - __uint_as_float(big));
