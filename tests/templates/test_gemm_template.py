@@ -311,14 +311,15 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     assert first["h_mm_relu"].variant == "wgmma" and first["h_gemv"].variant == "gemv"
     big = kernels_of(tasks, "mm").plan.groups[0]
     big_facts = DeviceFacts(sm_count=1)  # the 128x128 tiles cover every SM
-    # an odd single product takes 3xTF32 (its odd operands padded in the workspace): on warp-group MMAs on
-    # Hopper (a @ b: 128x128), on mma.sync on Ampere
-    assert gemm.default(big, big_facts) == GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)
-    assert gemm.default(big, DeviceFacts(sm_count=1, arch="sm_80")) == TF32_DEFAULT
-    nt = kernels_of(tasks, "mm_nt").plan.groups[0]  # x @ W.T: 64x128, two blocks an SM
-    assert gemm.default(nt, big_facts) == GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)
-    tn = kernels_of(tasks, "mm_tn").plan.groups[0]  # A m-major: mma.sync (measured faster)
-    assert gemm.default(tn, big_facts) == TF32_DEFAULT
+    # an odd single product takes tf32x3 (its odd operands padded in the workspace) where TF32 MMAs exist;
+    # the warp-group kernel is a seed on Hopper (A k-major), not the rule
+    assert gemm.default(big, big_facts) == TF32_DEFAULT
+    assert GroupConfig.of("tf32x3_wgmma", bm=128, bn=128) in gemm.seeds(big, big_facts)
+    nt = kernels_of(tasks, "mm_nt").plan.groups[0]
+    assert GroupConfig.of("tf32x3_wgmma", bm=64, bn=64) in gemm.seeds(nt, big_facts)
+    tn = kernels_of(tasks, "mm_tn").plan.groups[0]  # A m-major: no warp-group seed
+    assert not any(c.variant == "tf32x3_wgmma" for c in gemm.seeds(tn, big_facts))
+    assert not any(c.variant == "tf32x3_wgmma" for c in gemm.seeds(big, DeviceFacts(sm_count=1, arch="sm_80")))
     before_tf32 = DeviceFacts(sm_count=1, arch="sm_75")
     assert gemm.default(big, before_tf32) == GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
     batched = kernels_of(tasks, "bcast").plan.groups[0]  # odd sizes and a batch: no padded copies, SIMT

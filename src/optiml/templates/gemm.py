@@ -34,6 +34,11 @@ Variants (structural choices):
   and added in fp32: fp32 accuracy on tensor cores (:mod:`optiml.templates.gemm_tf32`). A variant like
   any other: kept only where it verifies under the task's tolerance. A single product with an odd
   contiguous dim pads that operand into the workspace first; K is split as for ``simt``.
+* ``tf32x3_wgmma`` (float32 on sm_90a, A k-major): the same 3xTF32 arithmetic on Hopper warp-group
+  MMAs, each operand split once when its slice is staged into 128-byte-swizzled big / small tiles
+  (:mod:`optiml.templates.gemm_tf32_wgmma`); the ``tf32x3`` 4-byte build of the same tile when the
+  operands do not allow 16-byte loads. A seed, not the rule: on the suite the ``mma.sync`` kernel
+  measured faster once its split took two integer operations (compute_quality_wgmma_tf32.json).
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
   small batch, ``A @ v``) a warp owns one big index, its lanes stride over k (16-byte loads when
@@ -1139,10 +1144,11 @@ def _space_check(config: GroupConfig) -> str | None:
     return None
 
 
-def tf32_wgmma_rule(b_k_major: bool) -> GroupConfig:
-    """The warp-group 3xTF32 tile for A k-major: 64x128 (two blocks an SM) when B is k-major too
-    (``x @ W.T``), 128x128 when B is transposed on its way into shared memory (``a @ b``)."""
-    return GroupConfig.of("tf32x3_wgmma", bm=64 if b_k_major else 128, bn=128)
+def tf32_wgmma_seed(b_k_major: bool) -> GroupConfig:
+    """The warp-group 3xTF32 seed for A k-major (a seed, not the rule: the mma.sync kernel measured
+    faster on the suite): 64x64 when B is k-major too (``x @ W.T``), 128x128 when B is transposed on
+    its way into shared memory (``a @ b``), the fastest of each in gemm_sweep_tf32x3_wgmma.json."""
+    return GroupConfig.of("tf32x3_wgmma", bm=64 if b_k_major else 128, bn=64 if b_k_major else 128)
 
 
 def tensor_cores_take_tf32(facts: DeviceFacts) -> bool:
@@ -1196,12 +1202,11 @@ class GemmTemplate:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)
-        wide_enough = prob.vector_friendly() or t.batch == 1  # a single product pads an odd operand
-        if facts.arch == "sm_90a" and wide_enough and prob.a_k_major:
-            config = tf32_wgmma_rule(prob.b_k_major)
-            if t.batch * _cdiv(t.m, int(config.get("bm"))) * _cdiv(t.n, int(config.get("bn"))) >= sms:
-                return config
-        if tensor_cores_take_tf32(facts) and wide_enough and t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 128) >= sms:
+        if (
+            tensor_cores_take_tf32(facts)
+            and (prob.vector_friendly() or t.batch == 1)  # a single product pads an odd operand
+            and t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 128) >= sms
+        ):
             return TF32_DEFAULT  # 1.04-1.06x cuBLAS SGEMM at 4096^3 on the H200 (gemm_sweep_tf32x3.json)
         if t.batch * _cdiv(t.m, 64) * _cdiv(t.n, 64) >= 4 * sms:  # best at 4096^3 on the H200 (gemm_sweep)
             return GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8)
@@ -1229,8 +1234,8 @@ class GemmTemplate:
             variants = self.space(group, facts).variants
             tf32 = "tf32x3" in variants
             tiled = [
-                *([tf32_wgmma_rule(prob.b_k_major)] if "tf32x3_wgmma" in variants and prob.a_k_major else []),
                 *([TF32_DEFAULT, GroupConfig.of("tf32x3", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2)] if tf32 else []),
+                *([tf32_wgmma_seed(prob.b_k_major)] if "tf32x3_wgmma" in variants and prob.a_k_major else []),
                 GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8),
                 GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("simt", bm=128, bn=64, bk=16, tm=8, tn=8),
