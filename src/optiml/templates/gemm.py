@@ -38,7 +38,7 @@ Variants (structural choices):
   MMAs, each operand split once when its slice is staged into 128-byte-swizzled big / small tiles
   (:mod:`optiml.templates.gemm_tf32_wgmma`); the ``tf32x3`` 4-byte build of the same tile when the
   operands do not allow 16-byte loads. A seed, not the rule: on the suite the ``mma.sync`` kernel
-  measured faster once its split took two integer operations (compute_quality_wgmma_tf32.json).
+  measured faster once its split took two integer operations (compute_quality_suite.json).
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
   small batch, ``A @ v``) a warp owns one big index, its lanes stride over k (16-byte loads when
