@@ -400,6 +400,15 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
             assert not res.spills and res.stack_bytes == 0, (name, res)
 
 
+def test_per_channel_epilogue_leaves_share_one_axis_index(tasks: dict[str, Task]) -> None:
+    """Eval batch norm's four [C] vectors are indexed by the output's channel: one 32-bit divide and
+    modulo an element, shared by the four (the general offset took a 64-bit pair per dim and leaf)."""
+    code = kernels_of(tasks, "conv2d_bn_relu").render([GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)]).code
+    epi1 = code[code.index("void g0_epi1(") : code.index("void g0_epi4(")]
+    assert epi1.count("g0_axis(r, ") == 1 and "_roff" not in code
+    assert epi1.count("[ax0 * P.lst") == 4
+
+
 # -- numerics on the CPU (g++ and the fiber emulator) ------------------------------------------------
 FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     (

@@ -228,8 +228,9 @@ class _LeafUse:
     frame: int  # the value whose shape the leaf is right-aligned to
     input: int  # index in ctx.inputs
     dtype: str
-    kind: str  # "full" | "none" | "single" | "general": how its row offset is computed
+    kind: str  # "full" | "none" | "single" | "axis" | "general": how its row offset is computed
     col: bool  # varies along n
+    axis: int = -1  # "axis": the one row dim of the frame the leaf varies along (a per-channel vector)
 
 
 class Epilogue:
@@ -251,6 +252,7 @@ class Epilogue:
         self.lines: list[str] = []
         self.names: dict[int, str] = {problem.out: "acc"}
         self._cache: dict[tuple[int, int], str] = {}
+        self._axes: dict[tuple[Any, int], str] = {}
         for node in self.nodes:
             if node.op == "view":
                 continue
@@ -349,17 +351,20 @@ class Epilogue:
         has_n = self.p.has_n
         row_dims = rf - (1 if has_n else 0)
         col = has_n and rl >= 1 and present[-1]
-        rows_present = [present[i] for i in range(rl) if rf - rl + i < row_dims]
+        varying_rows = [rf - rl + i for i in range(rl) if rf - rl + i < row_dims and present[i]]
         full = rl == rf and all(g.type(vid).shape == g.type(frame).shape for g in self.graphs)
+        axis = -1
         if full:
             kind = "full"
-        elif not any(rows_present):
+        elif not varying_rows:
             kind = "none"
         elif row_dims == 1:
             kind = "single"
+        elif len(varying_rows) == 1:
+            kind, axis = "axis", varying_rows[0]
         else:
             kind = "general"
-        use = _LeafUse(len(self.leaves), vid, frame, slot, self.g.type(vid).dtype, kind, col)
+        use = _LeafUse(len(self.leaves), vid, frame, slot, self.g.type(vid).dtype, kind, col, axis)
         self.leaves.append(use)
         return use
 
@@ -372,7 +377,22 @@ class Epilogue:
             return f"(int64_t)0{col}"
         if leaf.kind == "single":
             return f"r * P.lst{k}[0]{col}"
+        if leaf.kind == "axis":
+            return f"{self._axis_index(leaf)} * P.lst{k}[{leaf.axis}]{col}"
         return f"{self.ctx.prefix}_roff{k}(P, r){col}"
+
+    def _axis_index(self, leaf: _LeafUse) -> str:
+        """The name of row ``r``'s index along ``leaf``'s axis, computed once per (frame, axis): a divide
+        and a modulo by the frame's sizes (``lsz``), where the general offset takes one of each per dim.
+        Frames of one shape (at every shape set) share it."""
+        key = (tuple(g.type(leaf.frame).shape for g in self.graphs), leaf.axis)
+        if key not in self._axes:
+            k, rd = leaf.slot, self.row_dims(leaf)
+            inner = " * ".join(f"P.lsz{k}[{d}]" for d in range(leaf.axis + 1, rd)) or "(int64_t)1"
+            name = f"ax{len(self._axes)}"
+            self.lines.append(f"const int64_t {name} = {self.ctx.prefix}_axis(r, {inner}, P.lsz{k}[{leaf.axis}]);")
+            self._axes[key] = name
+        return self._axes[key]
 
     # -- code --------------------------------------------------------------------------------------
     def row_dims(self, leaf: _LeafUse) -> int:
@@ -426,6 +446,15 @@ class Epilogue:
 
     def device(self, p: str) -> str:
         parts = []
+        if self._axes:
+            parts.append(
+                f"// (r / inner) % size, in 32 bits where the operands fit (a 64-bit division is ~4x the work).\n"
+                f"__device__ __forceinline__ int64_t {p}_axis(int64_t r, int64_t inner, int64_t size) {{\n"
+                "  if ((((uint64_t)r | (uint64_t)inner | (uint64_t)size) >> 32) == 0)\n"
+                "    return (int64_t)(((uint32_t)r / (uint32_t)inner) % (uint32_t)size);\n"
+                "  return (r / inner) % size;\n"
+                "}\n"
+            )
         for leaf in self.leaves:
             if leaf.kind != "general":
                 continue
