@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from functools import lru_cache
 from pathlib import Path
 
@@ -19,6 +20,13 @@ def gpu_available() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so do the
+    CLIs it starts; the Ctrl-C tests need Python's own handler, as in a terminal."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
