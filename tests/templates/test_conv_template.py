@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from test_gemm_template import _bits, combined, emulated_library, needs_gxx, run_emulated
+from test_gemm_template import _bits, combined, emulated_library, gpu_failures, needs_gxx, run_emulated
 
 from optiml.errors import OptimlError
 from optiml.graph.capture import capture_all
@@ -564,31 +564,11 @@ def test_every_variant_verifies_on_the_gpu(tasks: dict[str, Task], tmp_path: Pat
     """The emulator's cases (and fp16) through the harness on a real GPU, at every (odd) shape set."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    from optiml.evaluate.abi import KernelLibrary
-    from optiml.evaluate.harness import CandidateRunner
-    from optiml.evaluate.runtime import TaskRuntime
+
+    def render(name: str, config: GroupConfig) -> KernelSource:
+        k = kernels_of(tasks, name)
+        return k.render([config, *k.default()[1:]])
 
     cases = [(name, config) for name, configs in FP32_CASES + BF16_CASES + F16_CASES for config in configs]
-    sources = []
-    for name, config in cases:
-        k = kernels_of(tasks, name)
-        sources.append(k.render([config, *k.default()[1:]]))
-    built = Compiler(CompilerConfig(cache_dir=tmp_path / "cache")).compile_many(sources)
-    failures = []
-    for (name, config), compiled in zip(cases, built, strict=True):
-        label = f"{name} {config.label()}"
-        if not compiled.ok:
-            failures.append(f"{label}: compile error {compiled.error_summary(3)}")
-            continue
-        runtime = TaskRuntime(tasks[name], "cuda")
-        runner = CandidateRunner(runtime, KernelLibrary(compiled.so_path), torch.cuda.Stream())
-        for shape_set in range(tasks[name].num_shape_sets):
-            try:
-                check = runner.trial(runtime.case(1000 + shape_set, shape_set))
-            except Exception as exc:  # CandidateFailure and CUDA errors alike
-                failures.append(f"{label} @ shape set {shape_set}: {type(exc).__name__}: {exc}")
-                torch.cuda.synchronize()
-                continue
-            if not check.passed:
-                failures.append(f"{label} @ shape set {shape_set}: {check.message}")
+    failures = gpu_failures(tasks, cases, render, tmp_path)
     assert not failures, "\n".join(failures)

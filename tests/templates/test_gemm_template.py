@@ -1071,23 +1071,16 @@ def test_emulator_catches_a_tf32x3_kernel_without_its_small_terms_or_with_a_wron
             assert not np.allclose(got, want, rtol=1e-4, atol=1e-4), (k, shape_set)
 
 
-@pytest.mark.gpu
-def test_every_variant_verifies_on_the_gpu(tasks: dict[str, Task], tmp_path: Path) -> None:
-    """The emulator's cases through the harness on a real GPU (the H200's own tile plan), at every
-    (odd) shape set: what the emulator cannot show, such as the tensor units' real layouts and
-    rounding, and the warp-group MMAs' asynchrony."""
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
+def gpu_failures(
+    tasks: dict[str, Task], cases: list[tuple[str, GroupConfig]], render: Any, tmp_path: Path
+) -> list[str]:
+    """Each (task, config) rendered by ``render(name, config)``, built, and run through the harness on the
+    GPU at every shape set of its task: one line per failure (shared with the conv template's test)."""
     from optiml.evaluate.abi import KernelLibrary
     from optiml.evaluate.harness import CandidateRunner
     from optiml.evaluate.runtime import TaskRuntime
 
-    cases = [(name, config) for name, configs in FP32_CASES + BF16_CASES for config in configs]
-    sources = []
-    for name, config in cases:
-        k = kernels_of(tasks, name)
-        sources.append(k.render([config, *k.default()[1:]]))
-    built = Compiler(CompilerConfig(cache_dir=tmp_path / "cache")).compile_many(sources)
+    built = Compiler(CompilerConfig(cache_dir=tmp_path / "cache")).compile_many([render(n, c) for n, c in cases])
     failures = []
     for (name, config), compiled in zip(cases, built, strict=True):
         label = f"{name} {config.label()}"
@@ -1105,4 +1098,21 @@ def test_every_variant_verifies_on_the_gpu(tasks: dict[str, Task], tmp_path: Pat
                 continue
             if not check.passed:
                 failures.append(f"{label} @ shape set {shape_set}: {check.message}")
+    return failures
+
+
+@pytest.mark.gpu
+def test_every_variant_verifies_on_the_gpu(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """The emulator's cases through the harness on a real GPU (the H200's own tile plan), at every
+    (odd) shape set: what the emulator cannot show, such as the tensor units' real layouts and
+    rounding, and the warp-group MMAs' asynchrony."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+
+    def render(name: str, config: GroupConfig) -> KernelSource:
+        k = kernels_of(tasks, name)
+        return k.render([config, *k.default()[1:]])
+
+    cases = [(name, config) for name, configs in FP32_CASES + BF16_CASES for config in configs]
+    failures = gpu_failures(tasks, cases, render, tmp_path)
     assert not failures, "\n".join(failures)
