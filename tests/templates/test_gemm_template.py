@@ -26,6 +26,7 @@ import pytest
 import torch
 from test_permute_template import to_host_code
 from test_scan_template import EMULATOR
+from tu import gpu_trial_failures
 
 from optiml.evaluate.abi import OptimlTensor as _Tensor
 from optiml.graph.capture import capture_all
@@ -1076,28 +1077,12 @@ def gpu_failures(
 ) -> list[str]:
     """Each (task, config) rendered by ``render(name, config)``, built, and run through the harness on the
     GPU at every shape set of its task: one line per failure (shared with the conv template's test)."""
-    from optiml.evaluate.abi import KernelLibrary
-    from optiml.evaluate.harness import CandidateRunner
     from optiml.evaluate.runtime import TaskRuntime
 
     built = Compiler(CompilerConfig(cache_dir=tmp_path / "cache")).compile_many([render(n, c) for n, c in cases])
     failures = []
     for (name, config), compiled in zip(cases, built, strict=True):
-        label = f"{name} {config.label()}"
-        if not compiled.ok:
-            failures.append(f"{label}: compile error {compiled.error_summary(3)}")
-            continue
-        runtime = TaskRuntime(tasks[name], "cuda")
-        runner = CandidateRunner(runtime, KernelLibrary(compiled.so_path), torch.cuda.Stream())
-        for shape_set in range(tasks[name].num_shape_sets):
-            try:
-                check = runner.trial(runtime.case(1000 + shape_set, shape_set))
-            except Exception as exc:  # CandidateFailure and CUDA errors alike
-                failures.append(f"{label} @ shape set {shape_set}: {type(exc).__name__}: {exc}")
-                torch.cuda.synchronize()
-                continue
-            if not check.passed:
-                failures.append(f"{label} @ shape set {shape_set}: {check.message}")
+        failures += gpu_trial_failures(TaskRuntime(tasks[name], "cuda"), compiled, f"{name} {config.label()}")
     return failures
 
 

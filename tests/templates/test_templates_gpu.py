@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from tu import gpu_trial_failures
 
 torch = pytest.importorskip("torch")
 
@@ -31,8 +32,6 @@ def compiler(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
 
 @pytest.mark.parametrize("path", TASKS, ids=lambda p: p.stem)
 def test_every_seed_verifies_at_every_shape_set(path: Path, compiler) -> None:  # type: ignore[no-untyped-def]
-    from optiml.evaluate.abi import KernelLibrary
-    from optiml.evaluate.harness import CandidateRunner
     from optiml.evaluate.runtime import TaskRuntime
     from optiml.task import load_task
     from optiml.templates.kernels import template_kernels
@@ -44,18 +43,5 @@ def test_every_seed_verifies_at_every_shape_set(path: Path, compiler) -> None:  
     runtime = TaskRuntime(task, "cuda")
     failures = []
     for config, compiled in zip(configs, built, strict=True):
-        label = " + ".join(c.label() for c in config)
-        if not compiled.ok:
-            failures.append(f"{label}: compile error {compiled.error_summary(3)}")
-            continue
-        runner = CandidateRunner(runtime, KernelLibrary(compiled.so_path), torch.cuda.Stream())
-        for shape_set in range(task.num_shape_sets):
-            try:
-                check = runner.trial(runtime.case(1000 + shape_set, shape_set))
-            except Exception as exc:  # CandidateFailure and CUDA errors alike
-                failures.append(f"{label} @ shape set {shape_set}: {type(exc).__name__}: {exc}")
-                torch.cuda.synchronize()
-                continue
-            if not check.passed:
-                failures.append(f"{label} @ shape set {shape_set}: {check.message}")
+        failures += gpu_trial_failures(runtime, compiled, " + ".join(c.label() for c in config))
     assert not failures, "\n".join(failures)

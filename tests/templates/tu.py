@@ -1,6 +1,9 @@
-"""Test helpers for templates: a full translation unit from rendered kernels, a simple RenderContext."""
+"""Test helpers for templates: a full translation unit from rendered kernels, a simple RenderContext, and
+one built candidate run through the harness on the GPU."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from optiml.templates.base import KernelCode, Operand, RenderContext
 
@@ -46,3 +49,27 @@ def unary_context(prefix: str, ctype: str = "float", compute: str = "float") -> 
         dims=lambda vid, d: f"inputs[0].shape[{d}]",
         compute_type=compute,
     )
+
+
+def gpu_trial_failures(runtime: Any, compiled: Any, label: str) -> list[str]:
+    """``compiled`` (a compile result) run through the harness on the GPU at every shape set of
+    ``runtime``'s task: one line per failure, a compile error included."""
+    import torch
+
+    from optiml.evaluate.abi import KernelLibrary
+    from optiml.evaluate.harness import CandidateRunner
+
+    if not compiled.ok:
+        return [f"{label}: compile error {compiled.error_summary(3)}"]
+    runner = CandidateRunner(runtime, KernelLibrary(compiled.so_path), torch.cuda.Stream())
+    failures = []
+    for shape_set in range(runtime.task.num_shape_sets):
+        try:
+            check = runner.trial(runtime.case(1000 + shape_set, shape_set))
+        except Exception as exc:  # CandidateFailure and CUDA errors alike
+            failures.append(f"{label} @ shape set {shape_set}: {type(exc).__name__}: {exc}")
+            torch.cuda.synchronize()
+            continue
+        if not check.passed:
+            failures.append(f"{label} @ shape set {shape_set}: {check.message}")
+    return failures

@@ -115,6 +115,23 @@ def _copy(p: str, outer: int, inner: int, threads: int, width: int, tile: dict[s
 """
 
 
+def split_k_head(p: str, bm: int, bn: int) -> str:
+    """Device statements of a 3xTF32 kernel's block: its batch ``z``, tile origin ``m0``, ``n0``, split-K
+    slice ``split`` and k range ``[kbeg, kend)``, and the operands ``A``, ``B`` of its batch (shared
+    with the warp-group kernel)."""
+    return f"""\
+  int64_t z, tmi, tni, oa, ob;
+  {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
+  const int64_t split = z / P.batch;  // the split-K slice (0 without a split)
+  z -= split * P.batch;
+  {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
+  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+  const int64_t kbeg = split * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
+  const float* __restrict__ A = P.a + oa;
+  const float* __restrict__ B = P.b + ob;
+"""
+
+
 def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool, vec: bool) -> str:
     """``{p}_tf32_vec`` (16-byte copies) or ``{p}_tf32_any`` (4-byte copies); launch with :func:`smem_bytes`."""
     bm, bn, bk, wm, wn, stages = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn", "stages"))
@@ -159,16 +176,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   const unsigned sa = (unsigned)__cvta_generic_to_shared(As), sb = (unsigned)__cvta_generic_to_shared(Bs);
   const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3, wy = warp / {wn}, wx = warp % {wn};
-  int64_t z, tmi, tni, oa, ob;
-  {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
-  const int64_t split = z / P.batch;  // the split-K slice (0 without a split)
-  z -= split * P.batch;
-  {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
-  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
-  const int64_t kbeg = split * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
-  const float* __restrict__ A = P.a + oa;
-  const float* __restrict__ B = P.b + ob;
-{zeroed_accumulators(mi, ni)}
+{split_k_head(p, bm, bn)}{zeroed_accumulators(mi, ni)}
   const int64_t KT = (kend - kbeg + {bk - 1}) / {bk};
 #pragma unroll
   for (int s = 0; s < {stages - 1}; ++s) {{

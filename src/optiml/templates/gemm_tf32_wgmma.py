@@ -31,7 +31,7 @@ the same tile (:func:`fallback_config`).
 
 from __future__ import annotations
 
-from optiml.templates import gemm_tf32
+from optiml.templates import gemm_tf32, gemm_wgmma
 from optiml.templates.base import GroupConfig
 
 BK = 32  # k per slice: one 128-byte swizzle row of floats
@@ -174,6 +174,12 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str
       const unsigned b_big = a_small + {a_bytes}u, b_small = b_big + {b_bytes}u;
 {load_a}{load_b}{store_a}{store_b}    }}
 """
+    store = f"""\
+        if (n >= P.N) continue;
+        if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
+          P.part[(split * P.batch * P.M + r) * P.N + n] = acc[4 * j + 2 * h + q];
+        else
+          {p}_epi1(P, r, n, acc[4 * j + 2 * h + q]);"""
     layouts = f"A {'k' if a_k_major else 'm'}-major, B {'k' if b_k_major else 'n'}-major in memory"
     return f"""\
 // 3xTF32 on warp-group MMAs: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 rows, m64n{bn}k8 from
@@ -183,16 +189,7 @@ __global__ void __launch_bounds__({nthreads}) {p}_tf32w_vec(const {p}_prob P) {{
   extern __shared__ __align__(16) unsigned char {p}_smem[];
   const unsigned s0 = ((unsigned)__cvta_generic_to_shared({p}_smem) + {ALIGN - 1}u) & ~{ALIGN - 1}u;
   const int wg = (int)threadIdx.x >> 7, lane = (int)threadIdx.x & 31, warp = ((int)threadIdx.x >> 5) & 3;
-  int64_t z, tmi, tni, oa, ob;
-  {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
-  const int64_t split = z / P.batch;  // the split-K slice (0 without a split)
-  z -= split * P.batch;
-  {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
-  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
-  const int64_t kbeg = split * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
-  const float* __restrict__ A = P.a + oa;
-  const float* __restrict__ B = P.b + ob;
-  float acc[{regs}], part[{regs}];
+{gemm_tf32.split_k_head(p, bm, bn)}  float acc[{regs}], part[{regs}];
 #pragma unroll
   for (int i = 0; i < {regs}; ++i) acc[i] = part[i] = 0.f;
   const int64_t KT = (kend - kbeg + {BK - 1}) / {BK};
@@ -224,24 +221,5 @@ __global__ void __launch_bounds__({nthreads}) {p}_tf32w_vec(const {p}_prob P) {{
     {p}_proxy_fence();
     __syncthreads();
   }}
-  // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
-  // column 8 j + 2 (lane % 4) + q of row + 8 h
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {{
-    const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
-    if (m >= P.M) continue;
-    const int64_t r = z * P.M + m;
-#pragma unroll
-    for (int j = 0; j < {bn // 8}; ++j)
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {{
-        const int64_t n = n0 + j * 8 + 2 * (lane % 4) + q;
-        if (n >= P.N) continue;
-        if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
-          P.part[(split * P.batch * P.M + r) * P.N + n] = acc[4 * j + 2 * h + q];
-        else
-          {p}_epi1(P, r, n, acc[4 * j + 2 * h + q]);
-      }}
-  }}
-}}
+{gemm_wgmma.accumulator_epilogue(bn, store)}}}
 """

@@ -98,6 +98,29 @@ __device__ __forceinline__ void {p}_wgmma(float* d, unsigned long long da, unsig
     return descriptor_helper(p) + instruction + fence_helpers(p)
 
 
+def accumulator_epilogue(bn: int, element: str) -> str:
+    """Loops over a warp group's m64n{bn} fp32 accumulators: ``element`` (indented for the innermost
+    loop) runs once per register ``4 j + 2 h + q``, at output row ``r`` and column ``n`` (shared with the
+    3xTF32 warp-group kernel)."""
+    return f"""\
+  // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
+  // column 8 j + 2 (lane % 4) + q of row + 8 h
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {{
+    const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    if (m >= P.M) continue;
+    const int64_t r = z * P.M + m;
+#pragma unroll
+    for (int j = 0; j < {bn // 8}; ++j)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {{
+        const int64_t n = n0 + j * 8 + 2 * (lane % 4) + q;
+{element}
+      }}
+  }}
+"""
+
+
 def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
     """``{p}_wgmma_vec`` (launch with :func:`smem_bytes` of dynamic shared memory)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
@@ -152,6 +175,7 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
 {b_copy}
     }}
 """
+    store = f"        if (n < P.N) {p}_epi1(P, r, n, d[4 * j + 2 * h + q]);"
     return f"""\
 // {bm}x{bn} tile per block: {bm // 64} warp group(s) of 64 rows, wgmma.m64n{bn}k16 from 128-byte-swizzled shared
 // memory, {BK}-deep slices in a {stages}-stage cp.async pipeline{"" if b_k_major else " (B read transposed)"}.
@@ -199,22 +223,7 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
   }}
   {p}_wg_wait<0>();
   {p}_cp_wait<0>();
-  // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
-  // column 8 j + 2 (lane % 4) + q of row + 8 h
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {{
-    const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
-    if (m >= P.M) continue;
-    const int64_t r = z * P.M + m;
-#pragma unroll
-    for (int j = 0; j < {bn // 8}; ++j)
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {{
-        const int64_t n = n0 + j * 8 + 2 * (lane % 4) + q;
-        if (n < P.N) {p}_epi1(P, r, n, d[4 * j + 2 * h + q]);
-      }}
-  }}
-}}
+{accumulator_epilogue(bn, store)}}}
 """
 
 
