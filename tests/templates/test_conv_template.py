@@ -88,6 +88,18 @@ SPECS: dict[str, dict[str, Any]] = {
         init="        self.c = nn.Conv2d(C, C, 3, padding=1, groups=C)",
         body="self.c(x) + x",
     ),
+    "depthwise_multiplier": dict(  # two output channels per input channel, asymmetric kernel, stride, dilation
+        sets=SAME_C,
+        init="        self.c = nn.Conv2d(C, 2 * C, (3, 5), stride=(2, 1), padding=(1, 3), dilation=(1, 2), groups=C)",
+        body="torch.relu(self.c(x))",
+    ),
+    "depthwise3d": dict(
+        sizes={"B": 2, "C": 3, "D": 4, "H": 5, "W": 6},
+        sets=[{"B": 1, "D": 2, "H": 3, "W": 9}],
+        init="        self.c = nn.Conv3d(C, C, 3, padding=(1, 0, 1), groups=C)",
+        body="self.c(x)",
+        inputs="torch.randn(B, C, D, H, W)",
+    ),
     "pointwise_relu": dict(
         init="        self.c = nn.Conv2d(C, 10, 1)",
         body="torch.relu(self.c(x))",
@@ -254,8 +266,13 @@ def test_the_conv_node_carries_the_hyper_parameters(tasks: dict[str, Task]) -> N
 def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     first = {name: kernels_of(tasks, name).default()[0] for name in SPECS}
     assert first["conv2d_bn_relu"] == GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)
-    for name in ("depthwise_residual", "transposed2d", "transposed1d_groups", "h_depthwise", "pointwise_relu"):
-        assert first[name].variant == "direct", name  # depthwise, transposed, or K = 3 < 32 terms
+    for name in ("transposed2d", "transposed1d_groups"):
+        assert first[name].variant == "direct", name  # transposed, few products per output
+    for name in ("depthwise_residual", "depthwise_multiplier", "depthwise3d", "h_depthwise", "pointwise_relu"):
+        assert first[name].variant == "stencil", name  # depthwise, or K = 4 < 32 terms
+    # the tile follows the output plane: 16 rows for 9 x 11 outputs (32 would idle most threads)
+    assert first["depthwise_residual"] == GroupConfig.of("stencil", tx=32, ty=4, rows=4)
+    assert first["big_kernel3d"].variant == "direct"  # 729 taps: more weights than a thread holds
     assert first["h_conv2d"].variant == "mma" and first["f16_conv2d"].variant == "mma"
     for name in SPECS:
         k = kernels_of(tasks, name)
@@ -285,8 +302,10 @@ def test_the_rule_takes_tf32x3_where_its_wide_tiles_fill_m_and_the_sms() -> None
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "conv2d_bn_relu").spaces[0]
     bf16 = kernels_of(tasks, "h_conv2d").spaces[0]
-    assert fp32.variants == ("implicit", "tf32x3", "direct") and bf16.variants == ("mma", "direct")
-    assert kernels_of(tasks, "conv2d_bn_relu", DeviceFacts(arch="sm_75")).spaces[0].variants == ("implicit", "direct")
+    assert fp32.variants == ("implicit", "tf32x3", "stencil", "direct")
+    assert bf16.variants == ("mma", "stencil", "direct")
+    older = kernels_of(tasks, "conv2d_bn_relu", DeviceFacts(arch="sm_75")).spaces[0]
+    assert older.variants == ("implicit", "stencil", "direct")
     tf32 = GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)
     assert fp32.reason_invalid(tf32) is None
     for why, config in {
@@ -328,6 +347,10 @@ def test_render_is_deterministic_prefixed_and_size_free(tasks: dict[str, Task]) 
             defined = re.findall(r"(?:__global__ void __launch_bounds__\(\d+\)|static \w+)\s+(\w+)\(", conv)
             defined += re.findall(r"struct (\w+) \{", conv)
             assert defined and all(n.startswith(("g0_", "g1_")) for n in defined), defined
+            if configs[0].variant == "stencil":  # the kernel's extents compiled in (unrolled taps), guarded at launch
+                assert "if (P.KD != 1 || P.KH != 3 || P.KW != 3) return -5;" in conv, name
+                kernel = conv[conv.index("__global__ void __launch_bounds__") : conv.index("static int g0_launch")]
+                conv = conv.replace(kernel, "")
             for value in SPECS[name].get("sizes", {"H": 9, "W": 11}).values():
                 if value > 8:
                     assert not re.search(rf"(?<![\w.%]){value}(?![\w.])", conv), (name, value)
@@ -366,6 +389,12 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("transposed2d", GroupConfig.of("direct", threads=128)),
         ("conv1d", GroupConfig.of("direct", threads=64)),
     ],
+    "stencil": [
+        ("depthwise_residual", GroupConfig.of("stencil", tx=32, ty=8, rows=4)),
+        ("depthwise_multiplier", GroupConfig.of("stencil", tx=64, ty=2, rows=8)),
+        ("conv3d_groups", GroupConfig.of("stencil", tx=32, ty=4, rows=2)),
+        ("h_depthwise", GroupConfig.of("stencil", tx=128, ty=1, rows=1)),
+    ],
     "tf32x3": [
         ("conv2d_bn_relu", GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)),
         ("conv3d_groups", GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2)),
@@ -393,7 +422,7 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
         assert result.ok, f"{name}: {result.error_summary()}"
         warnings = [d for d in result.diagnostics if d.severity == "warning" and "ws_" not in d.message]
         assert not warnings, result.log[-3000:]
-        names = ("_implicit", "_mma_conv", "_tf32", "_direct")
+        names = ("_implicit", "_mma_conv", "_tf32", "_direct", "_stencil")
         kernels = [r for r in result.resources if any(k in r.name for k in names)]
         assert kernels, name
         for res in kernels:
@@ -455,6 +484,17 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
         [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4), GroupConfig.of("direct", threads=64)],
     ),
     ("big_kernel3d", [GroupConfig.of("direct", threads=64)]),
+    # the stencil: depthwise (a channel multiplier, stride, dilation, 3-D), several input channels a group
+    (
+        "depthwise_residual",
+        [GroupConfig.of("stencil", tx=32, ty=2, rows=2), GroupConfig.of("stencil", tx=32, ty=1, rows=8)],
+    ),
+    ("depthwise_multiplier", [GroupConfig.of("stencil", tx=32, ty=2, rows=4), GroupConfig.of("direct", threads=64)]),
+    ("depthwise3d", [GroupConfig.of("stencil", tx=32, ty=2, rows=2)]),
+    ("conv2d_strided", [GroupConfig.of("stencil", tx=32, ty=4, rows=2)]),
+    ("conv1d", [GroupConfig.of("stencil", tx=64, ty=1, rows=1)]),
+    ("conv3d_groups", [GroupConfig.of("stencil", tx=32, ty=2, rows=1)]),
+    ("separable", [GroupConfig.of("stencil", tx=32, ty=1, rows=4)]),
     # 3xTF32 on tensor cores: strided, grouped 3-D, pointwise, and a fused tail
     ("conv2d_strided", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=2, wn=2)]),
     ("conv3d_groups", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2)]),
@@ -474,7 +514,14 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     ),
     ("h_pointwise", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=4)]),
     ("h_conv_wide", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
-    ("h_depthwise", [GroupConfig.of("direct", threads=128), GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
+    (
+        "h_depthwise",
+        [
+            GroupConfig.of("direct", threads=128),
+            GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),
+            GroupConfig.of("stencil", tx=32, ty=2, rows=4),
+        ],
+    ),
 ]
 
 
@@ -528,20 +575,23 @@ def test_bf16_variants_match_torch_exactly_on_the_emulator(tasks: dict[str, Task
 
 @needs_gxx
 def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -> None:
-    """Not vacuous: an implicit GEMM that drops the last input column, and a direct kernel short of a tap, fail."""
+    """Not vacuous: an implicit GEMM that drops the last input column, a direct kernel short of a tap, and a
+    stencil reading its windows one column off, fail."""
     from optiml.evaluate.runtime import TaskRuntime
 
     k = kernels_of(tasks, "conv2d_strided", EMULATED)
     implicit = k.render([GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]).code
     direct = k.render([GroupConfig.of("direct", threads=64)]).code
+    stencil = k.render([GroupConfig.of("stencil", tx=32, ty=4, rows=2)]).code
     broken = [
         implicit.replace("(unsigned)iw < (unsigned)P.W", "(unsigned)iw + 1 < (unsigned)P.W"),
         direct.replace("kx < (int)P.KW", "kx + 1 < (int)P.KW"),
+        stencil.replace("v[kx] = src[kx * 1];", "v[kx] = src[kx * 1 + 1];"),  # each window one column right
     ]
-    assert broken[0] != implicit and broken[1] != direct
+    assert broken[0] != implicit and broken[1] != direct and broken[2] != stencil
     lib = emulated_library(tmp_path, broken)
     case = TaskRuntime(tasks["conv2d_strided"], "cpu").case(7, 0)
-    for unit in range(2):
+    for unit in range(3):
         (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
         assert not np.allclose(got, case.expected[0].double().numpy().reshape(-1), rtol=1e-4, atol=1e-4), unit
 

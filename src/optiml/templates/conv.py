@@ -45,10 +45,15 @@ Variants:
   value split into two TF32 parts, three ``mma.sync.m16n8k8`` per tile, each slice summed into a
   zeroed partial added in fp32) over A as ``[m][k]`` and B as ``[n][k]`` (rows padded by 4 floats),
   double buffered, the next slice prefetched in registers.
-* ``direct`` (any float dtype; the rule for depthwise and other convolutions with few terms per
-  output, and for half-precision transposed ones): one thread per output element walks its
-  input channels and kernel window (for a transposed convolution, the input positions that reach the
-  output: ``(o + pad - k * dil)`` divisible by the stride), accumulating in fp32.
+* ``stencil`` (any float dtype, forward convolutions whose kernel extents are the same at every shape
+  set, at most 64 taps; the rule for depthwise ones and others with few terms per output): a block
+  stages the input box of an output tile in shared memory per input channel, each thread computes
+  ``rows`` output rows of one column with the weights in registers (:mod:`optiml.templates.conv_stencil`).
+* ``direct`` (any float dtype; the rule where the stencil does not apply: half-precision transposed
+  convolutions, and few-term ones whose kernel changes between shape sets or exceeds 64 taps): one
+  thread per output element walks its input channels and kernel window (for a transposed
+  convolution, the input positions that reach the output: ``(o + pad - k * dil)`` divisible by the
+  stride), accumulating in fp32.
 
 The epilogue is the GEMM template's (:class:`~optiml.templates.gemm.Epilogue`), indexed by the
 output's linear index (its ``N`` is 1): bias-like leaves broadcast into the output through strides
@@ -59,13 +64,14 @@ accumulator first. Values are rounded once, to the stored dtype.
 The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed →
 ``implicit`` (float32, at most 512 taps, and at least 32 products per output once the zero terms are
 left out: ``transposed_terms``; its tile as below) else ``direct``; fewer than 32 terms per output
-(``K``: depthwise 3x3 has 9) → ``direct``; float32 → ``tf32x3`` 128x128x16 on 2x4 warps when TF32 MMAs
-exist, ``M`` (output channels per group) fills a 128-row tile and the 128x128 tiles cover every SM
-(H200, 2026-12-02, conv_quality_tf32.json: 7-12 % faster than ``implicit`` on the four 2-D fp32
-convolutions, 1.7x slower on a 64-channel 3-D one, where half of each tile is idle); otherwise
-``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn`` 128 when those tiles still cover every
-SM (else 64), with a ``tf32x3`` seed (64x128 when ``M < 128``). Half → ``mma`` 128x128x32 on 2x4 warps
-when those tiles cover every SM, else 64x64x32 on 2x2.
+(``K``: depthwise 3x3 has 9) or one input channel per group (depthwise with any kernel) → ``stencil``
+(its tile by the output plane: :func:`optiml.templates.conv_stencil.tile`), else ``direct``; float32 →
+``tf32x3`` 128x128x16 on 2x4 warps when TF32 MMAs exist, ``M`` (output channels per group) fills a
+128-row tile and the 128x128 tiles cover every SM (H200, 2026-12-02, conv_quality_tf32.json: 7-12 %
+faster than ``implicit`` on the four 2-D fp32 convolutions, 1.7x slower on a 64-channel 3-D one, where
+half of each tile is idle); otherwise ``implicit`` with ``bm`` 128 when ``M > 64`` (else 64) and ``bn``
+128 when those tiles still cover every SM (else 64), with a ``tf32x3`` seed (64x128 when ``M < 128``).
+Half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2.
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ from typing import Any, cast
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import gemm_tf32
+from optiml.templates import conv_stencil, gemm_tf32
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -185,6 +191,7 @@ class ConvProblem:
             and self.stride == (1, 1, 1)
             and self.padding == (0, 0, 0)
         )
+        self.kernel = conv_stencil.fixed_kernel([t.kernel for t in self.traced])
 
     def _traced(self, g: Graph) -> Traced:
         sx, sw, so = g.type(self.x).shape, g.type(self.w).shape, g.type(self.out).shape
@@ -957,10 +964,12 @@ def _tf32_check(config: GroupConfig, tables: int) -> str | None:
     return None
 
 
-def _space_check(config: GroupConfig, transposed: bool = False) -> str | None:
+def _space_check(prob: ConvProblem, config: GroupConfig) -> str | None:
     """Why ``config`` is not valid, or None; a transposed convolution's kernels also hold the phase's tap
     indices (``tapk``) in shared memory."""
-    tables = TAPS_BYTES + (4 * MAX_TAPS if transposed else 0)
+    if config.variant == "stencil":
+        return conv_stencil.check(prob, prob.kernel, config)
+    tables = TAPS_BYTES + (4 * MAX_TAPS if prob.transposed else 0)
     if config.variant == "implicit":
         return _implicit_check(config, tables)
     if config.variant == "mma":
@@ -984,6 +993,14 @@ def _implicit_tile(prob: ConvProblem, m: int, n: int, sms: int) -> GroupConfig:
     if prob.groups * _cdiv(m, bm) * _cdiv(n, 128) >= sms:
         return GroupConfig.of("implicit", bm=bm, bn=128, bk=8, tm=8, tn=8)
     return GroupConfig.of("implicit", bm=bm, bn=64, bk=8, tm=8, tn=4 if bm == 64 else 8)
+
+
+def _stencil_rule(prob: ConvProblem, space: Space) -> GroupConfig | None:
+    """The stencil's tile for the primary shape set's output plane, if the space has the variant and it fits."""
+    if "stencil" not in space.variants:
+        return None
+    config = conv_stencil.tile(prob.primary.out[1], prob.primary.out[2])
+    return config if space.reason_invalid(config) is None else None
 
 
 class ConvTemplate:
@@ -1012,8 +1029,10 @@ class ConvTemplate:
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
             if tensor_cores_take_tf32(facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
+        if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
+            knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
-        return Space(knobs=knobs, check=partial(_space_check, transposed=prob.transposed))
+        return Space(knobs=knobs, check=partial(_space_check, prob))
 
     def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
         """transposed → implicit (fp32, enough products) or direct; K < 32 → direct; fp32 → tf32x3 where its
@@ -1025,8 +1044,9 @@ class ConvTemplate:
             if "implicit" in self.space(group, facts).variants and transposed_terms(prob) >= DIRECT_MAX_K:
                 return _implicit_tile(prob, m, n, sms)
             return GroupConfig.of("direct", threads=256)
-        if k < DIRECT_MAX_K or any(_taps(t) > MAX_TAPS for t in prob.traced):
-            return GroupConfig.of("direct", threads=256)
+        if k < DIRECT_MAX_K or k == _taps(prob.primary) or any(_taps(t) > MAX_TAPS for t in prob.traced):
+            stencil = _stencil_rule(prob, self.space(group, facts))
+            return stencil if stencil is not None else GroupConfig.of("direct", threads=256)
         if prob.dtype in HALF:
             if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
@@ -1038,7 +1058,9 @@ class ConvTemplate:
     def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
         prob = self._problem(group)
         first = self.default(group, facts)
-        if self.space(group, facts).variants[0] == "direct":  # too many taps for the table, or half transposed
+        if first.variant == "stencil":  # few terms per output
+            others = [*conv_stencil.alternatives(first), GroupConfig.of("direct", threads=256)]
+        elif self.space(group, facts).variants[0] == "direct":  # too many taps for the table, or half transposed
             others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
         elif prob.transposed:  # the phases' GEMMs (SIMT, 3xTF32), or the direct kernel over the taps that divide
             tf32 = "tf32x3" in self.space(group, facts).variants
@@ -1111,6 +1133,9 @@ class ConvTemplate:
                 _mma_kernel(p, config, prob),
                 _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32, vec=8),
             ]
+        elif config.variant == "stencil":
+            assert prob.kernel is not None  # the space offers stencil only then
+            device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co")))
         else:
             device.append(_direct_code(p, config, prob, ctx.facts))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]

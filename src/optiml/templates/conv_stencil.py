@@ -1,0 +1,205 @@
+"""The ``stencil`` convolution variant: few terms per output, read from an input box in shared memory.
+
+A convolution with few products per output (depthwise: one input channel per group; or a handful of
+input channels and a small kernel) is bound by memory, not arithmetic, so the implicit GEMM's tiles
+(one group's ``M`` is its output channels: 1 for depthwise) waste most of their work, and the
+one-thread-per-output ``direct`` kernel spends its time on index arithmetic and re-reads every input
+element once per tap through L1 (H200, 2026-12-02: 1.80 ms against exact-fp32 cuDNN's 1.05 ms on the
+suite's 32 x 256 x 112 x 112 depthwise 3x3; the traffic floor is 0.20 ms).
+
+A block owns one output plane's tile, ``tx`` columns by ``ty * rows`` rows at one output depth, of
+one (image, output channel). For each input channel of the group it stages the input box that tile
+reads (``KD`` depth slices of ``(TH - 1) * sh + (KH - 1) * dh + 1`` rows of
+``(TW - 1) * sw + (KW - 1) * dw + 1`` columns, zero outside the input: the padding) in shared memory
+with coalesced loads, holds that channel's kernel weights in registers, and each thread computes
+``rows`` consecutive output rows of one column: every box row it reads (``KW`` values) feeds every
+output row whose window covers it. The kernel extents are compile-time constants (the weight's shape
+at every traced shape set; the launch returns -5 on any other), so the tap loops unroll and every
+index is a constant offset.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from optiml.templates.base import GroupConfig, c_type, to_compute
+
+STENCIL_KNOBS: dict[str, tuple[Any, ...]] = {"tx": (32, 64, 128, 256), "ty": (1, 2, 4, 8), "rows": (1, 2, 4, 8)}
+MAX_TAPS = 64  # kernel weights one thread holds in registers
+SMEM_BYTES = 48 * 1024
+
+
+class Geometry(Protocol):
+    """What the stencil reads of a convolution (:class:`optiml.templates.conv.ConvProblem` has it)."""
+
+    dtype: str
+    stride: tuple[int, int, int]
+    padding: tuple[int, int, int]
+    dilation: tuple[int, int, int]
+    transposed: bool
+
+
+def fixed_kernel(kernels: list[tuple[int, int, int]]) -> tuple[int, int, int] | None:
+    """The kernel extents if every traced shape set has the same ones (the stencil compiles them in)."""
+    return kernels[0] if len(set(kernels)) == 1 else None
+
+
+def box_bytes(geo: Geometry, kernel: tuple[int, int, int], config: GroupConfig) -> int:
+    tx, ty, rows = (int(config.get(k)) for k in ("tx", "ty", "rows"))
+    _, bh, bw = _box(geo, kernel, tx, ty * rows)
+    return kernel[0] * bh * bw * 4
+
+
+def _box(geo: Geometry, kernel: tuple[int, int, int], tw: int, th: int) -> tuple[int, int, int]:
+    """(depth slices, rows, columns) of the input box an output tile of ``th`` rows by ``tw`` columns reads."""
+    (_, sh, sw), (_, dh, dw) = geo.stride, geo.dilation
+    kd, kh, kw = kernel
+    return kd, (th - 1) * sh + (kh - 1) * dh + 1, (tw - 1) * sw + (kw - 1) * dw + 1
+
+
+def check(geo: Geometry, kernel: tuple[int, int, int] | None, config: GroupConfig) -> str | None:
+    """Why ``config`` cannot be rendered for this convolution, or None."""
+    if geo.transposed or kernel is None:
+        return "stencil: a forward convolution with the same kernel extents at every shape set"
+    taps = kernel[0] * kernel[1] * kernel[2]
+    if taps > MAX_TAPS:
+        return f"stencil: {taps} kernel taps (at most {MAX_TAPS} held in registers)"
+    threads = int(config.get("tx")) * int(config.get("ty"))
+    if threads > 512:
+        return f"{config.label()}: {threads} threads per block (at most 512)"
+    smem = box_bytes(geo, kernel, config)
+    if smem > SMEM_BYTES:
+        return f"{config.label()}: an input box of {smem} B (at most {SMEM_BYTES} of shared memory)"
+    return None
+
+
+def _pow2_at_least(n: int, cap: int) -> int:
+    p = 1
+    while p < n and p < cap:
+        p *= 2
+    return p
+
+
+def tile(out_h: int, out_w: int) -> GroupConfig:
+    """The rule's tile for an output plane of ``out_h x out_w``: up to 32 rows (4 a thread, 8 threads
+    high), 32 columns widened while the block has fewer than 128 threads and the plane is wider."""
+    th = _pow2_at_least(out_h, 32)
+    rows = min(4, th)
+    ty = th // rows
+    tx = 32
+    while tx * ty < 128 and tx < _pow2_at_least(out_w, 256):
+        tx *= 2
+    return GroupConfig.of("stencil", tx=tx, ty=ty, rows=rows)
+
+
+def alternatives(first: GroupConfig) -> list[GroupConfig]:
+    """Seeds beside the rule's tile: half and double the rows a thread computes."""
+    rows = int(first.get("rows"))
+    out = []
+    for r in (rows * 2, rows // 2):
+        if r in STENCIL_KNOBS["rows"]:
+            out.append(first.with_params(rows=r))
+    return out
+
+
+def code(p: str, config: GroupConfig, geo: Geometry, kernel: tuple[int, int, int], bias: str) -> str:
+    """The stencil kernel and its launch; ``bias`` is the statement adding the conv's bias to ``v``."""
+    tx, ty, rows = (int(config.get(k)) for k in ("tx", "ty", "rows"))
+    threads, th = tx * ty, ty * rows
+    kd, kh, kw = kernel
+    taps = kd * kh * kw
+    (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = geo.stride, geo.padding, geo.dilation
+    _, bh, bw = _box(geo, kernel, tx, th)
+    box = kd * bh * bw
+    ctype = c_type(geo.dtype)
+    in_rows = (rows - 1) * sh + (kh - 1) * dh + 1  # box rows one thread reads
+    load = to_compute("xc[((int64_t)id * P.H + ih) * P.W + iw]", geo.dtype)
+    weight = to_compute("wc[t]", geo.dtype)
+    # Which (output row, kernel row) pairs each box row of the thread feeds: all constants.
+    feeds = []
+    for j in range(in_rows):
+        pairs = [(r, (j - r * sh) // dh) for r in range(rows) if j >= r * sh and (j - r * sh) % dh == 0]
+        pairs = [(r, ky) for r, ky in pairs if ky < kh]
+        if pairs:
+            fmas = "\n".join(
+                f"          acc[{r}] = fmaf(v[kx], wr[(kz * {kh} + {ky}) * {kw} + kx], acc[{r}]);" for r, ky in pairs
+            )
+            feeds.append(f"""\
+      {{  // box row {j} of this thread
+        const float* __restrict__ src = slice + (ly * {rows * sh} + {j}) * {bw} + lx * {sw};
+        float v[{kw}];
+#pragma unroll
+        for (int kx = 0; kx < {kw}; ++kx) v[kx] = src[kx * {dw}];
+#pragma unroll
+        for (int kx = 0; kx < {kw}; ++kx) {{
+{fmas}
+        }}
+      }}""")
+    feed = "\n".join(feeds)
+    return f"""\
+// stencil: a block stages the input box of a {th} x {tx} output tile ({kd} x {bh} x {bw} floats) per input
+// channel; each thread computes {rows} output rows of one column from it, the weights in registers.
+__global__ void __launch_bounds__({threads}) {p}_stencil(const {p}_prob P) {{
+  constexpr int KS = {taps};  // kernel taps
+  __shared__ float box[{box}];
+  uint32_t rest = blockIdx.x;
+  const int tw = (int)(rest % (uint32_t)P.tiles_n);
+  rest /= (uint32_t)P.tiles_n;
+  const int tr = (int)(rest % (uint32_t)P.tiles_m);
+  rest /= (uint32_t)P.tiles_m;
+  const int od = (int)(rest % (uint32_t)P.OD);
+  const uint32_t plane = rest / (uint32_t)P.OD;
+  const int co = (int)(plane % (uint32_t)P.Cout), b = (int)(plane / (uint32_t)P.Cout);
+  const int gz = co / (int)P.Cout_g;
+  const int oh0 = tr * {th}, ow0 = tw * {tx};
+  const int id0 = od * {sd} - {pd}, ih0 = oh0 * {sh} - {ph}, iw0 = ow0 * {sw} - {pw};
+  const int lx = (int)threadIdx.x % {tx}, ly = (int)threadIdx.x / {tx};
+  float acc[{rows}];
+#pragma unroll
+  for (int r = 0; r < {rows}; ++r) acc[r] = 0.f;
+  for (int ci = 0; ci < (int)P.Cin_g; ++ci) {{
+    const {ctype}* __restrict__ xc = P.x + ((int64_t)b * P.Cin + gz * P.Cin_g + ci) * P.DHW;
+    const {ctype}* __restrict__ wc = P.w + ((int64_t)co * P.Cin_g + ci) * KS;
+    if (ci > 0) __syncthreads();  // every thread is done with the previous channel's box
+#pragma unroll 4
+    for (int e = (int)threadIdx.x; e < {box}; e += {threads}) {{
+      const int z = e / {bh * bw}, y = (e / {bw}) % {bh}, x = e % {bw};
+      const int id = id0 + z * {dd}, ih = ih0 + y, iw = iw0 + x;
+      float v = 0.f;
+      if ((unsigned)id < (unsigned)P.D && (unsigned)ih < (unsigned)P.H && (unsigned)iw < (unsigned)P.W) v = {load};
+      box[e] = v;
+    }}
+    float wr[KS];
+#pragma unroll
+    for (int t = 0; t < KS; ++t) wr[t] = {weight};
+    __syncthreads();
+#pragma unroll
+    for (int kz = 0; kz < {kd}; ++kz) {{
+      const float* __restrict__ slice = box + kz * {bh * bw};
+{feed}
+    }}
+  }}
+  const int ow = ow0 + lx;
+  if (ow >= (int)P.OW) return;
+#pragma unroll
+  for (int r = 0; r < {rows}; ++r) {{
+    const int oh = oh0 + ly * {rows} + r;
+    if (oh < (int)P.OH) {{
+      float v = acc[r];
+      {bias}
+      {p}_epi1(P, ((int64_t)plane * P.OD + od) * P.OHW + (int64_t)oh * P.OW + ow, 0, v);
+    }}
+  }}
+}}
+static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
+  if (P.B * P.Cout <= 0 || P.OS <= 0) return 0;
+  if (P.KD != {kd} || P.KH != {kh} || P.KW != {kw}) return -5;  // built for a {kd}x{kh}x{kw} kernel
+  P.tiles_n = (P.OW + {tx - 1}) / {tx};
+  P.tiles_m = (P.OH + {th - 1}) / {th};
+  const int64_t blocks = P.B * P.Cout * P.OD * P.tiles_m * P.tiles_n;
+  if (blocks > 2147483647LL || P.OH > 2147483647LL - {th} || P.OW > 2147483647LL - {tx}) return -4;
+  {p}_stencil<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
+  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
+  return 0;
+}}
+"""
