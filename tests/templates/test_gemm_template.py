@@ -140,7 +140,8 @@ SPECS: dict[str, dict[str, Any]] = {
     ),
     "gemv": dict(
         sizes={"M": 37, "K": 1000},
-        sets=[{"M": 5, "K": 29}, {"M": 8, "K": 1024}],
+        # the last two split each row's k range over several warps (16-byte loads, then scalar ones)
+        sets=[{"M": 5, "K": 29}, {"M": 8, "K": 1024}, {"M": 40, "K": 4100}, {"M": 9, "K": 2051}],
         args="a, x",
         body="return torch.matmul(a, x)",
         inputs="torch.randn(M, K), torch.randn(K)",

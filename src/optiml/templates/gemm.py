@@ -41,8 +41,11 @@ Variants (structural choices):
   measured faster once its split took two integer operations (compute_quality_suite.json).
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
-  small batch, ``A @ v``) a warp owns one big index, its lanes stride over k (16-byte loads when
-  aligned) and a shuffle tree sums each of the ``rows`` dot products; otherwise a thread owns one
+  small batch, ``A @ v``) one to all of a block's warps own one big index, each over one part of its
+  k range (more warps while the blocks would give the SMs fewer than four rounds of resident blocks:
+  a last partial round idles SMs), its lanes stride over k (16-byte loads when aligned, up to four in
+  flight a lane), a shuffle tree sums each of the ``rows`` dot products and the parts are added in
+  order through shared memory; otherwise a thread owns one
   big index and walks k (coalesced across the warp). With too few blocks to fill the GPU, K is split
   into slices whose partial sums go to the workspace and a second kernel adds them in slice order
   (deterministic) and applies the epilogue.
@@ -635,6 +638,7 @@ struct {p}_prob {{
   const {ctype}* small;
   int64_t I, J, sbi, sbkk, ssj, ssk, bbig[{nbd}], bsmall[{nbd}];
   int small_is_m, vec;
+  int wpi;                         // gemv: warps per big index, each summing one part of its k range
   int64_t splits, kslice;
   float* part;                     // split-K partial sums [splits][batch * M][N]
 {fields}
@@ -936,6 +940,7 @@ static int {p}_splitk_launch(const {p}_prob& P, cudaStream_t stream) {{
 def _gemv_code(p: str, cfg: GroupConfig, prob: Problem, facts: DeviceFacts) -> str:
     threads, rows = int(cfg.get("threads")), int(cfg.get("rows"))
     warps = threads // 32
+    resident_blocks = facts.sm_count * max(1, facts.max_threads_per_sm // threads)
     ctype = c_type(prob.dtype)
 
     def load(expr: str) -> str:
@@ -943,9 +948,35 @@ def _gemv_code(p: str, cfg: GroupConfig, prob: Problem, facts: DeviceFacts) -> s
 
     vec_dot = ""
     if prob.dtype == "float32":
+        # 16-byte loads of the big operand in flight per lane: four with one or two outputs a lane, two
+        # with four (more would spill with eight or sixteen)
+        depth = 4 if rows <= 2 else 2 if rows <= 4 else 1
+        deep = ""
+        if depth > 1:
+            deep = f"""\
+    for (; k + {128 * (depth - 1)} < k_hi; k += {128 * depth}) {{
+      float4 x[{depth}];
+#pragma unroll
+      for (int u = 0; u < {depth}; ++u) x[u] = *(const float4*)(big + k + 128 * u);
+#pragma unroll
+      for (int jj = 0; jj < {rows}; ++jj) {{
+        if (j0 + jj < P.J) {{
+#pragma unroll
+          for (int u = 0; u < {depth}; ++u) {{
+            const float4 y = *(const float4*)(sm + jj * P.ssj + k + 128 * u);
+            acc[jj] = fmaf(x[u].x, y.x, acc[jj]);
+            acc[jj] = fmaf(x[u].y, y.y, acc[jj]);
+            acc[jj] = fmaf(x[u].z, y.z, acc[jj]);
+            acc[jj] = fmaf(x[u].w, y.w, acc[jj]);
+          }}
+        }}
+      }}
+    }}
+"""
         vec_dot = f"""\
   if (P.vec) {{
-    for (int64_t k = k_lo + lane * 4; k < k_hi; k += 128) {{
+    int64_t k = k_lo + lane * 4;
+{deep}    for (; k < k_hi; k += 128) {{
       const float4 x = *(const float4*)(big + k);
 #pragma unroll
       for (int jj = 0; jj < {rows}; ++jj) {{
@@ -983,18 +1014,22 @@ __device__ __forceinline__ void {p}_skinny_block(const {p}_prob& P, int64_t per_
   jc = bid % njc;
   z = bid / njc;
 }}
-// The big operand is k-contiguous: a warp per big index, lanes over k, a shuffle tree per output.
+// The big operand is k-contiguous: P.wpi warps per big index, each over one part of the k range (lanes
+// over k), a shuffle tree per output, the parts added in order through shared memory.
 __global__ void __launch_bounds__({threads}) {p}_dot(const {p}_prob P) {{
-  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+  __shared__ float parts[{warps}][{rows}];
+  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5, part = warp % P.wpi;
   int64_t z, jc, s, ib, obig, osm;
-  {p}_skinny_block(P, {warps}, z, jc, s, ib);
-  const int64_t i = ib * {warps} + warp;
-  if (i >= P.I) return;  // whole warps leave together
+  {p}_skinny_block(P, {warps} / P.wpi, z, jc, s, ib);
+  const int64_t i = ib * ({warps} / P.wpi) + warp / P.wpi;
+  const bool live = i < P.I;  // no early return: the parts meet at a barrier
   {p}_offsets(P.bsz, P.bbig, P.bsmall, z, obig, osm);
   const int64_t j0 = jc * {rows};
-  const {ctype}* __restrict__ big = P.big + obig + i * P.sbi;
+  const {ctype}* __restrict__ big = P.big + obig + (live ? i : 0) * P.sbi;
   const {ctype}* __restrict__ sm = P.small + osm + j0 * P.ssj;
-  const int64_t k_lo = s * P.kslice, k_hi = k_lo + P.kslice < P.K ? k_lo + P.kslice : P.K;
+  const int64_t s_lo = s * P.kslice, s_hi = s_lo + P.kslice < P.K ? s_lo + P.kslice : P.K;
+  const int64_t chunk = ((s_hi - s_lo + P.wpi - 1) / P.wpi + 127) / 128 * 128;  // parts start 16-byte aligned
+  const int64_t k_lo = live ? s_lo + part * chunk : s_hi, k_hi = k_lo + chunk < s_hi ? k_lo + chunk : s_hi;
   float acc[{rows}];
 #pragma unroll
   for (int jj = 0; jj < {rows}; ++jj) acc[jj] = 0.f;
@@ -1013,7 +1048,13 @@ __global__ void __launch_bounds__({threads}) {p}_dot(const {p}_prob P) {{
     for (int o = 16; o > 0; o >>= 1) acc[jj] += __shfl_xor_sync(0xffffffffu, acc[jj], o);
     if (lane == jj) v = acc[jj];
   }}
-  if (lane < {rows} && j0 + lane < P.J) {p}_finish(P, z, i, j0 + lane, s, v);
+  if (P.wpi > 1) {{
+    if (lane < {rows}) parts[warp][lane] = v;
+    __syncthreads();
+    if (part != 0) return;
+    for (int q = 1; q < P.wpi; ++q) v += lane < {rows} ? parts[warp + q][lane] : 0.f;
+  }}
+  if (live && lane < {rows} && j0 + lane < P.J) {p}_finish(P, z, i, j0 + lane, s, v);
 }}
 // The big operand is contiguous along the big side: a thread per big index walks k (coalesced).
 __global__ void __launch_bounds__({threads}) {p}_axpy(const {p}_prob P) {{
@@ -1070,7 +1111,15 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
     for (int d = 0; d < {p}_nbd; ++d) {{ P.bbig[d] = P.bsa[d]; P.bsmall[d] = P.bsb[d]; }}
   }}
   const bool dot = P.sbkk == 1 || P.K == 1;
-  const int64_t per_block = dot ? {warps} : {threads};
+  // Warps per big index: split each dot product's k range over more warps while the blocks would not
+  // give every SM four rounds of resident blocks (a last partial round idles SMs) and each part keeps
+  // at least 512 terms.
+  const int64_t njc = (P.J + {rows - 1}) / {rows}, resident = {resident_blocks};
+  P.wpi = 1;
+  while (dot && P.wpi < {warps} && P.K / (2 * P.wpi) >= 512 &&
+         P.batch * njc * ((P.I + {warps} / P.wpi - 1) / ({warps} / P.wpi)) < 4 * resident)
+    P.wpi *= 2;
+  const int64_t per_block = dot ? {warps} / P.wpi : {threads};
   int64_t splits = {p}_splits(P.I, P.J, P.K, P.batch, per_block);
   int64_t kslice = P.K;
   if (splits > 1) {{
@@ -1083,7 +1132,7 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   P.vec = {"1" if prob.dtype == "float32" else "0"} && dot && P.ssk == 1 && P.K % 4 == 0 && P.sbi % 4 == 0 &&
           P.ssj % 4 == 0 && {p}_aligned(P.big) && {p}_aligned(P.small) && {p}_strides_ok(P.bbig, {p}_nbd, 4) &&
           {p}_strides_ok(P.bsmall, {p}_nbd, 4);
-  const int64_t blocks = P.batch * ((P.J + {rows - 1}) / {rows}) * splits * ((P.I + per_block - 1) / per_block);
+  const int64_t blocks = P.batch * njc * splits * ((P.I + per_block - 1) / per_block);
   if (blocks > 2147483647LL) return -4;
   if (dot)
     {p}_dot<<<(unsigned)blocks, {threads}, 0, stream>>>(P);
