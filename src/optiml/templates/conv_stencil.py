@@ -93,12 +93,14 @@ def tile(out_h: int, out_w: int) -> GroupConfig:
 
 
 def alternatives(first: GroupConfig) -> list[GroupConfig]:
-    """Seeds beside the rule's tile: half and double the rows a thread computes."""
-    rows = int(first.get("rows"))
+    """Seeds beside the rule's tile: twice the rows a thread computes, and twice the columns a block
+    covers (half as many threads high), each staging less halo per output."""
+    rows, tx, ty = (int(first.get(k)) for k in ("rows", "tx", "ty"))
     out = []
-    for r in (rows * 2, rows // 2):
-        if r in STENCIL_KNOBS["rows"]:
-            out.append(first.with_params(rows=r))
+    if rows * 2 in STENCIL_KNOBS["rows"]:
+        out.append(first.with_params(rows=rows * 2))
+    if tx * 2 in STENCIL_KNOBS["tx"] and ty > 1:
+        out.append(first.with_params(tx=tx * 2, ty=ty // 2))
     return out
 
 
@@ -113,7 +115,7 @@ def code(p: str, config: GroupConfig, geo: Geometry, kernel: tuple[int, int, int
     box = kd * bh * bw
     ctype = c_type(geo.dtype)
     in_rows = (rows - 1) * sh + (kh - 1) * dh + 1  # box rows one thread reads
-    load = to_compute("xc[((int64_t)id * P.H + ih) * P.W + iw]", geo.dtype)
+    load = to_compute("src[x]", geo.dtype)
     weight = to_compute("wc[t]", geo.dtype)
     # Which (output row, kernel row) pairs each box row of the thread feeds: all constants.
     feeds = []
@@ -154,6 +156,7 @@ __global__ void __launch_bounds__({threads}) {p}_stencil(const {p}_prob P) {{
   const int oh0 = tr * {th}, ow0 = tw * {tx};
   const int id0 = od * {sd} - {pd}, ih0 = oh0 * {sh} - {ph}, iw0 = ow0 * {sw} - {pw};
   const int lx = (int)threadIdx.x % {tx}, ly = (int)threadIdx.x / {tx};
+  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
   float acc[{rows}];
 #pragma unroll
   for (int r = 0; r < {rows}; ++r) acc[r] = 0.f;
@@ -161,13 +164,15 @@ __global__ void __launch_bounds__({threads}) {p}_stencil(const {p}_prob P) {{
     const {ctype}* __restrict__ xc = P.x + ((int64_t)b * P.Cin + gz * P.Cin_g + ci) * P.DHW;
     const {ctype}* __restrict__ wc = P.w + ((int64_t)co * P.Cin_g + ci) * KS;
     if (ci > 0) __syncthreads();  // every thread is done with the previous channel's box
+    // the box, a row per warp at a time (bounds and address once a row), lanes along the row
 #pragma unroll 4
-    for (int e = (int)threadIdx.x; e < {box}; e += {threads}) {{
-      const int z = e / {bh * bw}, y = (e / {bw}) % {bh}, x = e % {bw};
-      const int id = id0 + z * {dd}, ih = ih0 + y, iw = iw0 + x;
-      float v = 0.f;
-      if ((unsigned)id < (unsigned)P.D && (unsigned)ih < (unsigned)P.H && (unsigned)iw < (unsigned)P.W) v = {load};
-      box[e] = v;
+    for (int row = warp; row < {kd * bh}; row += {threads // 32}) {{
+      const int z = row / {bh}, id = id0 + z * {dd}, ih = ih0 + row - z * {bh};
+      const bool inside = (unsigned)id < (unsigned)P.D && (unsigned)ih < (unsigned)P.H;
+      const {ctype}* __restrict__ src = xc + ((int64_t)id * P.H + ih) * P.W + iw0;
+#pragma unroll
+      for (int x = lane; x < {bw}; x += 32)
+        box[row * {bw} + x] = inside && (unsigned)(iw0 + x) < (unsigned)P.W ? {load} : 0.f;
     }}
     float wr[KS];
 #pragma unroll
