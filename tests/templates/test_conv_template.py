@@ -344,7 +344,7 @@ def test_render_is_deterministic_prefixed_and_size_free(tasks: dict[str, Task]) 
             a = k.render(configs).code
             assert a == k.render(configs).code
             conv = a[a.index("// ---- g0:") : a.index("OPTIML_EXPORT int optiml_forward")]
-            defined = re.findall(r"(?:__global__ void __launch_bounds__\(\d+\)|static \w+)\s+(\w+)\(", conv)
+            defined = re.findall(r"(?:__global__ void __launch_bounds__\(\d+(?:, \d+)?\)|static \w+)\s+(\w+)\(", conv)
             defined += re.findall(r"struct (\w+) \{", conv)
             assert defined and all(n.startswith(("g0_", "g1_")) for n in defined), defined
             if configs[0].variant == "stencil":  # the kernel's extents compiled in (unrolled taps), guarded at launch
@@ -525,11 +525,13 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
 ]
 
 
-def _units(tasks: dict[str, Task], cases: list[tuple[str, list[GroupConfig]]]) -> list[str]:
+def _units(
+    tasks: dict[str, Task], cases: list[tuple[str, list[GroupConfig]]], facts: DeviceFacts = EMULATED
+) -> list[str]:
     """One unit per (task, config): the first conv's config, every later kernel's default."""
     units = []
     for name, configs in cases:
-        k = kernels_of(tasks, name, EMULATED)
+        k = kernels_of(tasks, name, facts)
         units += [k.render([c, *k.default()[1:]]).code for c in configs]
     return units
 
@@ -563,6 +565,24 @@ def _check(tasks: dict[str, Task], lib: Path, cases: list[tuple[str, list[GroupC
 def test_fp32_variants_match_torch_on_the_emulator(tasks: dict[str, Task], tmp_path: Path) -> None:
     lib = emulated_library(tmp_path, _units(tasks, FP32_CASES))
     failures = _check(tasks, lib, FP32_CASES, exact=False)
+    assert not failures, "\n".join(failures)
+
+
+@needs_gxx
+def test_stencil_blocks_walking_several_row_tiles_match_torch(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """On a GPU of one small SM the stencil's blocks each walk several row tiles of their column strip
+    (the launch's dgx > 1): the box is restaged per tile and every tile's outputs land."""
+    tiny = DeviceFacts(sm_count=1, max_threads_per_sm=32)
+    cases = [
+        ("depthwise_residual", [GroupConfig.of("stencil", tx=32, ty=1, rows=2)]),
+        ("depthwise_multiplier", [GroupConfig.of("stencil", tx=32, ty=2, rows=1)]),
+        ("conv3d_groups", [GroupConfig.of("stencil", tx=32, ty=1, rows=2)]),
+    ]
+    units = _units(tasks, cases, tiny)
+    assert all("for (int tr = group * (int)P.dgx; tr < tr_end; ++tr)" in unit for unit in units)
+    assert all("/ 4;" in unit for unit in units)  # four rounds of one resident block: per = tiles / 4
+    lib = emulated_library(tmp_path, units)
+    failures = _check(tasks, lib, cases, exact=False)
     assert not failures, "\n".join(failures)
 
 

@@ -148,7 +148,7 @@ static emu_dim3 blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 #define __shared__ static
 struct emu_barrier {

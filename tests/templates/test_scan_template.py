@@ -287,7 +287,7 @@ static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __align__(n)
 #define __restrict__
 #define __shared__ static

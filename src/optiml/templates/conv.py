@@ -221,7 +221,7 @@ struct {p}_prob {{
   int64_t OS, KS, KHW, OHW, DHW;   // output pixels per image, kernel taps, plane sizes
   int64_t M, NP, K;                // one group's implicit GEMM: Cout_g x (B * OS) x (Cin_g * KS)
   int64_t tiles_m, tiles_n;       // implicit / mma grid
-  int64_t dgx, dgy;                // direct grid: pixel blocks x plane blocks
+  int64_t dgx, dgy;                // direct grid: pixel x plane blocks; stencil: row tiles a block, groups
   uint32_t ks_mul;                 // k / KS by multiply-high (0: KS == 1)
   int ks_shr;
   int64_t N;                       // 1: the epilogue is indexed by the output's linear index alone
@@ -1135,7 +1135,7 @@ class ConvTemplate:
             ]
         elif config.variant == "stencil":
             assert prob.kernel is not None  # the space offers stencil only then
-            device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co")))
+            device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts))
         else:
             device.append(_direct_code(p, config, prob, ctx.facts))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]
