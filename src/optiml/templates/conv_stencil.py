@@ -116,6 +116,11 @@ def code(
     resident_blocks = facts.sm_count * max(1, facts.max_threads_per_sm // threads)
     kd, kh, kw = kernel
     taps = kd * kh * kw
+    # A register cap from what a thread holds (weights, accumulators, a box row, ~32 for indices and
+    # pointers): ptxas alone took up to 64 registers for a 3x3 kernel (half occupancy, latency-bound in
+    # ncu), or 40 and a spill in one fp16 config.
+    registers = -(-max(40, taps + rows + kw + 32) // 8) * 8
+    min_blocks = max(1, 65536 // (registers * threads))
     (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = geo.stride, geo.padding, geo.dilation
     _, bh, bw = _box(geo, kernel, tx, th)
     box = kd * bh * bw
@@ -148,7 +153,7 @@ def code(
 // stencil: a block walks row tiles of {th} x {tx} outputs down one column strip of a plane; per tile and input
 // channel it stages the tile's input box ({kd} x {bh} x {bw} floats), and each thread computes {rows} output rows
 // of one column from it, the weights in registers.
-__global__ void __launch_bounds__({threads}, {max(1, 1024 // threads)}) {p}_stencil(const {p}_prob P) {{
+__global__ void __launch_bounds__({threads}, {min_blocks}) {p}_stencil(const {p}_prob P) {{
   constexpr int KS = {taps};  // kernel taps
   __shared__ float box[{box}];
   uint32_t rest = blockIdx.x;
