@@ -117,9 +117,11 @@ def code(
     kd, kh, kw = kernel
     taps = kd * kh * kw
     # A register cap from what a thread holds (weights, accumulators, a box row, ~32 for indices and
-    # pointers): ptxas alone took up to 64 registers for a 3x3 kernel (half occupancy, latency-bound in
-    # ncu), or 40 and a spill in one fp16 config.
-    registers = -(-max(40, taps + rows + kw + 32) // 8) * 8
+    # pointers), at most 64: occupancy is what hides this kernel's memory latency. Same-call A/Bs (H200,
+    # conv_stencil_register_cap.json): a 3x3 kernel at 48 registers against 64, 0.644 -> 0.604 ms; a 5x5
+    # one at 80 (its estimate) against 64 (a small spill), 0.309 -> 0.363 ms. ptxas alone took 40 and a
+    # spill in one fp16 config.
+    registers = min(64, -(-max(40, taps + rows + kw + 32) // 8) * 8)
     min_blocks = max(1, 65536 // (registers * threads))
     (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = geo.stride, geo.padding, geo.dilation
     _, bh, bw = _box(geo, kernel, tx, th)
