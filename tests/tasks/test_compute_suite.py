@@ -51,6 +51,7 @@ EXPECTED = {
         "conv2d_strided",
         "conv3d",
         "depthwise_conv2d",
+        "depthwise_conv2d_k5s2",
         "depthwise_separable_fp16",
         "conv_transpose2d",
         "pointwise_conv2d_bf16",
@@ -85,6 +86,7 @@ PLANS = {
     "conv2d_strided": "conv[conv]",
     "conv3d": "conv[conv]",
     "depthwise_conv2d": "conv[conv]",
+    "depthwise_conv2d_k5s2": "conv[conv]",
     "depthwise_separable_fp16": "conv[conv] → conv[conv]",
     "conv_transpose2d": "conv[conv]",
     "pointwise_conv2d_bf16": "conv[conv]",
@@ -94,8 +96,9 @@ PLANS = {
 #: template's choices are pinned by its own tests (tests/templates/test_gemm_template.py) as it is tuned.
 VARIANTS = {
     "conv_transpose2d": "implicit",  # 128 x 16 taps, a quarter of them real at stride 2: 512 products
-    "depthwise_conv2d": "direct",
-    "depthwise_separable_fp16": "direct",
+    "depthwise_conv2d": "stencil",  # one input channel a group: an input box in shared memory
+    "depthwise_conv2d_k5s2": "stencil",
+    "depthwise_separable_fp16": "stencil",
     "conv2d_bias_relu": "tf32x3",
     "conv3d": "implicit",
     "conv2d_fp16": "mma",
