@@ -93,6 +93,11 @@ SPECS: dict[str, dict[str, Any]] = {
         init="        self.c = nn.Conv2d(C, 2 * C, (3, 5), stride=(2, 1), padding=(1, 3), dilation=(1, 2), groups=C)",
         body="torch.relu(self.c(x))",
     ),
+    "depthwise_wide_kernel": dict(  # a 1x7 kernel, stride 3 along W, dilation 2 along H, multiplier 3, no H padding
+        sets=[{"B": 1, "H": 3, "W": 40}, {"B": 2, "H": 7, "W": 7}],
+        init="        self.c = nn.Conv2d(C, 3 * C, (1, 7), stride=(1, 3), padding=(0, 3), dilation=(2, 1), groups=C)",
+        body="self.c(x)",
+    ),
     "depthwise3d": dict(
         sizes={"B": 2, "C": 3, "D": 4, "H": 5, "W": 6},
         sets=[{"B": 1, "D": 2, "H": 3, "W": 9}],
@@ -268,7 +273,8 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     assert first["conv2d_bn_relu"] == GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)
     for name in ("transposed2d", "transposed1d_groups"):
         assert first[name].variant == "direct", name  # transposed, few products per output
-    for name in ("depthwise_residual", "depthwise_multiplier", "depthwise3d", "h_depthwise", "pointwise_relu"):
+    depthwise = ("depthwise_residual", "depthwise_multiplier", "depthwise3d", "depthwise_wide_kernel", "h_depthwise")
+    for name in (*depthwise, "pointwise_relu"):
         assert first[name].variant == "stencil", name  # depthwise, or K = 4 < 32 terms
     # the tile follows the output plane: 16 rows for 9 x 11 outputs (32 would idle most threads)
     assert first["depthwise_residual"] == GroupConfig.of("stencil", tx=32, ty=4, rows=4)
@@ -491,6 +497,10 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ),
     ("depthwise_multiplier", [GroupConfig.of("stencil", tx=32, ty=2, rows=4), GroupConfig.of("direct", threads=64)]),
     ("depthwise3d", [GroupConfig.of("stencil", tx=32, ty=2, rows=2)]),
+    (
+        "depthwise_wide_kernel",
+        [GroupConfig.of("stencil", tx=32, ty=4, rows=4), GroupConfig.of("stencil", tx=64, ty=1, rows=8)],
+    ),
     ("conv2d_strided", [GroupConfig.of("stencil", tx=32, ty=4, rows=2)]),
     ("conv1d", [GroupConfig.of("stencil", tx=64, ty=1, rows=1)]),
     ("conv3d_groups", [GroupConfig.of("stencil", tx=32, ty=2, rows=1)]),
