@@ -117,11 +117,13 @@ def code(
     kd, kh, kw = kernel
     taps = kd * kh * kw
     # A register cap from what a thread holds (weights, accumulators, a box row, ~32 for indices and
-    # pointers), at most 64: occupancy is what hides this kernel's memory latency. Same-call A/Bs (H200,
-    # conv_stencil_register_cap.json): a 3x3 kernel at 48 registers against 64, 0.644 -> 0.604 ms; a 5x5
-    # one at 80 (its estimate) against 64 (a small spill), 0.309 -> 0.363 ms. ptxas alone took 40 and a
+    # pointers), trimmed by up to 8 towards 64: occupancy is what hides this kernel's memory latency.
+    # Same-call A/Bs (H200, conv_stencil_register_cap.json): a 3x3 kernel at 48 registers against 64,
+    # 0.644 -> 0.604 ms; a 5x5 one at 64 (a small spill) against 80, 0.309 against 0.363 ms. Larger
+    # kernels (7x7: 96 estimated, capped at 88) are not measured. ptxas alone took 40 registers and a
     # spill in one fp16 config.
-    registers = min(64, -(-max(40, taps + rows + kw + 32) // 8) * 8)
+    estimate = -(-max(40, taps + rows + kw + 32) // 8) * 8
+    registers = estimate if estimate <= 64 else max(64, estimate - 8)
     min_blocks = max(1, 65536 // (registers * threads))
     (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = geo.stride, geo.padding, geo.dilation
     _, bh, bw = _box(geo, kernel, tx, th)
