@@ -1035,8 +1035,9 @@ class ConvTemplate:
         return Space(knobs=knobs, check=partial(_space_check, prob))
 
     def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
-        """transposed → implicit (fp32, enough products) or direct; K < 32 → direct; fp32 → tf32x3 where its
-        wide tiles fill M and the SMs, else implicit by M and tile coverage; half → mma (module docstring)."""
+        """transposed → implicit (fp32, enough products) or direct; K < 32 or depthwise → stencil (else direct);
+        fp32 → tf32x3 where its wide tiles fill M and the SMs, else implicit by M and tile coverage; half → mma
+        (module docstring)."""
         prob = self._problem(group)
         m, n, k = prob.gemm_sizes(prob.primary)
         sms = max(1, facts.sm_count)
