@@ -288,6 +288,19 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
         assert all(k.spaces[0].reason_invalid(s) is None for s in seeds), (name, seeds)
 
 
+def test_the_stencil_tile_follows_the_output_plane() -> None:
+    """64 columns by up to 16 rows on planes wider than 32 columns (the measured winner on the suite's
+    depthwise tasks), 32 columns by up to 32 rows on narrower ones, widened to 128 threads on flat planes."""
+    from optiml.templates.conv_stencil import tile
+
+    def shape(config: GroupConfig) -> tuple[int, int, int]:
+        return int(config.get("tx")), int(config.get("ty")), int(config.get("rows"))
+
+    assert shape(tile(112, 112)) == (64, 4, 4) and shape(tile(80, 80)) == (64, 4, 4)
+    assert shape(tile(9, 11)) == (32, 4, 4) and shape(tile(200, 20)) == (32, 8, 4)
+    assert shape(tile(1, 4096)) == (128, 1, 1) and shape(tile(3, 1000)) == (128, 1, 4)
+
+
 def test_the_rule_takes_tf32x3_where_its_wide_tiles_fill_m_and_the_sms() -> None:
     """The suite's fp32 convolutions on an H200's facts: 2-D ones with >= 128 output channels and enough
     tiles get tf32x3 128x128; the 64-channel 3-D one stays implicit with a narrow tf32x3 seed; a GPU
