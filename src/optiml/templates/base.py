@@ -95,6 +95,10 @@ class DeviceFacts:
     l2_bytes: int = 60 * 1024 * 1024
     arch: str = "sm_90a"
 
+    def resident_blocks(self, threads: int) -> int:
+        """Blocks of ``threads`` the whole GPU holds at once by its thread limit (one round of a grid)."""
+        return self.sm_count * max(1, self.max_threads_per_sm // threads)
+
 
 @dataclass(frozen=True)
 class KernelCode:
@@ -201,6 +205,14 @@ C_TYPES = {
     "uint8": "uint8_t",
     "bool": "bool",
 }
+
+
+def ceil_pow2(n: int) -> int:
+    """The least power of two that is at least ``n`` (1 for ``n <= 1``)."""
+    p = 1
+    while p < n:
+        p *= 2
+    return p
 
 
 def c_type(dtype: str) -> str:

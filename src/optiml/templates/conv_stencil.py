@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from optiml.templates.base import DeviceFacts, GroupConfig, c_type, to_compute
+from optiml.templates.base import DeviceFacts, GroupConfig, c_type, ceil_pow2, to_compute
 
 STENCIL_KNOBS: dict[str, tuple[Any, ...]] = {"tx": (32, 64, 128, 256), "ty": (1, 2, 4, 8), "rows": (1, 2, 4, 8)}
 MAX_TAPS = 64  # kernel weights one thread holds in registers
@@ -76,13 +76,6 @@ def check(geo: Geometry, kernel: tuple[int, int, int] | None, config: GroupConfi
     return None
 
 
-def _pow2_at_least(n: int, cap: int) -> int:
-    p = 1
-    while p < n and p < cap:
-        p *= 2
-    return p
-
-
 def tile(out_h: int, out_w: int) -> GroupConfig:
     """The rule's tile for an output plane of ``out_h x out_w``: 64 columns by up to 16 rows on planes
     wider than 32 (the seed that won on all three depthwise suite tasks, H200, 2026-12-02,
@@ -90,11 +83,11 @@ def tile(out_h: int, out_w: int) -> GroupConfig:
     0.38 on the 5x5 one), else 32 columns by up to 32 rows; 4 rows a thread; columns widened while the
     block has fewer than 128 threads and the plane is wider."""
     wide = out_w > 32
-    th = _pow2_at_least(out_h, 16 if wide else 32)
+    th = min(ceil_pow2(out_h), 16 if wide else 32)
     rows = min(4, th)
     ty = th // rows
     tx = 64 if wide else 32
-    while tx * ty < 128 and tx < _pow2_at_least(out_w, 256):
+    while tx * ty < 128 and tx < min(ceil_pow2(out_w), 256):
         tx *= 2
     return GroupConfig.of("stencil", tx=tx, ty=ty, rows=rows)
 
@@ -117,7 +110,7 @@ def code(
     """The stencil kernel and its launch; ``bias`` is the statement adding the conv's bias to ``v``."""
     tx, ty, rows = (int(config.get(k)) for k in ("tx", "ty", "rows"))
     threads, th = tx * ty, ty * rows
-    resident_blocks = facts.sm_count * max(1, facts.max_threads_per_sm // threads)
+    resident_blocks = facts.resident_blocks(threads)
     kd, kh, kw = kernel
     taps = kd * kh * kw
     # A register cap from what a thread holds (weights, accumulators, a box row, ~32 for indices and

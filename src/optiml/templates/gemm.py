@@ -696,16 +696,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   __shared__ __align__(16) float As[2][{bk}][{bm + pad_a}];
   __shared__ __align__(16) float Bs[2][{bk}][{bn + pad_b}];
   const int tx = (int)threadIdx.x % {tx}, ty = (int)threadIdx.x / {tx};
-  int64_t z, tmi, tni, oa, ob;
-  {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
-  const int64_t s = z / P.batch;  // the split-K slice (0 without a split)
-  z -= s * P.batch;
-  {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
-  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
-  const int64_t kbeg = s * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
-  const float* __restrict__ A = P.a + oa;
-  const float* __restrict__ B = P.b + ob;
-  float acc[{tm}][{tn}];
+{gemm_tf32.split_k_head(p, bm, bn)}  float acc[{tm}][{tn}];
 #pragma unroll
   for (int i = 0; i < {tm}; ++i)
 #pragma unroll
@@ -738,7 +729,7 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
       if (P.splits > 1) {{  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          if (n + q < P.N) P.part[(s * P.batch * P.M + r) * P.N + n + q] = acc[i][c * 4 + q];
+          if (n + q < P.N) P.part[(split * P.batch * P.M + r) * P.N + n + q] = acc[i][c * 4 + q];
         continue;
       }}
 {store}#pragma unroll
@@ -940,7 +931,7 @@ static int {p}_splitk_launch(const {p}_prob& P, cudaStream_t stream) {{
 def _gemv_code(p: str, cfg: GroupConfig, prob: Problem, facts: DeviceFacts) -> str:
     threads, rows = int(cfg.get("threads")), int(cfg.get("rows"))
     warps = threads // 32
-    resident_blocks = facts.sm_count * max(1, facts.max_threads_per_sm // threads)
+    resident_blocks = facts.resident_blocks(threads)
     ctype = c_type(prob.dtype)
 
     def load(expr: str) -> str:

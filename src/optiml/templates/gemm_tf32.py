@@ -116,9 +116,9 @@ def _copy(p: str, outer: int, inner: int, threads: int, width: int, tile: dict[s
 
 
 def split_k_head(p: str, bm: int, bn: int) -> str:
-    """Device statements of a 3xTF32 kernel's block: its batch ``z``, tile origin ``m0``, ``n0``, split-K
-    slice ``split`` and k range ``[kbeg, kend)``, and the operands ``A``, ``B`` of its batch (shared
-    with the warp-group kernel)."""
+    """Device statements of a tiled fp32 GEMM kernel's block (SIMT, 3xTF32 and its warp-group form): its
+    batch ``z``, tile origin ``m0``, ``n0``, split-K slice ``split`` and k range ``[kbeg, kend)``, and
+    the operands ``A``, ``B`` of its batch."""
     return f"""\
   int64_t z, tmi, tni, oa, ob;
   {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);

@@ -36,6 +36,7 @@ from optiml.templates.base import (
     RenderContext,
     Space,
     TemplateError,
+    ceil_pow2,
     from_compute,
 )
 from optiml.templates.cexpr import literal
@@ -136,7 +137,7 @@ class RowTemplate:
             columns = _prod(prog.shape[d] for d in lay.kept)
             if columns >= facts.sm_count * 1024:
                 return GroupConfig.of("col", threads=256)
-            lanes = min(32, max(4, _ceil_pow2(facts.sm_count * 2048 // max(columns, 1))))
+            lanes = min(32, max(4, ceil_pow2(facts.sm_count * 2048 // max(columns, 1))))
             return GroupConfig.of("col_split", threads=max(256, 32 * lanes), lanes=lanes)
         shape = prog.shape
         rows = _prod(shape[d] for d in lay.kept)
@@ -145,13 +146,13 @@ class RowTemplate:
         if (rows < facts.sm_count * 2 and length >= 8192) or rows == 1:
             return GroupConfig.of("split_row", threads=512, vec=vec, blocks_per_sm=4)
         if length <= 1024:
-            items = min(16, max(1, _ceil_pow2(-(-length // (32 * vec)))))
+            items = min(16, max(1, ceil_pow2(-(-length // (32 * vec)))))
             while vec * items > 64:
                 items //= 2
             return GroupConfig.of("warp_row", threads=256, vec=vec, items=items if not lay.r1 else 0)
         threads = 512 if length >= 4096 else 256
         items = -(-length // (threads * vec))
-        items = _ceil_pow2(items) if items <= 16 else 0
+        items = ceil_pow2(items) if items <= 16 else 0
         if lay.r1 or vec * items > 64:
             items = 0
         return GroupConfig.of("block_row", threads=threads, vec=vec, items=items)
@@ -205,13 +206,6 @@ def _prod(values: Iterable[Any]) -> int:
     for v in values:
         n *= int(v)
     return n
-
-
-def _ceil_pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 def _itemsize(dtype: str) -> int:
