@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from optiml.kernel.compiler import Compiler, CompilerConfig
-from optiml.kernel.nvcc_steps import NvccSteps, module_id, parallel_script, parse_dryrun, tool_name
+from optiml.kernel.nvcc_steps import (
+    FATBIN_SYMBOL,
+    NvccSteps,
+    fatbin_data_source,
+    fatbin_wrapper,
+    module_id,
+    parallel_script,
+    parse_dryrun,
+    tool_name,
+)
 from optiml.kernel.source import KernelSource
 
 ENVIRONMENT = [
@@ -61,6 +71,88 @@ def test_a_listing_of_another_shape_is_left_to_nvcc(change) -> None:
     assert parse_dryrun("\n".join(change(LISTING))) is None
 
 
+CICC = (
+    '#$ "$CICC_PATH/cicc" --include_file_name "kernel.fatbin.c" --module_id_file_name ".nvcc/kernel.module_id" '
+    '--gen_c_file_name ".nvcc/kernel.cudafe1.c" --stub_file_name ".nvcc/kernel.cudafe1.stub.c" ".nvcc/kernel.cpp1.ii" '
+    '-o ".nvcc/kernel.ptx"'
+)
+WHOLE_PROGRAM = [
+    *ENVIRONMENT,
+    "#$ rm .nvcc/kernel_dlink.reg.c",
+    '#$ gcc -E -x c++ kernel.cu -o ".nvcc/kernel.cpp4.ii"',
+    '#$ cudafe++ --c++17 --gen_module_id_file --module_id_file_name ".nvcc/kernel.module_id" ".nvcc/kernel.cpp4.ii"',
+    '#$ gcc -D__CUDA_ARCH__=900 -E -x c++ kernel.cu -o ".nvcc/kernel.cpp1.ii"',
+    CICC,
+    '#$ ptxas -arch=sm_90a -m64 -v ".nvcc/kernel.ptx" -o ".nvcc/kernel.cubin"',
+    '#$ fatbinary --create=".nvcc/kernel.fatbin" -64 "--image3=kind=elf,sm=90a,file=.nvcc/kernel.cubin" '
+    '--embedded-fatbin=".nvcc/kernel.fatbin.c"',
+    '#$ gcc -c -x c++ -fPIC -m64 ".nvcc/kernel.cudafe1.cpp" -o ".nvcc/kernel.o"',
+    '#$ nvlink -m64 --shared --arch=sm_90a --register-link-binaries=".nvcc/kernel_dlink.reg.c" ".nvcc/kernel.o" '
+    '-lcudadevrt -o ".nvcc/kernel_dlink.cubin"',
+    '#$ fatbinary --create=".nvcc/kernel_dlink.fatbin" -64 -link '
+    '"--image3=kind=elf,sm=90a,file=.nvcc/kernel_dlink.cubin" --embedded-fatbin=".nvcc/kernel_dlink.fatbin.c"',
+    '#$ gcc -c -x c++ -DFATBINFILE="\\".nvcc/kernel_dlink.fatbin.c\\"" "/opt/cuda/bin/crt/link.stub" '
+    '-o ".nvcc/kernel_dlink.o"',
+    '#$ g++ -fPIC -m64 -Wl,--start-group ".nvcc/kernel_dlink.o" ".nvcc/kernel.o" -shared -lcudart_static '
+    '-Wl,--end-group -o "kernel.so"',
+]
+
+
+def test_a_whole_program_build_gets_the_overlapped_tail() -> None:
+    steps = parse_dryrun("\n".join(WHOLE_PROGRAM))
+    assert steps is not None and steps.split is not None
+    split = steps.split
+    assert [tool_name(c) for c in steps.tail] == ["gcc", "nvlink", "fatbinary", "gcc", "g++"]  # nvcc's, kept
+    assert [tool_name(c) for c in split.device_front] == ["gcc", "cicc"]  # cicc writes the stub the host compile needs
+    assert [tool_name(c) for c in split.device_back] == ["ptxas", "fatbinary", "gcc"]
+    assert "--embedded-fatbin" not in split.device_back[1]  # our wrapper stays
+    assert split.device_back[2] == "gcc -c .nvcc/kernel.fatbin.s -o .nvcc/kernel.fatbin.o"
+    assert split.host_compile == steps.tail[0]
+    assert split.link == (
+        'g++ -fPIC -m64 -Wl,--start-group .nvcc/kernel.fatbin.o ".nvcc/kernel.o" -shared -lcudart_static '
+        '-Wl,--end-group -o "kernel.so"'
+    )
+    assert (split.fatbin_file, split.wrapper_file) == (".nvcc/kernel.fatbin", ".nvcc/kernel.fatbin.c")
+    assert split.data_source_file == ".nvcc/kernel.fatbin.s"
+
+
+def test_the_fatbinary_wrapper_points_at_the_data_objects_bytes() -> None:
+    wrapper = fatbin_wrapper()
+    assert f"extern const unsigned long long {FATBIN_SYMBOL}[]" in wrapper and 'visibility ("hidden")' in wrapper
+    assert f"{{ 0x466243b1, 1, {FATBIN_SYMBOL}, 0 }}" in wrapper  # FATBINC_MAGIC, FATBINC_VERSION
+    data = fatbin_data_source(".nvcc/kernel.fatbin").splitlines()
+    assert data[:2] == ['.section .nv_fatbin,"a"', ".align 8"]
+    assert f".hidden {FATBIN_SYMBOL}" in data and '.incbin ".nvcc/kernel.fatbin"' in data
+
+
+def _replace(old: str, new: str) -> Callable[[list[str]], list[str]]:
+    return lambda lines: [line.replace(old, new) for line in lines]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _replace("--include_file_name", "--device-c --include_file_name"),  # -rdc=true, -dc: cicc
+        _replace('-v ".nvcc/kernel.ptx', '-ewp ".nvcc/kernel.ptx'),  # -ewp: ptxas and fatbinary
+        _replace(
+            '-64 "--image3=kind=elf,sm=90a,file=.nvcc/kernel.cubin',
+            '-64 --device-c "--image3=kind=elf,sm=90a,file=.nvcc/kernel.cubin',
+        ),  # -ewp: a relocatable fatbinary
+        _replace('--stub_file_name ".nvcc/', '--stub_file_name "elsewhere/'),  # the stub includes another wrapper
+        _replace('--embedded-fatbin=".nvcc/kernel.fatbin.c"', ""),  # no wrapper to replace
+        _replace('".nvcc/kernel_dlink.o" ".nvcc/kernel.o" -shared', '".nvcc/kernel.o" -shared'),  # dlink unlinked
+        lambda lines: [line for line in lines if "nvlink" not in line],  # another tail
+        lambda lines: [*lines[:-1], "#$ strip kernel.so", lines[-1]],  # another tail
+        lambda lines: [*lines[:8], CICC, *lines[8:]],  # two device compiles
+    ],
+)
+def test_other_tails_and_relocatable_device_code_keep_nvccs_tail(change) -> None:
+    changed = change(WHOLE_PROGRAM)
+    assert changed != WHOLE_PROGRAM
+    steps = parse_dryrun("\n".join(changed))
+    assert steps is not None and steps.split is None
+
+
 def test_module_ids_follow_nvccs_form_and_differ_per_build() -> None:
     assert module_id("0123456789abcdef0123", "kernel.cu") == "_01234567_9_kernel_cu_89abcdef"
     assert module_id("a" * 24, "kernel.cu") != module_id("b" * 24, "kernel.cu")
@@ -70,7 +162,7 @@ def _run(script: str, folder: Path) -> subprocess.CompletedProcess[str]:
     """``script`` in ``folder``, with nvcc's tools replaced by programs that do nothing."""
     (folder / "logs").mkdir(exist_ok=True)
     (folder / "bin").mkdir(exist_ok=True)
-    for tool in ("cudafe++", "cicc", "ptxas", "fatbinary"):
+    for tool in ("cudafe++", "cicc", "ptxas", "fatbinary", "nvlink", "hostcc"):
         (folder / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
         (folder / "bin" / tool).chmod(0o755)
     env = {"PATH": f"{folder / 'bin'}:{os.environ['PATH']}"}
@@ -114,6 +206,73 @@ def test_the_script_fails_as_nvcc_would(tmp_path: Path) -> None:
     tail_fails = _steps(["true"], ["true"], ["exit 4", "echo never"])
     failed = _run(parallel_script(tail_fails, "_m", "logs"), tmp_path)
     assert failed.returncode == 4 and "never" not in failed.stdout
+
+
+def _whole_program(
+    *, host: str = "true", cicc: str = "true", ptxas: str = "true", compile: str = "true", link: str = "true"
+) -> NvccSteps:
+    """A whole-program listing whose steps (the tools do nothing) run these commands after the tool."""
+    listing = [
+        *ENVIRONMENT,
+        f'#$ cudafe++ --gen_module_id_file --module_id_file_name "logs/id" ; {host}',
+        f'#$ cicc --include_file_name k.fatbin.c --stub_file_name logs/k.stub.c --module_id_file_name "logs/id" '
+        f"; {cicc}",
+        f"#$ ptxas ; {ptxas}",
+        '#$ fatbinary --create="logs/k.fatbin" --embedded-fatbin="logs/k.fatbin.c"',
+        f'#$ hostcc -c "logs/k.cpp" -o "logs/k.o" ; {compile}',
+        "#$ nvlink ; echo nvlink",
+        "#$ fatbinary -link ; echo dlink",
+        '#$ hostcc -c link.stub -o "logs/k_dlink.o" ; echo dlink-compile',
+        f'#$ hostcc "logs/k_dlink.o" "logs/k.o" -o k.so ; {link}',
+    ]
+    steps = parse_dryrun("\n".join(listing))
+    assert steps is not None and steps.split is not None
+    return steps
+
+
+def test_the_host_compile_runs_after_cicc_beside_ptxas(tmp_path: Path) -> None:
+    wait_for_compile = "i=0; while [ ! -f logs/compiling ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done"
+    steps = _whole_program(
+        host="echo host",
+        cicc="echo cicc; : > logs/k.stub.c",  # cicc writes the stub the host compile includes
+        ptxas=f"echo ptxas; {wait_for_compile}; test -f logs/compiling && echo ptxas-beside-compile",
+        compile="test -f logs/k.stub.c && : > logs/compiling && echo compile-after-cicc",
+        link="echo link",
+    )
+    done = _run(parallel_script(steps, "_m", "logs"), tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.split() == ["host", "cicc", "ptxas", "ptxas-beside-compile", "compile-after-cicc", "link"]
+    assert FATBIN_SYMBOL in (tmp_path / "logs" / "k.fatbin.c").read_text()  # our wrapper, not fatbinary's
+    assert '.incbin "logs/k.fatbin"' in (tmp_path / "logs" / "k.fatbin.s").read_text()
+
+
+@pytest.mark.parametrize(
+    ("steps", "status", "output"),
+    [
+        (dict(host="echo host-error; exit 2", cicc="echo cicc-error; exit 3"), 2, ["host-error"]),
+        (
+            dict(host="echo host-ok", cicc="echo cicc-error; exit 3", compile="echo compile"),
+            3,
+            ["host-ok", "cicc-error"],
+        ),
+        (
+            dict(host="echo host-ok", ptxas="echo ptxas-error; exit 5", compile="echo compile"),
+            5,
+            ["host-ok", "ptxas-error"],
+        ),
+        (dict(compile="echo compile-error; exit 6", link="echo link"), 6, ["compile-error"]),
+        (
+            dict(ptxas="echo ptxas-ok", compile="echo compile-ok", link="echo link-error; exit 7"),
+            7,
+            ["ptxas-ok", "compile-ok", "link-error"],
+        ),
+    ],
+)
+def test_the_overlapped_tail_fails_as_nvcc_would(
+    tmp_path: Path, steps: dict[str, str], status: int, output: list[str]
+) -> None:
+    failed = _run(parallel_script(_whole_program(**steps), "_m", "logs"), tmp_path)
+    assert failed.returncode == status and failed.stdout.split() == output
 
 
 BROKEN = """#include "optiml.h"
