@@ -188,3 +188,30 @@ def test_kernelbench_judges_the_exported_model_new_correct(name: str, tmp_path: 
         device=torch.device("cuda:0"),
     )
     assert result.compiled and result.correctness, result
+
+
+def test_a_tma_template_kernel_exports_and_runs(tmp_path: Path, kernel_cache: Path) -> None:
+    """The bf16 GEMM's TMA kernel (it includes ``optiml_tma.h`` and needs sm_90a machine code) as a ModelNew
+    and as a standalone program, on a Hopper GPU."""
+    import torch
+
+    from optiml.templates.base import DeviceFacts, GroupConfig
+    from optiml.templates.kernels import template_kernels
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the TMA kernel is built for sm_90a")
+    task = load_task(Path(__file__).parents[2] / "tasks" / "compute" / "bf16_gemm_square.py")
+    config = GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)
+    kernel = template_kernels(task, DeviceFacts(arch="sm_90a")).render([config])
+    module = import_file(write(tmp_path, "gemm_model_new.py", render_model_new(task, kernel)))
+    a, b = (torch.randn(512, 512, device="cuda").to(torch.bfloat16) for _ in range(2))
+    with torch.no_grad():
+        assert_close(module.ModelNew()(a, b), module.Model()(a, b), task)
+    text, data = render_standalone(task, kernel, file_name="gemm.cu", arch="sm_90a", shape_set=0)  # 16-byte rows
+    write(tmp_path, "gemm.cu", text)
+    (tmp_path / "gemm.bin").write_bytes(data)
+    build = next(line for line in text.splitlines() if line.startswith("// Build: ")).removeprefix("// Build: ")
+    built = subprocess.run(build.split(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    run = subprocess.run([str(tmp_path / "gemm"), "gemm.bin", "5"], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.rstrip().endswith("PASS"), run.stdout + run.stderr

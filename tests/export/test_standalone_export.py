@@ -119,3 +119,31 @@ def test_a_case_too_large_to_record_is_refused_with_the_way_out(tmp_path: Path) 
     assert result.exit_code == 2
     assert "shape set 0 needs 537 MB" in " ".join(result.output.split()) and "--shape-set" in result.output
     assert not (tmp_path / "ln.cu").exists() and not (tmp_path / "ln.bin").exists()
+
+
+@pytest.mark.nvcc
+def test_a_kernel_using_the_tma_header_exports_with_it_inlined_and_compiles(tmp_path: Path) -> None:
+    """The bf16 GEMM template's TMA kernel includes ``optiml_tma.h``: the standalone file carries that header
+    too, and the exported ModelNew writes it beside ``optiml.h`` when it builds."""
+    from optiml.export.kernelbench import render_model_new
+    from optiml.kernel.compiler import gencode
+    from optiml.templates.base import DeviceFacts, GroupConfig
+    from optiml.templates.kernels import template_kernels
+
+    task = load_task(Path(__file__).parents[2] / "tasks" / "compute" / "bf16_gemm_square.py")
+    config = GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)
+    kernel = template_kernels(task, DeviceFacts(arch="sm_90a")).render([config])
+    assert '#include "optiml_tma.h"' in kernel.code
+    text, _ = render_standalone(task, kernel, shape_set=0)
+    assert '// #include "optiml_tma.h" (inlined above)' in text and "optiml_tensor_map_encode(" in text
+    source = tmp_path / "gemm.cu"
+    source.write_text(text)
+    built = subprocess.run(
+        ["nvcc", "-O3", "-std=c++17", gencode("sm_90a"), "-o", str(tmp_path / "gemm"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    model_new = render_model_new(task, kernel)
+    assert "HELPER_HEADERS = {'optiml_tma.h': " in model_new

@@ -76,7 +76,12 @@ ALIGNED = {"M": 64, "N": 48, "K": 32}  # 16-byte loads and stores
 DEEP = {"M": 20, "N": 33, "K": 70}  # several k slices of every depth
 # |sums| < 256 (all but surely): exact in bf16; the first and last take the 16-byte (cp.async) path, the last
 # with more k slices than pipeline stages
-HALF_SETS = [{"M": 64, "N": 48, "K": 56}, {"M": 33, "N": 17, "K": 61}, {"M": 40, "N": 24, "K": 128}]
+HALF_SETS = [
+    {"M": 64, "N": 48, "K": 56},
+    {"M": 33, "N": 17, "K": 61},
+    {"M": 40, "N": 24, "K": 128},
+    {"M": 72, "N": 136, "K": 328},  # six k slices: the pipelines wrap around their stages
+]
 SPECS: dict[str, dict[str, Any]] = {
     "mm": dict(args="a, b", body="return a @ b", inputs="torch.randn(M, K), torch.randn(K, N)"),
     "mm_tn": dict(args="a, b", body="return a.t() @ b", inputs="torch.randn(K, M), torch.randn(K, N)"),
@@ -310,7 +315,7 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     assert first["mm"] == GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)  # one 64x64 tile: small
     assert first["gemv"] == GroupConfig.of("gemv", threads=256, rows=1)
     assert first["small_m_linear"] == GroupConfig.of("gemv", threads=256, rows=4)
-    assert first["h_mm_relu"].variant == "wgmma" and first["h_gemv"].variant == "gemv"
+    assert first["h_mm_relu"].variant == "wgmma_tma" and first["h_gemv"].variant == "gemv"
     big = kernels_of(tasks, "mm").plan.groups[0]
     big_facts = DeviceFacts(sm_count=1)  # the 128x128 tiles cover every SM
     # an odd single product takes tf32x3 (its odd operands padded in the workspace) where TF32 MMAs exist;
@@ -338,7 +343,7 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "mm").spaces[0]
     bf16 = kernels_of(tasks, "h_mm_relu").spaces[0]
     assert fp32.variants == ("simt", "tf32x3", "tf32x3_wgmma", "gemv")
-    assert bf16.variants == ("mma", "wgmma", "gemv")
+    assert bf16.variants == ("mma", "wgmma", "wgmma_tma", "gemv")
     assert kernels_of(tasks, "mm", DeviceFacts(arch="sm_75")).spaces[0].variants == ("simt", "gemv")  # no TF32 MMA
     ampere = kernels_of(tasks, "mm", DeviceFacts(arch="sm_80")).spaces[0]
     assert ampere.variants == ("simt", "tf32x3", "gemv")  # no warp-group MMA before Hopper
@@ -360,6 +365,10 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     assert bf16.reason_invalid(wg) is None
     for config in [wg.with_params(bn=96), wg.with_params(bm=256, stages=4), GroupConfig.of("wgmma", bm=64, bn=64)]:
         assert bf16.reason_invalid(config) is not None, config
+    tma = GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)
+    assert bf16.reason_invalid(tma) is None and bf16.reason_invalid(tma.with_params(bn=192, stages=5)) is None
+    for config in [tma.with_params(stages=5), tma.with_params(bm=256), tma.with_params(bn=96)]:
+        assert bf16.reason_invalid(config) is not None, config  # shared memory, consumer warp groups, panels
     simt = GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
     assert fp32.reason_invalid(simt) is None
     assert fp32.reason_invalid(simt.with_params(bk=16)) is None
@@ -484,6 +493,11 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("mm_nt", GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)),
         ("linear3d_gelu_res", GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)),
     ],
+    "wgmma_tma": [
+        ("h_mm_relu", GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)),
+        ("h_mm_nt", GroupConfig.of("wgmma_tma", bm=128, bn=192, stages=5)),
+        ("h_mm_nt", GroupConfig.of("wgmma_tma", bm=64, bn=128, stages=6)),
+    ],
     "half_gemv_and_fp16": [
         ("h_gemv", GroupConfig.of("gemv", threads=256, rows=4)),
         ("f16_bmm", GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)),
@@ -503,7 +517,7 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
         # (the assembler's optiml_workspace_bytes repeats the forward's layout: its offsets go unused there)
         warnings = [d for d in result.diagnostics if d.severity == "warning" and "ws_" not in d.message]
         assert not warnings, result.log[-3000:]
-        kernels = [r for r in result.resources if "_vec" in r.name or "_dot" in r.name or "_axpy" in r.name]
+        kernels = [r for r in result.resources if any(k in r.name for k in ("_vec", "_dot", "_axpy", "_tma"))]
         assert kernels, name
         for res in kernels:  # the main kernels keep everything in registers
             assert not res.spills and res.stack_bytes == 0, (name, res)
@@ -513,6 +527,8 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
 EXTRAS = r"""
 // What the GEMM kernels use beyond the scan emulator (test-only).
 #include <cmath>
+#include <map>
+#define __grid_constant__
 #undef __align__
 #define __align__(n) __attribute__((aligned(n)))
 struct alignas(16) float4 { float x, y, z, w; };
@@ -628,7 +644,26 @@ static float emu_smem_bf16(unsigned logical) {
   memcpy(&f, &u, 4);
   return f;
 }
-static void emu_wgmma(float* d, unsigned long long da, unsigned long long db, int n_cols, int tnsp) {
+// A warp group's MMAs run when a wait_group retires their commit group, as late as the hardware may read
+// shared memory: a kernel that hands a stage back before then sees it overwritten.
+struct emu_wg_queue {
+  std::vector<std::function<void()>> open;
+  std::vector<std::vector<std::function<void()>>> groups;
+};
+static emu_wg_queue emu_wg[1024];
+static void emu_wg_commit() {
+  emu_wg_queue& q = emu_wg[threadIdx.x];
+  q.groups.push_back(std::move(q.open));
+  q.open.clear();
+}
+static void emu_wg_wait(int pending) {
+  emu_wg_queue& q = emu_wg[threadIdx.x];
+  while ((int)q.groups.size() > pending) {
+    for (auto& mma : q.groups.front()) mma();
+    q.groups.erase(q.groups.begin());
+  }
+}
+static void emu_wgmma_now(float* d, unsigned long long da, unsigned long long db, int n_cols, int tnsp) {
   const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
   const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
   const unsigned b0 = (unsigned)(db & 0x3FFF) << 4, blbo = (unsigned)((db >> 16) & 0x3FFF) << 4;
@@ -647,6 +682,9 @@ static void emu_wgmma(float* d, unsigned long long da, unsigned long long db, in
         d[4 * j + 2 * h + q] = (float)sum;
       }
 }
+static void emu_wgmma(float* d, unsigned long long da, unsigned long long db, int n_cols, int tnsp) {
+  emu_wg[threadIdx.x].open.push_back([=]() { emu_wgmma_now(d, da, db, n_cols, tnsp); });
+}
 // wgmma.mma_async.m64nNk8.tf32 (both operands k-major, 128-byte swizzle): A at (row / 8) SBO + (row % 8) 128 +
 // 4 k, B at (col / 8) SBO + (col % 8) 128 + 4 k; the unit reads 19 bits of each; scale-d = 0 drops d.
 static float emu_smem_tf32(unsigned logical) {
@@ -655,7 +693,7 @@ static float emu_smem_tf32(unsigned logical) {
   memcpy(&v, emu_dyn_smem + phys, 4);
   return __uint_as_float(v & 0xffffe000u);
 }
-static void emu_wgmma_tf32(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
+static void emu_wgmma_tf32_now(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
   const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
   const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
   const unsigned b0 = (unsigned)(db & 0x3FFF) << 4, bsbo = (unsigned)((db >> 32) & 0x3FFF) << 4;
@@ -669,6 +707,59 @@ static void emu_wgmma_tf32(float* d, unsigned long long da, unsigned long long d
                  (double)emu_smem_tf32(b0 + (col / 8) * bsbo + (col % 8) * 128 + 4 * k);
         d[4 * j + 2 * h + q] = (float)sum;
       }
+}
+static void emu_wgmma_tf32(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
+  emu_wg[threadIdx.x].open.push_back([=]() { emu_wgmma_tf32_now(d, da, db, n_cols, accumulate); });
+}
+// mbarriers (by shared-memory address): a phase ends when its arrivals and its expected copy bytes are all in.
+struct emu_mbar {
+  int need = 0, pending = 0;
+  long tx = 0;
+  unsigned phase = 0;  // phases completed
+};
+static std::map<unsigned, emu_mbar> emu_mbars;
+static void emu_mbar_init(unsigned bar, unsigned count) { emu_mbars[bar] = emu_mbar{(int)count, (int)count, 0, 0}; }
+static void emu_mbar_step(emu_mbar& b) {
+  emu_progress = true;
+  if (b.pending == 0 && b.tx == 0) {
+    ++b.phase;
+    b.pending = b.need;
+  }
+}
+static void emu_mbar_arrive(unsigned bar) {
+  emu_mbar& b = emu_mbars.at(bar);
+  --b.pending;
+  emu_mbar_step(b);
+}
+static void emu_mbar_expect(unsigned bar, unsigned bytes) {
+  emu_mbar& b = emu_mbars.at(bar);
+  b.tx += bytes;
+  --b.pending;
+  emu_mbar_step(b);
+}
+static bool emu_mbar_try(unsigned bar, unsigned parity) {
+  if ((emu_mbars.at(bar).phase & 1u) != parity) return true;  // the phase of that parity is over
+  emu_yield();
+  return false;
+}
+// A 2-D TMA copy of the emulated tensor map (the test's optiml_tma.h): the box at (c0, c1), zeros outside the
+// tensor, 128-byte swizzle applied to the shared-memory address; its bytes then complete on the barrier.
+static void emu_tma_load(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+  const unsigned long long* m = (const unsigned long long*)map;
+  const unsigned char* base = (const unsigned char*)(uintptr_t)m[0];
+  const long d0 = (long)m[1], d1 = (long)m[2], stride = (long)m[3], b0 = (long)m[4], b1 = (long)m[5];
+  const long size = (long)m[7];
+  for (long i1 = 0; i1 < b1; ++i1)
+    for (long i0 = 0; i0 < b0; ++i0) {
+      const unsigned logical = dst + (unsigned)((i1 * b0 + i0) * size);
+      const unsigned phys = m[6] == 3 ? logical ^ (((logical >> 7) & 7u) << 4) : logical;
+      const long x = c0 + i0, y = c1 + i1;
+      if (x >= 0 && y >= 0 && x < d0 && y < d1) memcpy(emu_dyn_smem + phys, base + y * stride + x * size, size);
+      else memset(emu_dyn_smem + phys, 0, size);
+    }
+  emu_mbar& b = emu_mbars.at(bar);
+  b.tx -= b0 * b1 * size;
+  emu_mbar_step(b);
 }
 static void emu_sts(unsigned addr, const unsigned* v, int n) { memcpy(emu_dyn_smem + addr, v, 4 * n); }
 static void emu_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
@@ -710,6 +801,29 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   return {(uint16_t)(u >> 16)};
 }
 """
+TMA_MOCK = r"""
+#pragma once
+// The emulator's tensor map: base, dims, the row's byte stride, box, swizzle and element size in opaque[0..7].
+#include <cstdint>
+#include <cstring>
+typedef struct __attribute__((aligned(128))) {
+  unsigned long long opaque[16];
+} optiml_tensor_map;
+enum { OPTIML_TMA_FLOAT16 = 6, OPTIML_TMA_FLOAT32 = 7, OPTIML_TMA_BFLOAT16 = 9 };
+enum { OPTIML_TMA_SWIZZLE_NONE = 0, OPTIML_TMA_SWIZZLE_64B = 2, OPTIML_TMA_SWIZZLE_128B = 3 };
+static inline int optiml_tensor_map_encode(optiml_tensor_map* map, int dtype, unsigned rank, const void* base,
+                                           const uint64_t* dims, const uint64_t* strides, const unsigned* box,
+                                           int swizzle) {
+  const unsigned size = dtype == OPTIML_TMA_FLOAT32 ? 4 : 2;
+  // the driver's rules for what the kernels use
+  if (rank != 2 || ((uintptr_t)base & 15) || strides[0] % 16 || box[0] * size > 128 || box[1] > 256) return 1;
+  memset(map, 0, sizeof *map);
+  const unsigned long long fields[8] = {(uintptr_t)base, dims[0], dims[1], strides[0], box[0], box[1],
+                                        (unsigned long long)swizzle, size};
+  memcpy(map->opaque, fields, sizeof fields);
+  return 0;
+}
+"""
 MMA_ASM = re.compile(r'asm(?: volatile)?\(\s*"mma\.sync[^"]*\.bf16\.bf16[^"]*"(?:\s*"[^"]*")*\s*:[^;]*\);')
 PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
     (re.compile(r'asm volatile\("cp\.async\.cg\.shared\.global.*?\)\);', re.S), "emu_cp16(dst, src, ok);"),
@@ -719,10 +833,18 @@ PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
     (re.compile(r'asm volatile\("cp\.async\.(commit|wait)_group.*?\);'), ""),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.trans\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, true);"),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.x4\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, false);"),
+    (re.compile(r'asm volatile\("wgmma\.commit_group[^"]*" :[^;]*"memory"\);'), "emu_wg_commit();"),
+    (re.compile(r'asm volatile\("wgmma\.wait_group[^"]*" :: "n"\(N\) : "memory"\);'), "emu_wg_wait(N);"),
+    (re.compile(r'asm volatile\("(?:wgmma\.fence|fence\.proxy|fence\.mbarrier_init)[^"]*" :[^;]*"memory"\);'), ""),
+    (re.compile(r'asm volatile\("setmaxnreg[^"]*" :[^;]*"memory"\);'), ""),
+    (re.compile(r'asm volatile\("mbarrier\.init.*?"memory"\);'), "emu_mbar_init(bar, count);"),
     (
-        re.compile(r'asm volatile\("(?:wgmma\.(?:fence|commit_group|wait_group)|fence\.proxy)[^"]*" :[^;]*"memory"\);'),
-        "",
+        re.compile(r'asm volatile\("\{\\n\.reg \.pred p;\\nmbarrier\.try_wait.*?\);', re.S),
+        "done = emu_mbar_try(bar, parity);",
     ),
+    (re.compile(r'asm volatile\("mbarrier\.arrive\.expect_tx.*?"memory"\);'), "emu_mbar_expect(bar, bytes);"),
+    (re.compile(r'asm volatile\("mbarrier\.arrive\.shared.*?"memory"\);'), "emu_mbar_arrive(bar);"),
+    (re.compile(r'asm volatile\("cp\.async\.bulk\.tensor\.2d.*?\);', re.S), "emu_tma_load(dst, map, c0, c1, bar);"),
 ]
 WGMMA_TF32_ASM = re.compile(
     r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k8\.f32\.tf32\.tf32.*?, p, 1, 1;.*?\);\n', re.S
@@ -769,6 +891,7 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
     mock.mkdir(parents=True, exist_ok=True)
     (mock / "cuda_runtime.h").write_text(EMULATOR + EXTRAS)
     (mock / "cuda_bf16.h").write_text(BF16_MOCK)
+    (mock / "optiml_tma.h").write_text(TMA_MOCK)
     cpp, lib = folder / "emu.cpp", folder / "emu.so"
     cpp.write_text(host)
     build = subprocess.run(
@@ -937,6 +1060,16 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     # warp-group MMA: B k-major (nt) and B read transposed (nn), one and two warp groups
     ("h_mm_nt", [GroupConfig.of("wgmma", bm=64, bn=64, stages=2), GroupConfig.of("wgmma", bm=128, bn=128, stages=3)]),
     ("h_mm_relu", [GroupConfig.of("wgmma", bm=64, bn=128, stages=4), GroupConfig.of("wgmma", bm=128, bn=64, stages=2)]),
+    # TMA copies and a producer warp group: B k-major and transposed, one and two consumer warp groups, fewer
+    # stages than slices (the rings wrap); odd shape sets take the scalar build
+    (
+        "h_mm_nt",
+        [GroupConfig.of("wgmma_tma", bm=64, bn=64, stages=3), GroupConfig.of("wgmma_tma", bm=128, bn=128, stages=4)],
+    ),
+    (
+        "h_mm_relu",
+        [GroupConfig.of("wgmma_tma", bm=128, bn=64, stages=3), GroupConfig.of("wgmma_tma", bm=64, bn=192, stages=3)],
+    ),
     ("h_mm_tt", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=1, wn=2, stages=4)]),
     (
         "h_gemv",
@@ -1020,6 +1153,26 @@ def test_emulator_catches_a_wrong_kernel(tasks: dict[str, Task], tmp_path: Path)
         want = _bits(case.expected[0]) if fine else case.expected[0].double().numpy().reshape(-1)
         matches = np.array_equal(got, want) if fine else np.allclose(got, want, rtol=1e-4, atol=1e-4)
         assert not matches, (name, shape_set)
+
+
+@needs_gxx
+def test_emulator_catches_a_tma_kernel_that_hands_a_stage_back_early(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """Not vacuous for the TMA kernel: a consumer that releases the stage it has just issued MMAs on (not the
+    one before) lets the producer overwrite it before those MMAs read it, which the emulator's deferred MMAs
+    see; a producer waiting on the wrong parity of the empty barrier never starts (a deadlock)."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    config = GroupConfig.of("wgmma_tma", bm=64, bn=64, stages=3)
+    code = kernels_of(tasks, "h_mm_nt", EMULATED).render([config]).code
+    early = code.replace("(unsigned)((kt - 1) % 3));", "(unsigned)(kt % 3));").replace("if (kt > 0 && (", "if ((")
+    stuck = code.replace("((unsigned)(kt / 3) & 1u) ^ 1u);", "(unsigned)(kt / 3) & 1u);")
+    assert len({code, early, stuck}) == 3
+    lib = emulated_library(tmp_path, [early, stuck])
+    case = TaskRuntime(tasks["h_mm_nt"], "cpu").case(7, 4)  # six k slices through three stages
+    (got,) = run_emulated(lib, 0, case.abi_inputs, case.expected)
+    assert not np.array_equal(got, _bits(case.expected[0]))
+    with pytest.raises(AssertionError, match="died"):
+        run_emulated(lib, 1, case.abi_inputs, case.expected)
 
 
 @needs_gxx

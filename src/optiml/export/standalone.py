@@ -18,14 +18,14 @@ from typing import Any
 from optiml.export.rendering import common_context, render
 from optiml.export.signature import ExportError, read_signature
 from optiml.export.verification import Verification
-from optiml.kernel.compiler import DEFAULT_ARCH, abi_header
+from optiml.kernel.compiler import DEFAULT_ARCH, abi_header, gencode, helper_headers
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
 
 MAGIC = b"OPTIMLD1"
 MAX_DATA_BYTES = 512 * 10**6
 TENSOR_INPUT, SCALAR_INPUT, EXPECTED_OUTPUT = 0, 1, 2
-_INCLUDE_HEADER = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[\"<]optiml\.h[\">][^\n]*$", re.MULTILINE)
+_INCLUDE_HEADER = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[\"<](optiml(?:_\w+)?\.h)[\">][^\n]*$", re.MULTILINE)
 
 
 def record_case(task: Task, shape_set: int | None = None, seed: int = 0) -> tuple[int, bytes]:
@@ -96,8 +96,16 @@ def _uint8() -> Any:
 
 
 def inline_header(kernel_code: str) -> str:
-    """The kernel with its ``#include "optiml.h"`` replaced by a note (the header is inlined above it)."""
-    return _INCLUDE_HEADER.sub('// #include "optiml.h" (inlined above)', kernel_code)
+    """The kernel with its includes of our headers (``optiml.h``, ``optiml_tma.h``) replaced by a note (the
+    headers are inlined above it)."""
+    return _INCLUDE_HEADER.sub(lambda m: f'// #include "{m[1]}" (inlined above)', kernel_code)
+
+
+def inlined_headers(kernel_code: str) -> str:
+    """``optiml.h`` and the helper headers ``kernel_code`` includes, in that order."""
+    included = set(_INCLUDE_HEADER.findall(kernel_code))
+    helpers = [text.rstrip() + "\n" for name, text in helper_headers().items() if name in included]
+    return "\n".join([abi_header().rstrip() + "\n", *helpers])
 
 
 def render_standalone(
@@ -117,7 +125,7 @@ def render_standalone(
     context = common_context(task, kernel, read_signature(task), verification, store)
     flags = " ".join(kernel.flags)
     libraries = " ".join(f"-l{name}" for name in task.meta.libraries)
-    build = f"nvcc -O3 -std=c++17 -arch={arch} {flags} -o {binary} {file_name} {libraries}"
+    build = f"nvcc -O3 -std=c++17 {gencode(arch)} {flags} -o {binary} {file_name} {libraries}"
     if verification is not None:
         verified_lines = ["Verified against the reference by OptiML, in its isolated harness:", *verification.lines()]
     else:
@@ -135,7 +143,7 @@ def render_standalone(
         rtol=repr(task.meta.rtol),
         build_command=re.sub(r" +", " ", build).strip(),
         binary=binary,
-        header=abi_header().rstrip() + "\n",
+        header=inlined_headers(kernel.code),
         kernel=inline_header(kernel.code).rstrip() + "\n",
         **{k: v for k, v in context.items() if k in ("task_name", "version")},
     )

@@ -29,6 +29,9 @@ Variants (structural choices):
 * ``wgmma`` (fp16 / bf16 on sm_90a, A k-major): Hopper warp-group MMA from 128-byte-swizzled shared
   memory through descriptors (:mod:`optiml.templates.gemm_wgmma`); the scalar ``mma`` build when the
   operands do not allow 16-byte copies.
+* ``wgmma_tma`` (the same products): the same MMAs fed by TMA copies from a producer warp group through
+  mbarrier rings, no block-wide barrier in the k loop (:mod:`optiml.templates.gemm_wgmma_tma`); a batch
+  runs the ``wgmma`` kernel of the same tile, unaligned operands the scalar ``mma`` build.
 * ``tf32x3`` (float32 tasks, sm_80 and newer): each fp32 value split into two TF32 parts, three
   ``mma.sync.m16n8k8`` per tile (small terms first), each ``bk`` slice summed into a zeroed partial
   and added in fp32: fp32 accuracy on tensor cores (:mod:`optiml.templates.gemm_tf32`). A variant like
@@ -64,7 +67,7 @@ else float32 → ``tf32x3`` 64×128×32 on 2×2 warps, 4 stages, when TF32 MMAs 
 contiguous dims are multiples of 4 (or it is a single product, whose odd operand is padded) and its
 tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when
 there are at least four 64×64 tiles per SM, 128×128×8 / 8×8 when the 128×128 tiles cover every SM,
-128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A k-major on sm_90a → ``wgmma`` with 4
+128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A k-major on sm_90a → ``wgmma_tma`` with 4
 stages, the first of 128×256, 128×128, 64×128 whose tiles cover every SM, else 64×64; other half
 products → ``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles cover every SM, else 64×64×32
 on 2×2, 4 stages (the choices are the fastest measured by ``benchmarks/gemm_sweep.py`` on the H200).
@@ -78,7 +81,7 @@ from typing import Any
 from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import TRIANGULAR
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_wgmma, gemm_wgmma
+from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_wgmma, gemm_wgmma, gemm_wgmma_tma
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -108,6 +111,7 @@ MMA_KNOBS: dict[str, tuple[Any, ...]] = {
     "stages": (2, 3, 4),
 }
 WGMMA_KNOBS: dict[str, tuple[Any, ...]] = {"bm": (64, 128), "bn": (64, 128, 256), "stages": (2, 3, 4)}
+WGMMA_TMA_KNOBS: dict[str, tuple[Any, ...]] = {"bm": (64, 128), "bn": (64, 128, 192, 256), "stages": (3, 4, 5, 6)}
 TF32_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (64, 128, 256),
     "bn": (64, 128, 256),
@@ -1206,6 +1210,8 @@ def _space_check(config: GroupConfig) -> str | None:
         return gemm_mma.check(config)
     if config.variant == "wgmma":
         return gemm_wgmma.check(config)
+    if config.variant == "wgmma_tma":
+        return gemm_wgmma_tma.check(config) or gemm_wgmma.check(config)
     if config.variant == "tf32x3":
         return gemm_tf32.check(config)
     if config.variant == "tf32x3_wgmma":
@@ -1244,6 +1250,7 @@ class GemmTemplate:
             knobs["mma"] = dict(MMA_KNOBS)
             if prob.a_k_major and facts.arch == "sm_90a":  # warp-group MMA: Hopper, A read k-major
                 knobs["wgmma"] = dict(WGMMA_KNOBS)
+                knobs["wgmma_tma"] = dict(WGMMA_TMA_KNOBS)
         else:
             knobs["simt"] = dict(SIMT_KNOBS)
             if tensor_cores_take_tf32(facts):
@@ -1262,11 +1269,13 @@ class GemmTemplate:
             rows = next(r for r in GEMV_KNOBS["rows"] if r >= small)
             return GroupConfig.of("gemv", threads=256, rows=rows)
         sms = max(1, facts.sm_count)
-        if prob.dtype in HALF and prob.a_k_major and facts.arch == "sm_90a":  # fastest measured (gemm_sweep)
+        if prob.dtype in HALF and prob.a_k_major and facts.arch == "sm_90a":
+            # TMA copies and a producer warp group: 0.87-0.88x cuBLAS at 4096^3 where the cp.async kernel of the
+            # same tile reaches 0.60-0.69x (gemm_sweep_wgmma_tma.json); a batch runs the latter
             for bm, bn in ((128, 256), (128, 128), (64, 128)):
                 if t.batch * _cdiv(t.m, bm) * _cdiv(t.n, bn) >= sms:
-                    return GroupConfig.of("wgmma", bm=bm, bn=bn, stages=4)
-            return GroupConfig.of("wgmma", bm=64, bn=64, stages=4)
+                    return GroupConfig.of("wgmma_tma", bm=bm, bn=bn, stages=4)
+            return GroupConfig.of("wgmma_tma", bm=64, bn=64, stages=4)
         if prob.dtype in HALF:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
@@ -1291,8 +1300,9 @@ class GemmTemplate:
         if prob.dtype in HALF:
             wgmma = "wgmma" in self.space(group, facts).variants
             tiled = [
+                *([GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)] if wgmma else []),
+                *([GroupConfig.of("wgmma_tma", bm=128, bn=128, stages=4)] if wgmma else []),
                 *([GroupConfig.of("wgmma", bm=128, bn=256, stages=4)] if wgmma else []),
-                *([GroupConfig.of("wgmma", bm=128, bn=128, stages=4)] if wgmma else []),
                 *([GroupConfig.of("wgmma", bm=64, bn=64, stages=4)] if wgmma else []),
                 GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3),
                 GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=2, stages=4),
@@ -1376,6 +1386,21 @@ class GemmTemplate:
                 gemm_wgmma.kernel(p, config, prob.b_k_major),
                 _mma_kernel(p, fallback, prob, False, epi),
                 gemm_wgmma.launch(p, config, fallback, *_launch_terms(p, prob, epi)),
+            ]
+        elif config.variant == "wgmma_tma":
+            fallback = gemm_mma.fallback_config(config)
+            if (why := _mma_check(fallback)) is not None:
+                raise TemplateError(f"gemm: scalar fallback {why}")
+            includes += ('"optiml_tma.h"',)
+            device += [
+                _mma_helper(p, prob.dtype),
+                gemm_mma.helpers(p),
+                gemm_wgmma.helpers(p, prob.dtype, int(config.get("bn")), prob.b_k_major),
+                gemm_wgmma_tma.helpers(p, prob.dtype),
+                gemm_wgmma.kernel(p, config, prob.b_k_major),
+                gemm_wgmma_tma.kernel(p, config, prob.b_k_major),
+                _mma_kernel(p, fallback, prob, False, epi),
+                gemm_wgmma_tma.launch(p, config, fallback, prob.b_k_major, *_launch_terms(p, prob, epi)),
             ]
         elif config.variant in ("tf32x3", "tf32x3_wgmma"):
             device += _tf32_units(p, config, prob, epi, ctx.facts)

@@ -292,9 +292,11 @@ def tensor_core_launch(
     b_ld: str,
     b_len: str,
     vec_out: str,
+    first: str = "",
 ) -> str:
     """``{p}_launch`` of a 16-byte tensor-core ``kernel`` (``bm x bn`` tiles, ``smem`` bytes of dynamic
-    shared memory) with the scalar ``{p}_mma_any`` build of ``fallback`` for other operands."""
+    shared memory) with the scalar ``{p}_mma_any`` build of ``fallback`` for other operands; ``first``:
+    host statements tried before ``kernel`` on 16-byte operands, which return when they launch."""
     fbm, fbn, fwm, fwn = (int(fallback.get(k)) for k in ("bm", "bn", "wm", "wn"))
     return f"""\
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
@@ -310,7 +312,7 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   const int64_t blocks = P.batch * P.tiles_m * P.tiles_n;
   if (blocks > 2147483647LL) return -4;
   if (vec) {{
-    // every call (about a microsecond): no state kept across calls
+{first}    // every call (about a microsecond): no state kept across calls
     const cudaError_t e = cudaFuncSetAttribute({kernel}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
     if (e != cudaSuccess) return (int)e;
     {kernel}<<<(unsigned)blocks, {threads}, {smem}, stream>>>(P);
