@@ -56,6 +56,24 @@ def test_cache_hit_is_fast_and_keyed_by_flags(compiler: Compiler) -> None:
     assert not other.cached and other.so_path != first.so_path
 
 
+def test_a_new_compiler_reuses_the_kept_nvcc_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The -dryrun listing is kept in the cache folder: a second process's compiler (a new Compiler on the
+    same folder) builds without a dry run, and a garbled kept listing only costs the parallel schedule."""
+    from optiml.kernel import compiler as compiler_module
+
+    first = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache"))
+    assert first.compile(KernelSource(SCALE)).ok
+    [kept] = (tmp_path / "cache" / compiler_module.LISTINGS_DIR).glob("*.txt")
+    assert "cicc" in kept.read_text()
+    monkeypatch.setattr(compiler_module.nvcc_steps, "dryrun", lambda cmd: pytest.fail("dry run repeated"))
+    second = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache"))
+    built = second.compile(KernelSource(SCALE + "// another build\n"))
+    assert built.ok and built.binary_digest
+    kept.write_text("garbage")
+    third = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache"))
+    assert third.compile(KernelSource(SCALE + "// a third build\n")).ok  # nvcc's own serial build
+
+
 def test_compile_error_has_line_and_message(compiler: Compiler) -> None:
     broken = SCALE.replace("y[i] = 2.0f * x[i];", "y[i] = 2.0f * x[i] + missing_name;")
     result = compiler.compile(KernelSource(broken))
