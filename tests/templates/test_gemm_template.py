@@ -202,6 +202,14 @@ SPECS: dict[str, dict[str, Any]] = {
     "f16_bmm": dict(
         dtype="float16", args="a, b", body="return torch.bmm(a, b)", inputs="torch.randn(2, M, K), torch.randn(2, K, N)"
     ),
+    # attention scores: torch.matmul flattens both operands' two batch dims, the keys' through a transpose
+    "h_qk": dict(
+        dtype="bfloat16",
+        sets=HALF_SETS,
+        args="q, k",
+        body="return torch.matmul(q, k.transpose(-2, -1)) * 0.5",
+        inputs="torch.randint(-2, 3, (2, 3, M, K)).float(), torch.randint(-2, 3, (2, 3, N, K)).float()",
+    ),
 }
 
 
@@ -269,6 +277,7 @@ PLANS = {
     "gemv": "gemm[matmul]",
     "small_m_linear": "gemm[matmul add sigmoid]",
     "h_mm_relu": "gemm[matmul relu add]",
+    "h_qk": "gemm[matmul mul]",  # the keys' transpose is read in place (trans_b), no permute kernel
 }
 
 
@@ -299,6 +308,7 @@ def test_the_matmul_node_carries_layout_and_batch(tasks: dict[str, Task]) -> Non
         ("bmm", False, False, 1),
         ("bcast", False, False, 2),  # [2, M, K] @ [3, 1, K, N]: batch (3, 2), both operands broadcast
         ("h_mm_tt", True, True, 1),
+        ("h_qk", False, True, 2),  # q @ k.transpose(-2, -1) over [2, 3, ., .]: both flattenings merged
     ]:
         node, gemm = product(name)
         assert (node.attr("trans_a"), node.attr("trans_b"), node.attr("batch")) == (ta, tb, batch), name
@@ -1060,6 +1070,14 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     # warp-group MMA: B k-major (nt) and B read transposed (nn), one and two warp groups
     ("h_mm_nt", [GroupConfig.of("wgmma", bm=64, bn=64, stages=2), GroupConfig.of("wgmma", bm=128, bn=128, stages=3)]),
     ("h_mm_relu", [GroupConfig.of("wgmma", bm=64, bn=128, stages=4), GroupConfig.of("wgmma", bm=128, bn=64, stages=2)]),
+    # two batch dims, B k-major through the keys' transpose: the wgmma kernel (a batch is not TMA's)
+    (
+        "h_qk",
+        [
+            GroupConfig.of("wgmma_tma", bm=64, bn=64, stages=3),
+            GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=3),
+        ],
+    ),
     # TMA copies and a producer warp group: B k-major and transposed, one and two consumer warp groups, fewer
     # stages than slices (the rings wrap); odd shape sets take the scalar build
     (

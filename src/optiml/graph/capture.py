@@ -513,22 +513,28 @@ def _layout_input(node: Any) -> torch.fx.Node | None:
     return src if isinstance(src, torch.fx.Node) and "val" in src.meta else None
 
 
-def _broadcast_below(node: torch.fx.Node) -> bool:
-    """An ``expand`` that broadcasts batch dims lies below ``node`` (through layout-only ops)."""
+def _not_stored_below(node: torch.fx.Node) -> bool:
+    """An ``expand`` that broadcasts batch dims, or a swap of the last two dims, lies below ``node``
+    (through layout-only ops): flattening its batch dims would need a copy, which merging them into the
+    product's batch avoids."""
     cur: Any = node
     while (src := _layout_input(cur)) is not None:
         packet = _fx_packet(cur)
-        if packet == "expand" and _fx_shape(cur) != _fx_shape(src):
+        if (packet == "expand" and _fx_shape(cur) != _fx_shape(src)) or _swaps_last_two(cur):
             return True
         same = _fx_shape(cur) == _fx_shape(src)
-        if not (packet in _LAYOUT_IDENTITY or (packet in _RESHAPES and same) or _swaps_last_two(cur)):
+        if not (packet in _LAYOUT_IDENTITY or (packet in (*_RESHAPES, "expand") and same)):
             return False
         cur = src
     return False
 
 
-def _matmul_operand(c: _Converter, arg: Any, merge: bool) -> tuple[int, bool, tuple[int, ...] | None]:
-    """(IR value, last two dims swapped, batch dims a folded flattening view merged) of one operand."""
+def _matmul_operand(
+    c: _Converter, arg: Any, merge: bool, merge_plain: bool = False
+) -> tuple[int, bool, tuple[int, ...] | None]:
+    """(IR value, last two dims swapped, batch dims a folded flattening view merged) of one operand.
+    A flattening view is merged where the memory below it could not be flattened in place (a broadcast
+    or a transpose), or also where it could (``merge_plain``: the other operand's was merged)."""
     trans, merged = False, None
     cur: Any = arg
     while (src := _layout_input(cur)) is not None:
@@ -546,9 +552,9 @@ def _matmul_operand(c: _Converter, arg: Any, merge: bool) -> tuple[int, bool, tu
             and len(shape) == 3
             and len(src_shape) > 3
             and src_shape[-2:] == shape[-2:]
-            and _broadcast_below(src)
+            and (merge_plain or _not_stored_below(src))
         ):
-            merged, cur = src_shape[:-2], src  # bmm over a flattened broadcast batch: keep the batch dims
+            merged, cur = src_shape[:-2], src  # bmm over a flattened batch: keep the batch dims
         else:
             break
     return c.operand(cur), trans, merged
@@ -570,7 +576,10 @@ def _matmul(c: _Converter, a_arg: Any, b_arg: Any, batched: bool, out: TensorTyp
     """A ``matmul`` node for mm / bmm / mv of ``a_arg`` and ``b_arg`` whose result has type ``out``."""
     a, ta, ma = _matmul_operand(c, a_arg, batched)
     b, tb, mb = _matmul_operand(c, b_arg, batched)
-    if ma != mb:  # only one operand (or two different batches) merged: keep the flattening views
+    if ma != mb and batched:  # one merged: merge the other's plain flattening view the same way
+        a, ta, ma = _matmul_operand(c, a_arg, True, merge_plain=mb is not None)
+        b, tb, mb = _matmul_operand(c, b_arg, True, merge_plain=ma is not None)
+    if ma != mb:  # still only one operand (or two different batches) merged: keep the flattening views
         a, ta, ma = _matmul_operand(c, a_arg, False)
         b, tb, mb = _matmul_operand(c, b_arg, False)
     for vid in (a, b):
