@@ -67,7 +67,7 @@ PLANS = {
     "bf16_gemm_square": "gemm[matmul]",
     "gemm_rect_nt": "gemm[matmul]",
     "bmm_fp32": "gemm[matmul]",
-    "bmm_qk_fp16": "permute[permute] → gemm[matmul mul]",  # a 4-D k.transpose(-2, -1) is not folded yet
+    "bmm_qk_fp16": "gemm[matmul mul]",  # k.transpose(-2, -1) is read in place: trans_b over two batch dims
     "gemv_fp32": "gemm[matmul]",
     "large_k_gemm": "gemm[matmul]",
     "small_m_linear": "gemm[matmul add]",
