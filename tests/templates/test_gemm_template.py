@@ -1194,6 +1194,23 @@ def test_emulator_catches_a_tma_kernel_that_hands_a_stage_back_early(tasks: dict
 
 
 @needs_gxx
+def test_a_tensor_map_the_driver_refuses_falls_back_to_the_cp_async_kernel(
+    tasks: dict[str, Task], tmp_path: Path
+) -> None:
+    """Where encoding a tensor map fails (an old driver, a size TMA cannot address), the launch runs the
+    ``wgmma`` kernel of the same tile instead of failing the call."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    code = kernels_of(tasks, "h_mm_relu", EMULATED).render([GroupConfig.of("wgmma_tma", bm=128, bn=64, stages=3)]).code
+    refused = code.replace("if (optiml_tensor_map_encode(&ta", "if (1 + optiml_tensor_map_encode(&ta")
+    assert refused != code
+    lib = emulated_library(tmp_path, [refused])
+    case = TaskRuntime(tasks["h_mm_relu"], "cpu").case(7, 4)
+    (got,) = run_emulated(lib, 0, case.abi_inputs, case.expected)
+    assert np.array_equal(got, _bits(case.expected[0]))
+
+
+@needs_gxx
 def test_emulator_catches_a_warp_group_tf32x3_kernel_with_a_wrong_layout_or_without_its_small_terms(
     tasks: dict[str, Task], tmp_path: Path
 ) -> None:

@@ -185,8 +185,9 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
 
 
 def tma_launch(p: str, config: GroupConfig, b_k_major: bool) -> str:
-    """Host statements that launch ``{p}_wgmma_tma`` and return, where the product allows it (inside the
-    16-byte branch of :func:`~optiml.templates.gemm_mma.tensor_core_launch`)."""
+    """Host statements that launch ``{p}_wgmma_tma`` and return where the product allows it and the driver
+    encodes its tensor maps; otherwise they fall through to the ``wgmma`` kernel (inside the 16-byte branch
+    of :func:`~optiml.templates.gemm_mma.tensor_core_launch`)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     smem = smem_bytes(bm, bn, stages)
     if b_k_major:
@@ -203,13 +204,15 @@ def tma_launch(p: str, config: GroupConfig, b_k_major: bool) -> str:
       const unsigned abox[2] = {{{BK}u, {bm}u}};
       {b_map}      {b_box}
       const int swizzle = OPTIML_TMA_SWIZZLE_128B;
-      int err = optiml_tensor_map_encode(&ta, {p}_tma_type, 2, P.a, adims, astride, abox, swizzle);
-      if (err == 0) err = optiml_tensor_map_encode(&tb, {p}_tma_type, 2, P.b, bdims, bstride, bbox, swizzle);
-      if (err != 0) return err;
-      const cudaError_t e = cudaFuncSetAttribute({p}_wgmma_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
-      if (e != cudaSuccess) return (int)e;
-      {p}_wgmma_tma<<<(unsigned)blocks, {threads(bm)}, {smem}, stream>>>(P, ta, tb);
-      return (int)cudaGetLastError();
+      // a map the driver refuses (or no driver function to encode it) leaves the cp.async kernel below
+      if (optiml_tensor_map_encode(&ta, {p}_tma_type, 2, P.a, adims, astride, abox, swizzle) == 0 &&
+          optiml_tensor_map_encode(&tb, {p}_tma_type, 2, P.b, bdims, bstride, bbox, swizzle) == 0) {{
+        const cudaError_t e =
+            cudaFuncSetAttribute({p}_wgmma_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
+        if (e != cudaSuccess) return (int)e;
+        {p}_wgmma_tma<<<(unsigned)blocks, {threads(bm)}, {smem}, stream>>>(P, ta, tb);
+        return (int)cudaGetLastError();
+      }}
     }}
 """
 

@@ -50,7 +50,10 @@ static inline int optiml_tensor_map_encode(optiml_tensor_map* map, int dtype, un
     cudaDriverEntryPointQueryResult found;
     const cudaError_t e =
         cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
-    if (e != cudaSuccess) return (int)e;
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // the caller may fall back to another kernel: leave no error behind
+      return (int)e;
+    }
     if (found != cudaDriverEntryPointSuccess || fn == 0) return (int)cudaErrorSymbolNotFound;
     encode = (optiml_encode_tiled_fn)fn;
   }
