@@ -37,8 +37,8 @@ def tool_check(tool: str, purpose: str, nvcc: str | None) -> Check:
 
 
 def build_schedule_check(nvcc: str, arch: str) -> Check:
-    """Whether this nvcc's steps can run as two chains at once (:mod:`optiml.kernel.nvcc_steps`), read
-    from its ``-dryrun`` listing of a candidate build; a listing of another shape builds serially."""
+    """How this nvcc's steps are scheduled (:mod:`optiml.kernel.nvcc_steps`), read from its ``-dryrun``
+    listing of a candidate build; a listing of another shape builds serially."""
     import tempfile
 
     from optiml.kernel.compiler import nvcc_command
@@ -50,9 +50,12 @@ def build_schedule_check(nvcc: str, arch: str) -> Check:
             listing = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=folder)
         except (OSError, subprocess.SubprocessError) as exc:
             return Check("nvcc build", False, f"nvcc -dryrun failed: {exc}")
-    if parse_dryrun(listing.stdout + listing.stderr) is None:
-        return Check("nvcc build", False, "serial: this nvcc's step listing has another shape (builds ~1.4x slower)")
-    return Check("nvcc build", True, "host and device chains at once (cudafe++ beside cicc)")
+    steps = parse_dryrun(listing.stdout + listing.stderr)
+    if steps is None:
+        return Check("nvcc build", False, "serial: this nvcc's step listing has another shape (builds ~1.5x slower)")
+    if steps.split is None:
+        return Check("nvcc build", True, "host and device chains at once (cudafe++ beside cicc), nvcc's own tail")
+    return Check("nvcc build", True, "host and device chains at once, the host compile beside ptxas, no device link")
 
 
 def collect() -> list[Check]:

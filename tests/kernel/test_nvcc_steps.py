@@ -321,4 +321,4 @@ def test_doctor_reads_the_installed_nvccs_listing() -> None:
     from optiml.kernel.compiler import find_nvcc
 
     check = build_schedule_check(find_nvcc(), "sm_90a")
-    assert check.name == "nvcc build" and check.detail
+    assert check.name == "nvcc build" and check.ok and "host compile beside ptxas" in check.detail

@@ -562,7 +562,7 @@ struct emu_launch {
   size_t s;
   emu_launch(unsigned g_, unsigned b_, size_t s_, cudaStream_t) : g(g_), gy(1), b(b_), s(s_) {}
   emu_launch(dim3 g_, unsigned b_, size_t s_, cudaStream_t) : g(g_.x), gy(g_.y), b(b_), s(s_) {
-    if (g_.z != 1) { fprintf(stderr, "EMU: 3-D grids are not modelled\n"); exit(5); }
+    if (g_.z != 1) { fprintf(stderr, "EMU: 3-D grids are not modelled\n"); emu_die(5); }
   }
   template <class K, class... A> void operator()(K kernel, A... args) { emu_launcher{g, b, s, gy}(kernel, args...); }
 };

@@ -276,6 +276,7 @@ EMULATOR = r"""
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <unistd.h>
 #include <vector>
 typedef int cudaError_t;
 typedef void* cudaStream_t;
@@ -327,6 +328,12 @@ static std::function<void()> emu_body;
 alignas(16) static unsigned char emu_dyn_smem[256 * 1024];
 static size_t emu_dyn_bytes = 0;
 static inline void emu_yield() { emu_switch(&emu_fibers[emu_cur].sp, emu_sched); }
+// The emulated call runs in a forked child of a process that may hold other threads' locks (a Ray
+// driver's, say): end it without exit()'s handlers, which could wait on such a lock for ever.
+[[noreturn]] static void emu_die(int code) {
+  fflush(stderr);
+  _exit(code);
+}
 static inline void emu_wait(emu_barrier& b) {
   const long g = b.gen;
   emu_progress = true;
@@ -392,7 +399,7 @@ static void emu_run_block(unsigned b, unsigned nt) {
       emu_switch(&emu_sched, emu_fibers[t].sp);
     }
     if (all_done) break;
-    if (!emu_progress) { fprintf(stderr, "EMU deadlock in block %u\n", b); exit(3); }
+    if (!emu_progress) { fprintf(stderr, "EMU deadlock in block %u\n", b); emu_die(3); }
   }
 }
 struct emu_launcher {
@@ -400,10 +407,10 @@ struct emu_launcher {
   size_t smem;
   unsigned grid_y = 1;  // a 2-D grid: blocks (x, y), x fastest
   template <class K, class... A> void operator()(K kernel, A... args) {
-    if (smem > sizeof(emu_dyn_smem)) { fprintf(stderr, "EMU: %zu B of shared memory\n", smem); exit(4); }
+    if (smem > sizeof(emu_dyn_smem)) { fprintf(stderr, "EMU: %zu B of shared memory\n", smem); emu_die(4); }
     if (block == 0 || block > 1024 || block % 32 || grid == 0 || grid_y == 0) {
       fprintf(stderr, "EMU: bad launch\n");
-      exit(5);
+      emu_die(5);
     }
     emu_dyn_bytes = smem;
     gridDim.x = grid; gridDim.y = grid_y; blockDim.x = block; gridDim.z = blockDim.y = blockDim.z = 1;
