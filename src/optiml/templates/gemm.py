@@ -67,8 +67,9 @@ else float32 → ``tf32x3`` 64×128×32 on 2×2 warps, 4 stages, when TF32 MMAs 
 contiguous dims are multiples of 4 (or it is a single product, whose odd operand is padded) and its
 tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when
 there are at least four 64×64 tiles per SM, 128×128×8 / 8×8 when the 128×128 tiles cover every SM,
-128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A k-major on sm_90a → ``wgmma_tma`` with 4
-stages, the first of 128×256, 128×128, 64×128 whose tiles cover every SM, else 64×64; other half
+128×64×8 / 8×8 when those do, else 64×64×8 / 8×4; half with A k-major on sm_90a → ``wgmma_tma`` (a
+single product) or ``wgmma`` (a batch) with 4 stages, the first of 128×256, 128×128, 64×128 whose tiles
+cover every SM, else 64×64; other half
 products → ``mma`` 128×128×64 on 2×2 warps, 3 stages, when its tiles cover every SM, else 64×64×32
 on 2×2, 4 stages (the choices are the fastest measured by ``benchmarks/gemm_sweep.py`` on the H200).
 """
@@ -1271,11 +1272,12 @@ class GemmTemplate:
         sms = max(1, facts.sm_count)
         if prob.dtype in HALF and prob.a_k_major and facts.arch == "sm_90a":
             # TMA copies and a producer warp group: 0.87-0.88x cuBLAS at 4096^3 where the cp.async kernel of the
-            # same tile reaches 0.60-0.69x (gemm_sweep_wgmma_tma.json); a batch runs the latter
+            # same tile reaches 0.60-0.69x (gemm_sweep_wgmma_tma.json); a batch runs the latter, so it is named
+            variant = "wgmma_tma" if t.batch == 1 else "wgmma"
             for bm, bn in ((128, 256), (128, 128), (64, 128)):
                 if t.batch * _cdiv(t.m, bm) * _cdiv(t.n, bn) >= sms:
-                    return GroupConfig.of("wgmma_tma", bm=bm, bn=bn, stages=4)
-            return GroupConfig.of("wgmma_tma", bm=64, bn=64, stages=4)
+                    return GroupConfig.of(variant, bm=bm, bn=bn, stages=4)
+            return GroupConfig.of(variant, bm=64, bn=64, stages=4)
         if prob.dtype in HALF:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
@@ -1299,10 +1301,12 @@ class GemmTemplate:
         first = self.default(group, facts)
         if prob.dtype in HALF:
             wgmma = "wgmma" in self.space(group, facts).variants
+            tma = wgmma and prob.primary.batch == 1  # a batch runs the wgmma kernel of a TMA configuration
             tiled = [
-                *([GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)] if wgmma else []),
-                *([GroupConfig.of("wgmma_tma", bm=128, bn=128, stages=4)] if wgmma else []),
+                *([GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)] if tma else []),
+                *([GroupConfig.of("wgmma_tma", bm=128, bn=128, stages=4)] if tma else []),
                 *([GroupConfig.of("wgmma", bm=128, bn=256, stages=4)] if wgmma else []),
+                *([GroupConfig.of("wgmma", bm=128, bn=128, stages=4)] if wgmma and not tma else []),
                 *([GroupConfig.of("wgmma", bm=64, bn=64, stages=4)] if wgmma else []),
                 GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3),
                 GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=2, stages=4),
