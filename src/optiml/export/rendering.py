@@ -10,7 +10,7 @@ import jinja2
 from optiml import __version__
 from optiml.export.signature import Signature
 from optiml.export.verification import Verification, statement
-from optiml.kernel.compiler import abi_header, helper_headers
+from optiml.kernel.compiler import abi_header, included_helper_headers
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
 
@@ -46,7 +46,7 @@ def common_context(
         "kernel_source": repr(kernel.code),
         "header_source": repr(header),
         # the helper headers the kernel includes (optiml_tma.h), written beside optiml.h when it is built
-        "helper_headers": repr({name: text for name, text in helper_headers().items() if name in kernel.code}),
+        "helper_headers": repr(included_helper_headers(kernel.code)),
         "abi_version": abi_version(header),
         "flags": repr(list(kernel.flags)),
         "libraries": repr([f"-l{name}" for name in task.meta.libraries]),

@@ -18,14 +18,13 @@ from typing import Any
 from optiml.export.rendering import common_context, render
 from optiml.export.signature import ExportError, read_signature
 from optiml.export.verification import Verification
-from optiml.kernel.compiler import DEFAULT_ARCH, abi_header, gencode, helper_headers
+from optiml.kernel.compiler import DEFAULT_ARCH, SHIPPED_INCLUDE, abi_header, gencode, included_helper_headers
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
 
 MAGIC = b"OPTIMLD1"
 MAX_DATA_BYTES = 512 * 10**6
 TENSOR_INPUT, SCALAR_INPUT, EXPECTED_OUTPUT = 0, 1, 2
-_INCLUDE_HEADER = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[\"<](optiml(?:_\w+)?\.h)[\">][^\n]*$", re.MULTILINE)
 
 
 def record_case(task: Task, shape_set: int | None = None, seed: int = 0) -> tuple[int, bytes]:
@@ -98,13 +97,12 @@ def _uint8() -> Any:
 def inline_header(kernel_code: str) -> str:
     """The kernel with its includes of our headers (``optiml.h``, ``optiml_tma.h``) replaced by a note (the
     headers are inlined above it)."""
-    return _INCLUDE_HEADER.sub(lambda m: f'// #include "{m[1]}" (inlined above)', kernel_code)
+    return SHIPPED_INCLUDE.sub(lambda m: f'// #include "{m[1]}" (inlined above)', kernel_code)
 
 
 def inlined_headers(kernel_code: str) -> str:
     """``optiml.h`` and the helper headers ``kernel_code`` includes, in that order."""
-    included = set(_INCLUDE_HEADER.findall(kernel_code))
-    helpers = [text.rstrip() + "\n" for name, text in helper_headers().items() if name in included]
+    helpers = [text.rstrip() + "\n" for text in included_helper_headers(kernel_code).values()]
     return "\n".join([abi_header().rstrip() + "\n", *helpers])
 
 

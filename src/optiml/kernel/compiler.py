@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -83,6 +84,16 @@ def helper_headers() -> dict[str, str]:
         for path in sorted(include_dir().glob("*.h"))
         if path.name != "optiml.h"
     }
+
+
+#: an ``#include`` of one of our headers (``optiml.h``, ``optiml_tma.h``); group 1 is its file name
+SHIPPED_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[\"<](optiml(?:_\w+)?\.h)[\">][^\n]*$", re.MULTILINE)
+
+
+def included_helper_headers(code: str) -> dict[str, str]:
+    """The helper headers ``code`` includes, by file name (what an export must carry beside ``optiml.h``)."""
+    included = set(SHIPPED_INCLUDE.findall(code))
+    return {name: text for name, text in helper_headers().items() if name in included}
 
 
 def gencode(arch: str) -> str:

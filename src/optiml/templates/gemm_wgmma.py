@@ -121,6 +121,11 @@ def accumulator_epilogue(bn: int, element: str) -> str:
 """
 
 
+def stored_accumulators(p: str, bn: int) -> str:
+    """The warp group's accumulators ``d`` through the GEMM epilogue (``{p}_epi1``) into the output."""
+    return accumulator_epilogue(bn, f"        if (n < P.N) {p}_epi1(P, r, n, d[4 * j + 2 * h + q]);")
+
+
 def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
     """``{p}_wgmma_vec`` (launch with :func:`smem_bytes` of dynamic shared memory)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
@@ -175,7 +180,6 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
 {b_copy}
     }}
 """
-    store = f"        if (n < P.N) {p}_epi1(P, r, n, d[4 * j + 2 * h + q]);"
     return f"""\
 // {bm}x{bn} tile per block: {bm // 64} warp group(s) of 64 rows, wgmma.m64n{bn}k16 from 128-byte-swizzled shared
 // memory, {BK}-deep slices in a {stages}-stage cp.async pipeline{"" if b_k_major else " (B read transposed)"}.
@@ -223,7 +227,7 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
   }}
   {p}_wg_wait<0>();
   {p}_cp_wait<0>();
-{accumulator_epilogue(bn, store)}}}
+{stored_accumulators(p, bn)}}}
 """
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from optiml.templates import gemm_wgmma
 from optiml.templates.base import GroupConfig
 from optiml.templates.gemm_mma import tensor_core_launch
-from optiml.templates.gemm_wgmma import ALIGN, BK, MAX_SMEM, PANEL, accumulator_epilogue, stage_bytes
+from optiml.templates.gemm_wgmma import ALIGN, BK, MAX_SMEM, PANEL, stage_bytes, stored_accumulators
 
 PRODUCER_REGISTERS = 40  # setmaxnreg.dec: the producer only counts slices and issues copies
 CONSUMER_REGISTERS = 232  # setmaxnreg.inc: 128 accumulators a thread at bn = 256
@@ -122,7 +122,6 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
         for (int panel = 0; panel < {bn // PANEL}; ++panel)
           {p}_tma_load(sb + (unsigned)panel * {PANEL * BK * 2}u, &TB, (int)(n0 + panel * {PANEL}), (int)k0, bar);"""
         b_desc = f"{p}_desc(bb + ks * 2048u, {PANEL * BK * 2}u, 1024u)"
-    store = f"        if (n < P.N) {p}_epi1(P, r, n, d[4 * j + 2 * h + q]);"
     return f"""\
 // {bm}x{bn} tile per block: a producer warp group issuing TMA copies of {BK}-deep slices into {stages} stages,
 // {consumers} consumer warp group(s) of 64 rows issuing wgmma.m64n{bn}k16{"" if b_k_major else " (B read transposed)"};
@@ -180,7 +179,7 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
     if (kt > 0 && (threadIdx.x & 127) == 0) {p}_mbar_arrive(empty + 8u * (unsigned)((kt - 1) % {stages}));
   }}
   {p}_wg_wait<0>();
-{accumulator_epilogue(bn, store)}}}
+{stored_accumulators(p, bn)}}}
 """
 
 
