@@ -165,6 +165,15 @@ SPECS: dict[str, dict[str, Any]] = {
         body="self.c(x)",
         inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
     ),
+    "h_conv_deep": dict(  # 136 output channels (three 64-row tiles), K = 16 x 9, a residual tail
+        dtype="bfloat16",
+        sizes={"B": 2, "C": 16, "H": 6, "W": 7},
+        sets=[{"B": 1, "C": 16, "H": 11, "W": 3}],
+        init="        self.c = nn.Conv2d(C, 136, 3, padding=1)\n" + INT_INIT,
+        body="torch.relu(self.c(x) + y)",
+        args="x, y",
+        inputs="torch.randint(-2, 3, (B, C, H, W)).float(), torch.randint(-2, 3, (B, 136, H, W)).float()",
+    ),
     "h_pointwise": dict(
         dtype="bfloat16",
         init="        self.c = nn.Conv2d(C, 20, 1, bias=False)\n" + INT_INIT,
@@ -321,10 +330,21 @@ def test_the_rule_takes_tf32x3_where_its_wide_tiles_fill_m_and_the_sms() -> None
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "conv2d_bn_relu").spaces[0]
     bf16 = kernels_of(tasks, "h_conv2d").spaces[0]
-    assert fp32.variants == ("implicit", "tf32x3", "stencil", "direct")
-    assert bf16.variants == ("mma", "stencil", "direct")
+    assert fp32.variants == ("implicit", "tf32x3", "tf32x3_wgmma", "stencil", "direct")
+    assert bf16.variants == ("mma", "wgmma", "stencil", "direct")
     older = kernels_of(tasks, "conv2d_bn_relu", DeviceFacts(arch="sm_75")).spaces[0]
     assert older.variants == ("implicit", "stencil", "direct")
+    ampere = kernels_of(tasks, "h_conv2d", DeviceFacts(arch="sm_80")).spaces[0]
+    assert ampere.variants == ("mma", "stencil", "direct")  # warp-group MMAs are Hopper's
+    for config in [
+        GroupConfig.of("wgmma", bm=64, bn=256),  # 128 threads for 256 columns
+        GroupConfig.of("wgmma", bm=192, bn=64),
+        GroupConfig.of("wgmma", bm=128, bn=96),
+    ]:
+        assert bf16.reason_invalid(config) is not None, config
+    assert bf16.reason_invalid(GroupConfig.of("wgmma", bm=128, bn=256)) is None
+    assert fp32.reason_invalid(GroupConfig.of("tf32x3_wgmma", bm=128, bn=256)) is not None  # 256 accumulators
+    assert fp32.reason_invalid(GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)) is None
     tf32 = GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4)
     assert fp32.reason_invalid(tf32) is None
     for why, config in {
@@ -529,6 +549,13 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("transposed1d_groups", [GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)]),
     ("transposed3d", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=32, wm=2, wn=2)]),
     ("transposed_sparse", [GroupConfig.of("tf32x3", bm=64, bn=64, bk=16, wm=1, wn=2)]),
+    # 3xTF32 on warp-group MMAs: strided and dilated, 1-D, grouped 3-D, pointwise, a fused tail, several
+    # column tiles and k slices
+    ("conv2d_strided", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)]),
+    ("conv1d", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)]),
+    ("conv3d_groups", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)]),
+    ("pointwise_relu", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)]),
+    ("conv2d_bn_relu", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)]),
 ]
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
@@ -537,6 +564,12 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     ),
     ("h_pointwise", [GroupConfig.of("mma", bm=64, bn=128, bk=32, wm=2, wn=4)]),
     ("h_conv_wide", [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)]),
+    # warp-group MMAs: scalar weights (K = 36, 18), 16-byte ones over several k slices (K = 144), a
+    # pointwise conv, many output channels over two warp groups, a residual tail
+    ("h_conv2d", [GroupConfig.of("wgmma", bm=64, bn=64), GroupConfig.of("wgmma", bm=128, bn=256)]),
+    ("h_conv_wide", [GroupConfig.of("wgmma", bm=64, bn=128), GroupConfig.of("wgmma", bm=128, bn=64)]),
+    ("h_pointwise", [GroupConfig.of("wgmma", bm=64, bn=64)]),
+    ("h_conv_deep", [GroupConfig.of("wgmma", bm=64, bn=64), GroupConfig.of("wgmma", bm=128, bn=128)]),
     (
         "h_depthwise",
         [
@@ -618,23 +651,27 @@ def test_bf16_variants_match_torch_exactly_on_the_emulator(tasks: dict[str, Task
 
 @needs_gxx
 def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -> None:
-    """Not vacuous: an implicit GEMM that drops the last input column, a direct kernel short of a tap, and a
-    stencil reading its windows one column off, fail."""
+    """Not vacuous: an implicit GEMM that drops the last input column, a direct kernel short of a tap, a
+    stencil reading its windows one column off, and warp-group kernels skipping a tap or storing the
+    weights unswizzled, fail."""
     from optiml.evaluate.runtime import TaskRuntime
 
     k = kernels_of(tasks, "conv2d_strided", EMULATED)
     implicit = k.render([GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]).code
     direct = k.render([GroupConfig.of("direct", threads=64)]).code
     stencil = k.render([GroupConfig.of("stencil", tx=32, ty=4, rows=2)]).code
+    warp_group = k.render([GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)]).code
     broken = [
         implicit.replace("(unsigned)iw < (unsigned)P.W", "(unsigned)iw + 1 < (unsigned)P.W"),
         direct.replace("kx < (int)P.KW", "kx + 1 < (int)P.KW"),
         stencil.replace("v[kx] = src[kx * 1];", "v[kx] = src[kx * 1 + 1];"),  # each window one column right
+        warp_group.replace("if (++t == KSi) {", "if (++t >= KSi - 1) {"),  # a tap of each channel skipped
+        warp_group.replace("((c ^ (r & 7)) << 4));\n      unsigned big", "(c << 4));\n      unsigned big", 1),
     ]
-    assert broken[0] != implicit and broken[1] != direct and broken[2] != stencil
+    assert all(b not in (implicit, direct, stencil, warp_group) for b in broken)
     lib = emulated_library(tmp_path, broken)
     case = TaskRuntime(tasks["conv2d_strided"], "cpu").case(7, 0)
-    for unit in range(3):
+    for unit in range(len(broken)):
         (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
         assert not np.allclose(got, case.expected[0].double().numpy().reshape(-1), rtol=1e-4, atol=1e-4), unit
 
@@ -647,6 +684,8 @@ F16_CASES: list[tuple[str, list[GroupConfig]]] = [
             GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4),
             GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=2),
             GroupConfig.of("direct", threads=256),
+            GroupConfig.of("wgmma", bm=128, bn=256),
+            GroupConfig.of("wgmma", bm=64, bn=64),
         ],
     ),
 ]

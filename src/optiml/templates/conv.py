@@ -82,7 +82,7 @@ from typing import Any, cast
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import conv_stencil, gemm_tf32
+from optiml.templates import conv_stencil, conv_wgmma, gemm_tf32
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -768,25 +768,43 @@ def _tensor_core_store(p: str, prob: ConvProblem, mi: int, ni: int, wtm: int, wt
 
 
 def _tiled_launch(
-    p: str, kernel: str, bm: int, bn: int, threads: int, vec: int = 0, stride: tuple[int, int, int] | None = None
+    p: str,
+    kernel: str,
+    bm: int,
+    bn: int,
+    threads: int,
+    vec: int = 0,
+    stride: tuple[int, int, int] | None = None,
+    smem: int = 0,
 ) -> str:
     """The launch of a tiled kernel; with ``vec`` the kernel is a ``template <bool AVEC>`` whose true instance
     reads the weights in 16-byte words, launched when ``K`` is a multiple of ``vec`` and the weight 16-byte
     aligned (then every row of it is). With a transposed convolution's ``stride``, one GEMM per output
-    phase: its columns are a phase's pixels (the first phase has the most)."""
-    call = f"<<<(unsigned)blocks, {threads}, 0, stream>>>(P);"
+    phase: its columns are a phase's pixels (the first phase has the most). ``smem``: bytes of dynamic
+    shared memory (the limit raised at every call, about a microsecond: no state kept across calls)."""
+
+    def call(instance: str) -> str:
+        launch = f"{instance}<<<(unsigned)blocks, {threads}, {smem}, stream>>>(P);"
+        if not smem:
+            return launch
+        return (
+            f"{{\n    const cudaError_t e = cudaFuncSetAttribute({instance}, "
+            f"cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});\n"
+            f"    if (e != cudaSuccess) return (int)e;\n    {launch}\n  }}"
+        )
+
     columns, count = "P.NP", 1
     if stride is not None:
         sd, sh, sw = stride
         columns = f"P.B * ((P.OD + {sd - 1}) / {sd}) * ((P.OH + {sh - 1}) / {sh}) * ((P.OW + {sw - 1}) / {sw})"
         count = sd * sh * sw
     if vec and stride is not None:  # a transposed weight is read through the phase's taps, never in words
-        launch = f"{kernel}<false>{call}"
+        launch = call(f"{kernel}<false>")
     elif vec:
         aligned = f"(P.K & {vec - 1}) == 0 && ((uintptr_t)P.w & 15) == 0"
-        launch = f"if ({aligned}) {kernel}<true>{call}\n  else {kernel}<false>{call}"
+        launch = f"if ({aligned}) {call(f'{kernel}<true>')}\n  else {call(f'{kernel}<false>')}"
     else:
-        launch = kernel + call
+        launch = call(kernel)
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.M <= 0 || P.NP <= 0) return 0;
@@ -976,6 +994,8 @@ def _space_check(prob: ConvProblem, config: GroupConfig) -> str | None:
         return _mma_check(config, tables)
     if config.variant == "tf32x3":
         return _tf32_check(config, tables)
+    if config.variant in ("wgmma", "tf32x3_wgmma"):
+        return conv_wgmma.check(config)
     return None
 
 
@@ -1019,12 +1039,17 @@ class ConvTemplate:
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
         table = all(_taps(t) <= MAX_TAPS for t in prob.traced)
         gemm = not prob.transposed and table
+        hopper = facts.arch == "sm_90a"  # warp-group MMAs
         if gemm and prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
+            if hopper:
+                knobs["wgmma"] = dict(conv_wgmma.HALF_KNOBS)
         elif gemm:
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
             if tensor_cores_take_tf32(facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
+            if hopper:
+                knobs["tf32x3_wgmma"] = dict(conv_wgmma.TF32_KNOBS)
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
             if tensor_cores_take_tf32(facts):
@@ -1133,6 +1158,23 @@ class ConvTemplate:
                 _mma_helper(p, prob.dtype),
                 _mma_kernel(p, config, prob),
                 _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32, vec=8),
+            ]
+        elif config.variant in ("wgmma", "tf32x3_wgmma"):
+            bm, bn = int(config.get("bm")), int(config.get("bn"))
+            threads = conv_wgmma.threads(config)
+            head = _block_decode() + "\n" + _tap_table(prob, threads)
+            device += [
+                conv_wgmma.helpers(p, config, prob.dtype),
+                conv_wgmma.kernel(p, config, prob, head, _bias(prob, "co")),
+                _tiled_launch(
+                    p,
+                    f"{p}_wgmma_conv",
+                    bm,
+                    bn,
+                    threads,
+                    vec=4 if prob.dtype == "float32" else 8,
+                    smem=conv_wgmma.smem_bytes(config),
+                ),
             ]
         elif config.variant == "stencil":
             assert prob.kernel is not None  # the space offers stencil only then

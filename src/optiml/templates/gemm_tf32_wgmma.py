@@ -78,7 +78,12 @@ def fallback_config(config: GroupConfig) -> GroupConfig:
 
 def helpers(p: str, bn: int) -> str:
     """The TF32 warp-group MMA for ``bn`` columns and the 16- and 4-byte shared-memory stores
-    (descriptors and fences: :func:`optiml.templates.gemm_wgmma.sync_helpers`)."""
+    (descriptors and fences: :mod:`optiml.templates.gemm_wgmma`)."""
+    return instruction(p, bn) + shared_stores(p)
+
+
+def instruction(p: str, bn: int) -> str:
+    """``{p}_wgmma_tf32``: the TF32 warp-group MMA for ``bn`` columns, both operands k-major."""
     regs = bn // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
@@ -93,6 +98,12 @@ __device__ __forceinline__ void {p}_wgmma_tf32(float* d, unsigned long long da, 
                : {binds}
                : "l"(da), "l"(db), "r"(accumulate));
 }}
+"""
+
+
+def shared_stores(p: str) -> str:
+    """``{p}_sts16`` / ``{p}_sts4``: 16- and 4-byte stores to a shared-memory address."""
+    return f"""\
 __device__ __forceinline__ void {p}_sts16(unsigned addr, unsigned x, unsigned y, unsigned z, unsigned w) {{
   asm volatile("st.shared.v4.b32 [%0], {{%1, %2, %3, %4}};\\n" :: "r"(addr), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }}

@@ -80,12 +80,17 @@ __device__ __forceinline__ void {p}_proxy_fence() {{ asm volatile("fence.proxy.a
 
 def helpers(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
     """Descriptor construction, the wgmma instruction for ``bn`` columns, fences."""
+    return descriptor_helper(p) + instruction(p, dtype, bn, b_k_major) + fence_helpers(p)
+
+
+def instruction(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
+    """``{p}_wgmma``: the fp16 / bf16 warp-group MMA for ``bn`` columns (B read k-major or transposed)."""
     kind = "bf16" if dtype == "bfloat16" else "f16"
     regs = bn // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     tnsp_b = 0 if b_k_major else 1
-    instruction = f"""\
+    return f"""\
 // d (64 x {bn} per warp group, fp32) += A (64 x 16, descriptor da) . B (16 x {bn}, descriptor db).
 __device__ __forceinline__ void {p}_wgmma(float* d, unsigned long long da, unsigned long long db) {{
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
@@ -95,7 +100,6 @@ __device__ __forceinline__ void {p}_wgmma(float* d, unsigned long long da, unsig
                : "l"(da), "l"(db), "r"(1));
 }}
 """
-    return descriptor_helper(p) + instruction + fence_helpers(p)
 
 
 def accumulator_epilogue(bn: int, element: str) -> str:

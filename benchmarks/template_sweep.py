@@ -1,0 +1,149 @@
+"""Sweep the configurations of a task's first kernel, against eager PyTorch in the same process.
+
+    PYTHONPATH=$PWD/src python3 benchmarks/template_sweep.py --variants wgmma,mma \
+        --out $OUT/template_sweep.json tasks/compute/conv2d_fp16.py
+
+For each task (KernelBench format), every legal configuration of the named variants of the plan's first
+kernel (the rest keep the planner's choices) is rendered, compiled in parallel, run on the task's first
+shape set, checked against the reference at the task's tolerance, and timed with CUDA events (median of
+``--reps`` calls after warm-up). Eager PyTorch is timed the same way with TF32 off (exact fp32, what
+the harness verifies against) and, for fp32 tasks, with PyTorch's default (TF32 convolutions). Prints
+each task's fastest configurations and the planner's default with their speedup over eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from gemm_sweep import configs_of, event_ms
+from result_file import write_result
+
+from optiml.evaluate.abi import KernelLibrary, TensorArray
+from optiml.evaluate.runtime import TaskRuntime
+from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.task import load_task
+from optiml.templates.base import GroupConfig
+from optiml.templates.kernels import TemplateKernels
+
+
+def legal_configs(kernels: TemplateKernels, variants: list[str], limit: int) -> list[GroupConfig]:
+    """The first kernel's legal configurations of ``variants`` (all of its variants when empty)."""
+    wanted = variants or list(kernels.spaces[0].variants)
+    return [c for v in wanted if v in kernels.spaces[0].variants for c in configs_of(kernels, v, limit)][:limit]
+
+
+def eager_ms(model: torch.nn.Module, args: list[Any], reps: int, tf32: bool) -> float:
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        with torch.no_grad():
+            return event_ms(lambda: model(*args), reps)
+    finally:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def sweep(path: Path, compiler: Compiler, variants: list[str], reps: int, limit: int) -> dict[str, Any]:
+    task = load_task(path)
+    kernels = TemplateKernels.for_task(task)
+    default = kernels.default()
+    configs = legal_configs(kernels, variants, limit)
+    if default[0] not in configs:
+        configs.insert(0, default[0])
+    start = time.perf_counter()
+    built = compiler.compile_many([kernels.render([c, *default[1:]]) for c in configs])
+    compile_s = time.perf_counter() - start
+    runtime = TaskRuntime(task, "cuda")
+    case = runtime.case(0, 0)
+    exact = eager_ms(case.model, case.args, reps, tf32=False)
+    fast = eager_ms(case.model, case.args, reps, tf32=True) if task.meta.dtype == "float32" else None
+    stream = torch.cuda.current_stream()
+    rows = []
+    for config, result in zip(configs, built, strict=True):
+        row: dict[str, Any] = {"config": config.label(), "default": config == default[0]}
+        if not result.ok:
+            rows.append({**row, "status": "compile_error", "message": result.error_summary(3)[:300]})
+            continue
+        library = KernelLibrary(str(result.so_path))
+        outs = [torch.empty_like(e) for e in case.expected]
+        inputs, outputs = TensorArray(case.abi_inputs), TensorArray(outs)
+        needed = library.workspace_bytes(inputs)
+        workspace = torch.empty(needed, dtype=torch.uint8, device="cuda") if needed else None
+
+        def call(
+            lib: KernelLibrary = library,
+            i: TensorArray = inputs,
+            o: TensorArray = outputs,
+            w: torch.Tensor | None = workspace,
+        ) -> None:
+            rc = lib.forward(i, o, w, stream)
+            if rc != 0:
+                raise RuntimeError(f"optiml_forward returned {rc}")
+
+        try:
+            call()
+            torch.cuda.synchronize()
+        except Exception as exc:  # a failing configuration is a row
+            rows.append({**row, "status": "runtime_error", "message": str(exc)[:300]})
+            continue
+        wrong = [
+            k
+            for k, (got, want) in enumerate(zip(outs, case.expected, strict=True))
+            if not torch.allclose(got.float(), want.float(), rtol=case.rtol, atol=case.atol[k])
+        ]
+        ms = event_ms(call, reps)
+        row.update(status="wrong" if wrong else "ok", ms=round(ms, 4), vs_eager=round(exact / ms, 3))
+        if fast is not None:
+            row["vs_eager_tf32"] = round(fast / ms, 3)
+        rows.append(row)
+    timed = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["ms"])
+    default_row = next((r for r in rows if r["default"]), None)
+    tf32_note = f", eager with TF32 {fast:.4f} ms" if fast is not None else ""
+    print(f"\n{path.stem}: eager {exact:.4f} ms{tf32_note}, {len(configs)} configs, compile {compile_s:.1f} s")
+    for r in timed[:8]:
+        print(f"  {r['vs_eager']:6.3f}x eager  {r['ms']:.4f} ms  {r['config']}")
+    if default_row:
+        print(f"  default: {default_row.get('vs_eager')} {default_row['config']} {default_row.get('message', '')}")
+    for r in [r for r in rows if r["status"] != "ok"][:5]:
+        print(f"  FAILED {r['status']} {r['config']}: {r.get('message', '')[:200]}")
+    return {
+        "task": path.stem,
+        "eager_ms": round(exact, 4),
+        "eager_tf32_ms": round(fast, 4) if fast is not None else None,
+        "compile_s": round(compile_s, 1),
+        "best": timed[0] if timed else None,
+        "default": default_row,
+        "rows": rows,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("tasks", nargs="+", type=Path)
+    parser.add_argument("--variants", default="", help="comma-separated variants of the first kernel (default: all)")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--limit", type=int, default=64, help="at most this many configurations per task")
+    parser.add_argument("--out", type=Path, default=Path("template_sweep.json"))
+    parser.add_argument("--commit", default="unknown")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("template_sweep: no CUDA GPU", file=sys.stderr)
+        return 2
+    variants = [v for v in args.variants.split(",") if v]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        compiler = Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache"))
+        for path in args.tasks:
+            results.append(sweep(path, compiler, variants, args.reps, args.limit))
+            write_result(args.out, "template_sweep", args.commit, tasks=results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
