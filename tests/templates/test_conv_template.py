@@ -665,13 +665,16 @@ def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -
         implicit.replace("(unsigned)iw < (unsigned)P.W", "(unsigned)iw + 1 < (unsigned)P.W"),
         direct.replace("kx < (int)P.KW", "kx + 1 < (int)P.KW"),
         stencil.replace("v[kx] = src[kx * 1];", "v[kx] = src[kx * 1 + 1];"),  # each window one column right
+        # channel-major k (shape set 2: 2 channels), tap-major k (shape set 0: 4), the weights' swizzle
         warp_group.replace("if (++t == KSi) {", "if (++t >= KSi - 1) {"),  # a tap of each channel skipped
+        warp_group.replace("* DHWi + xo + tp.w;", "* DHWi + xo + tp.w + 1;"),  # each tap one column right
         warp_group.replace("((c ^ (r & 7)) << 4));\n      unsigned big", "(c << 4));\n      unsigned big", 1),
     ]
     assert all(b not in (implicit, direct, stencil, warp_group) for b in broken)
     lib = emulated_library(tmp_path, broken)
-    case = TaskRuntime(tasks["conv2d_strided"], "cpu").case(7, 0)
-    for unit in range(len(broken)):
+    runtime = TaskRuntime(tasks["conv2d_strided"], "cpu")
+    for unit, shape_set in enumerate((0, 0, 0, 2, 0, 0)):
+        case = runtime.case(7, shape_set)
         (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
         assert not np.allclose(got, case.expected[0].double().numpy().reshape(-1), rtol=1e-4, atol=1e-4), unit
 

@@ -209,8 +209,8 @@ class ConvProblem:
 
 
 # -- shared code ---------------------------------------------------------------------------------------
-def _prob_struct(p: str, ctype: str, epi: Epilogue) -> str:
-    fields = "\n".join(epi.fields())
+def _prob_struct(p: str, ctype: str, epi: Epilogue, extra: tuple[str, ...] = ()) -> str:
+    fields = "\n".join([*extra, *epi.fields()])
     return f"""\
 struct {p}_prob {{
   const {ctype}* x;
@@ -415,17 +415,17 @@ def _phase_block_decode(phases: int) -> str:
   const int64_t phase = bid % {phases}u, gz = bid / {phases}u;"""
 
 
-def _fast_division_host(divisor: str) -> list[str]:
-    """Host statements: ``P.ks_mul`` / ``P.ks_shr`` with ``n / d == __umulhi(n, mul) >> shr`` for every
-    ``n < 2^31`` (Granlund-Montgomery, as CUTLASS's FastDivmod); ``mul = 0`` marks ``d == 1``."""
+def fast_division_host(divisor: str, into: str = "ks") -> list[str]:
+    """Host statements: ``P.{into}_mul`` / ``P.{into}_shr`` with ``n / d == __umulhi(n, mul) >> shr`` for
+    every ``n < 2^31`` (Granlund-Montgomery, as CUTLASS's FastDivmod); ``mul = 0`` marks ``d == 1``."""
     return [
         "  {",
         f"    const uint32_t d = (uint32_t){divisor};",
         "    uint32_t lg = 0;",
         "    while ((1ull << lg) < d) ++lg;  // ceil(log2(d))",
         "    const uint64_t p = 31 + lg;",
-        "    P.ks_mul = d == 1 ? 0u : (uint32_t)(((1ull << p) + d - 1) / d);",
-        "    P.ks_shr = (int)(p - 32);",
+        f"    P.{into}_mul = d == 1 ? 0u : (uint32_t)(((1ull << p) + d - 1) / d);",
+        f"    P.{into}_shr = (int)(p - 32);",
         "  }",
     ]
 
@@ -768,43 +768,25 @@ def _tensor_core_store(p: str, prob: ConvProblem, mi: int, ni: int, wtm: int, wt
 
 
 def _tiled_launch(
-    p: str,
-    kernel: str,
-    bm: int,
-    bn: int,
-    threads: int,
-    vec: int = 0,
-    stride: tuple[int, int, int] | None = None,
-    smem: int = 0,
+    p: str, kernel: str, bm: int, bn: int, threads: int, vec: int = 0, stride: tuple[int, int, int] | None = None
 ) -> str:
     """The launch of a tiled kernel; with ``vec`` the kernel is a ``template <bool AVEC>`` whose true instance
     reads the weights in 16-byte words, launched when ``K`` is a multiple of ``vec`` and the weight 16-byte
     aligned (then every row of it is). With a transposed convolution's ``stride``, one GEMM per output
-    phase: its columns are a phase's pixels (the first phase has the most). ``smem``: bytes of dynamic
-    shared memory (the limit raised at every call, about a microsecond: no state kept across calls)."""
-
-    def call(instance: str) -> str:
-        launch = f"{instance}<<<(unsigned)blocks, {threads}, {smem}, stream>>>(P);"
-        if not smem:
-            return launch
-        return (
-            f"{{\n    const cudaError_t e = cudaFuncSetAttribute({instance}, "
-            f"cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});\n"
-            f"    if (e != cudaSuccess) return (int)e;\n    {launch}\n  }}"
-        )
-
+    phase: its columns are a phase's pixels (the first phase has the most)."""
+    call = f"<<<(unsigned)blocks, {threads}, 0, stream>>>(P);"
     columns, count = "P.NP", 1
     if stride is not None:
         sd, sh, sw = stride
         columns = f"P.B * ((P.OD + {sd - 1}) / {sd}) * ((P.OH + {sh - 1}) / {sh}) * ((P.OW + {sw - 1}) / {sw})"
         count = sd * sh * sw
     if vec and stride is not None:  # a transposed weight is read through the phase's taps, never in words
-        launch = call(f"{kernel}<false>")
+        launch = f"{kernel}<false>{call}"
     elif vec:
         aligned = f"(P.K & {vec - 1}) == 0 && ((uintptr_t)P.w & 15) == 0"
-        launch = f"if ({aligned}) {call(f'{kernel}<true>')}\n  else {call(f'{kernel}<false>')}"
+        launch = f"if ({aligned}) {kernel}<true>{call}\n  else {kernel}<false>{call}"
     else:
-        launch = call(kernel)
+        launch = kernel + call
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.M <= 0 || P.NP <= 0) return 0;
@@ -1130,7 +1112,11 @@ class ConvTemplate:
         # The GEMM epilogue reads only ``out`` and ``has_n`` of its problem; a ConvProblem has both.
         epi = Epilogue(group, cast(Problem, prob), ctx, self.sizes)
         ctype = c_type(prob.dtype)
-        device = [f"// ---- {p}: {group.describe()} {config.label()} ----", _prob_struct(p, ctype, epi), epi.device(p)]
+        warp_group = config.variant in ("wgmma", "tf32x3_wgmma")
+        extra = conv_wgmma.PROB_FIELDS if warp_group else ()
+        device = [f"// ---- {p}: {group.describe()} {config.label()} ----", _prob_struct(p, ctype, epi, extra)]
+        device.append(epi.device(p))
+        workspace = "0"
         includes: tuple[str, ...] = ()
         if prob.dtype == "bfloat16":
             includes = ("<cuda_bf16.h>",)
@@ -1160,22 +1146,15 @@ class ConvTemplate:
                 _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32, vec=8),
             ]
         elif config.variant in ("wgmma", "tf32x3_wgmma"):
-            bm, bn = int(config.get("bm")), int(config.get("bn"))
             threads = conv_wgmma.threads(config)
             head = _block_decode() + "\n" + _tap_table(prob, threads)
             device += [
                 conv_wgmma.helpers(p, config, prob.dtype),
+                conv_wgmma.weight_kernel(p, config),
                 conv_wgmma.kernel(p, config, prob, head, _bias(prob, "co")),
-                _tiled_launch(
-                    p,
-                    f"{p}_wgmma_conv",
-                    bm,
-                    bn,
-                    threads,
-                    vec=4 if prob.dtype == "float32" else 8,
-                    smem=conv_wgmma.smem_bytes(config),
-                ),
+                conv_wgmma.launch(p, config, MAX_TAPS),
             ]
+            workspace = conv_wgmma.workspace_bytes(config, [ctx.dim(prob.w, d) for d in range(prob.spatial + 2)])
         elif config.variant == "stencil":
             assert prob.kernel is not None  # the space offers stencil only then
             device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts))
@@ -1184,8 +1163,12 @@ class ConvTemplate:
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]
         host += self._shape_host(group, prob, ctx)
         host += epi.host(p)
+        if warp_group:
+            host += conv_wgmma.host(config, ctx.workspace) + fast_division_host("P.Cin_g", "cg")
         host += [f"  const int {p}_err = {p}_launch(P, stream);", f"  if ({p}_err != 0) return {p}_err;", "}"]
-        return KernelCode(device="\n".join(device), host="\n".join(host) + "\n", includes=includes)
+        return KernelCode(
+            device="\n".join(device), host="\n".join(host) + "\n", workspace_bytes=workspace, includes=includes
+        )
 
     # -- host code: sizes from the operands' shapes ------------------------------------------------------
     def _shape_host(self, group: Any, prob: ConvProblem, ctx: RenderContext) -> list[str]:
@@ -1229,7 +1212,7 @@ class ConvTemplate:
             "  P.K = P.Cin_g * P.KS;",
             "  P.N = 1;",
         ]
-        lines += _fast_division_host("P.KS")
+        lines += fast_division_host("P.KS")
         if prob.pointwise:
             lines.append("  if (P.KS != 1) return -5;  // built for a 1x1 kernel")
         return lines

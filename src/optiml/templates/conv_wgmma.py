@@ -41,6 +41,15 @@ ROW = 128  # bytes of a slice row: one 128-byte swizzle row
 ALIGN = 1024  # a 128-byte-swizzle atom (8 rows)
 MAX_SMEM = 227 * 1024
 TAP_TABLE_BYTES = 16 * 512  # the conv template's static tap table (conv.MAX_TAPS int4s)
+REORDER_THREADS = 256
+#: Fields of the conv template's problem struct only these kernels use (:func:`host` fills them).
+PROB_FIELDS = (
+    "  void* wt;                      // the weights reordered into the workspace (weight_kernel)",
+    "  int64_t Kp;                    // their row pitch: K rounded up to a 16-byte chunk",
+    "  int tapmajor;                  // k = tap * Cin_g + ci (Cin_g a multiple of a chunk), else as stored",
+    "  uint32_t cg_mul;               // k / Cin_g by multiply-high (0: Cin_g == 1)",
+    "  int cg_shr;",
+)
 HALF_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
 TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
 
@@ -62,6 +71,11 @@ def stage_bytes(config: GroupConfig) -> int:
 def smem_bytes(config: GroupConfig) -> int:
     """Dynamic shared memory: two stages and the alignment slack of the dynamic base."""
     return 2 * stage_bytes(config) + ALIGN
+
+
+def vec(config: GroupConfig) -> int:
+    """Values in a 16-byte chunk of a slice row: 4 floats or 8 halves."""
+    return 4 if split(config) else 8
 
 
 def check(config: GroupConfig) -> str | None:
@@ -129,28 +143,41 @@ def _inside(prob: ConvProblem) -> str:
 
 def _gather_chunk(prob: ConvProblem, vec: int, ctype: str) -> str:
     """Statements: ``e[0..vec)``, the im2col values at k = ``gk`` .. ``gk + vec - 1`` of this thread's
-    column, zero outside ``K`` and the input."""
-    guard = "j < kin"
+    column, zero outside ``K`` and the input. Offsets from the column's ``X`` are 32-bit (the launch checks
+    ``Cin_g * DHW < 2^31``). Tap-major (``TAP``: ``Cin_g`` a multiple of ``vec``): the chunk is one tap of
+    ``vec`` consecutive channels, bounds-tested once; otherwise k walks the taps of each channel in turn."""
     if prob.pointwise:
         body = f"""\
-          const X_T* __restrict__ Xc = X + gk * P.OS;
+          int off = (int)gk * OSi;
 #pragma unroll
           for (int j = 0; j < {vec}; ++j) {{
-            if ({guard}) e[j] = Xc[0];
-            Xc += P.OS;
+            if (j < kin) e[j] = X[off];
+            off += OSi;
           }}"""
     else:
         body = f"""\
-          int ci = P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) : (int)gk;
-          int t = (int)gk - ci * KSi;
-          const X_T* __restrict__ Xc = X + (int64_t)ci * P.DHW;
+          if (TAP) {{  // one tap of {vec} consecutive channels; K is a multiple of {vec}
+            const int tap = P.cg_mul ? (int)(__umulhi((unsigned)gk, P.cg_mul) >> P.cg_shr) : (int)gk;
+            const int4 tp = taps[tap];
+            if ({_inside(prob)}) {{
+              int off = ((int)gk - tap * CGi) * DHWi + xo + tp.w;
 #pragma unroll
-          for (int j = 0; j < {vec}; ++j) {{
-            const int4 tp = taps[t];
-            if ({guard} && {_inside(prob)}) e[j] = Xc[xo + tp.w];
-            if (++t == KSi) {{
-              t = 0;
-              Xc += P.DHW;
+              for (int j = 0; j < {vec}; ++j) {{
+                e[j] = X[off];
+                off += DHWi;
+              }}
+            }}
+          }} else {{  // k = ci * KS + tap: the taps of each channel in turn
+            const int ci = P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) : (int)gk;
+            int t = (int)gk - ci * KSi, off = ci * DHWi + xo;
+#pragma unroll
+            for (int j = 0; j < {vec}; ++j) {{
+              const int4 tp = taps[t];
+              if (j < kin && {_inside(prob)}) e[j] = X[off + tp.w];
+              if (++t == KSi) {{
+                t = 0;
+                off += DHWi;
+              }}
             }}
           }}"""
     return f"""\
@@ -160,6 +187,7 @@ def _gather_chunk(prob: ConvProblem, vec: int, ctype: str) -> str:
         const int64_t gk = k0 + (int64_t)c * {vec};
         if (ncol && gk < P.K) {{
           const int kin = P.K - gk < {vec} ? (int)(P.K - gk) : {vec};
+          (void)kin;
 {body}
         }}"""
 
@@ -210,64 +238,47 @@ def _b_staging(p: str, prob: ConvProblem, config: GroupConfig) -> tuple[str, str
 
 
 def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
-    """(declarations, loads, stores) of the weight tile: ``bm x 8`` chunks, four a thread. Half ``AVEC``:
-    ``cp.async`` into the stage at load time (no registers); otherwise through registers ``ra``."""
-    nthreads, tf32 = threads(config), split(config)
-    vec = 4 if tf32 else 8
-    where = "const int f = (int)threadIdx.x + l * " + str(nthreads) + ", r = f >> 3, c = f & 7;"
+    """(declarations, loads, stores) of the weight tile from the reordered weights (rows ``Kp`` apart, so
+    every chunk is 16-byte aligned): ``bm x 8`` chunks, four a thread. Half: ``cp.async`` into the stage
+    at load time. 3xTF32: through registers ``ra``, split when stored."""
+    nthreads = threads(config)
+    where = f"const int f = (int)threadIdx.x + l * {nthreads}, r = f >> 3, c = f & 7;"
     at = f"const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));"
-    inside = f"const int64_t gm = m0 + r, gk = k0 + c * {vec};\n      const bool ok = gm < P.M && gk < P.K;"
-    if tf32:
-        scalars = ", ".join(f"gk + {j} < P.K ? Wg[gm * P.K + gk + {j}] : 0.f" for j in range(4))
-        decl = "  float4 ra[4];"
-        fetch = f"""\
-      ra[l] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (ok) ra[l] = AVEC ? *(const float4*)(Wg + gm * P.K + gk) : make_float4({scalars});"""
-        put = f"""\
+    inside = f"const int64_t gm = m0 + r, gk = k0 + c * {vec(config)};\n      const bool ok = gm < P.M && gk < P.Kp;"
+    if not split(config):
+        loads = f"""\
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {{
+      {where}
+      {inside}
+      {at}
+      {p}_cp16(a_big + at, Wg + (ok ? gm * P.Kp + gk : 0), ok);
+    }}
+"""
+        return "", loads, ""
+    loads = f"""\
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {{
+      {where}
+      {inside}
+      ra[l] = ok ? *(const float4*)(Wg + gm * P.Kp + gk) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }}
+"""
+    stores = f"""\
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {{
+      {where}
+      {at}
       unsigned big[4], small[4];
       {p}_split(ra[l].x, big[0], small[0]);
       {p}_split(ra[l].y, big[1], small[1]);
       {p}_split(ra[l].z, big[2], small[2]);
       {p}_split(ra[l].w, big[3], small[3]);
       {p}_sts16(a_big + at, big[0], big[1], big[2], big[3]);
-      {p}_sts16(a_small + at, small[0], small[1], small[2], small[3]);"""
-        stores_guard = ""
-    else:
-        halves = ", ".join(
-            f"(unsigned)(gk + {2 * q} < P.K ? Wg[gm * P.K + gk + {2 * q}] : 0) | "
-            f"((unsigned)(gk + {2 * q + 1} < P.K ? Wg[gm * P.K + gk + {2 * q + 1}] : 0) << 16)"
-            for q in range(4)
-        )
-        decl = "  uint4 ra[4];"
-        fetch = f"""\
-      if (AVEC) {{
-        {at}
-        {p}_cp16(a_big + at, Wg + (ok ? gm * P.K + gk : 0), ok);
-      }} else {{
-        ra[l] = make_uint4(0u, 0u, 0u, 0u);
-        if (ok) ra[l] = make_uint4({halves});
-      }}"""
-        put = f"      {p}_sts16(a_big + at, ra[l].x, ra[l].y, ra[l].z, ra[l].w);"
-        stores_guard = "if (!AVEC) "
-    loads = f"""\
-#pragma unroll
-    for (int l = 0; l < 4; ++l) {{
-      {where}
-      {inside}
-{fetch}
+      {p}_sts16(a_small + at, small[0], small[1], small[2], small[3]);
     }}
 """
-    stores = f"""\
-    {stores_guard}{{
-#pragma unroll
-      for (int l = 0; l < 4; ++l) {{
-        {where}
-        {at}
-  {put}
-      }}
-    }}
-"""
-    return decl, loads, stores
+    return "  float4 ra[4];", loads, stores
 
 
 # -- the kernel ------------------------------------------------------------------------------------------
@@ -339,7 +350,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str)
 // Implicit GEMM on warp-group MMAs, {kind}: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 output
 // channels, {bk}-deep slices in two 128-byte-swizzled stages; the next slice is gathered and stored while the
 // current one's MMAs run.
-template <bool AVEC>
+template <bool TAP>
 __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {{
   typedef {ctype} X_T;
   extern __shared__ __align__(16) unsigned char {p}_smem[];
@@ -347,14 +358,11 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
   const int wg = (int)threadIdx.x >> 7, lane = (int)threadIdx.x & 31, warp = ((int)threadIdx.x >> 5) & 3;
 {head}
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
-  const X_T* __restrict__ Wg = (const X_T*)P.w + gz * P.M * P.K;
+  const X_T* __restrict__ Wg = (const X_T*)P.wt + gz * P.M * P.Kp;
   const X_T* __restrict__ xp = (const X_T*)P.x;
-  const int KSi = (int)P.KS;
+  const int KSi = (int)P.KS, CGi = (int)P.Cin_g, DHWi = (int)P.DHW, OSi = (int)P.OS;
   const unsigned Du = (unsigned)P.D, Hu = (unsigned)P.H, Wu = (unsigned)P.W;
-  (void)KSi;
-  (void)Du;
-  (void)Hu;
-  (void)Wu;
+  (void)KSi, (void)CGi, (void)DHWi, (void)OSi, (void)Du, (void)Hu, (void)Wu;
 {_decode_column(prob, bn)}
 {a_decl}
 {b_decl}
@@ -381,3 +389,76 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
   }}
 {epilogue}}}
 """
+
+
+# -- the weights, the launch -----------------------------------------------------------------------------
+def weight_kernel(p: str, config: GroupConfig) -> str:
+    """``{p}_wreorder``: the weights copied into the workspace as the kernel reads them (every call: they
+    are an input), rows ``Kp`` apart and zero past ``K``, tap-major where ``P.tapmajor``."""
+    ctype = "float" if split(config) else "unsigned short"
+    return f"""\
+// The weights as the warp-group kernel reads them: output channel m's row holds k in [0, Kp), tap-major
+// (k = tap * Cin_g + ci) when P.tapmajor, else as stored (k = ci * KS + tap); zero past K.
+__global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob P) {{
+  const {ctype}* __restrict__ w = (const {ctype}*)P.w;
+  {ctype}* __restrict__ wt = ({ctype}*)P.wt;
+  const int64_t total = P.Cout * P.Kp;
+  for (int64_t i = (int64_t)blockIdx.x * {REORDER_THREADS} + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * {REORDER_THREADS}) {{
+    const int64_t m = i / P.Kp, k = i - m * P.Kp;
+    {ctype} v = ({ctype})0;
+    if (k < P.K) {{
+      const int64_t tap = k / P.Cin_g, ci = k - tap * P.Cin_g;
+      v = w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)];
+    }}
+    wt[i] = v;
+  }}
+}}
+"""
+
+
+def launch(p: str, config: GroupConfig, max_taps: int) -> str:
+    """``{p}_launch``: the weights reordered, then the kernel's tap-major instance where ``Cin_g`` is a
+    multiple of a chunk, else its channel-major one."""
+    bm, bn, nthreads, smem = int(config.get("bm")), int(config.get("bn")), threads(config), smem_bytes(config)
+    return f"""\
+static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
+  if (P.M <= 0 || P.NP <= 0) return 0;
+  // 32-bit pixels and offsets within an image's channels of a group
+  if (P.K > 2147483647LL || P.NP > 2147483647LL || P.Cin_g * P.DHW > 2147483647LL) return -4;
+  if (P.KS > {max_taps}) return -5;  // more kernel taps than the shared table holds
+  P.tapmajor = P.Cin_g % {vec(config)} == 0;
+  P.tiles_m = (P.M + {bm - 1}) / {bm};
+  P.tiles_n = (P.NP + {bn - 1}) / {bn};
+  const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
+  if (blocks > 2147483647LL) return -4;
+  const int64_t words = P.Cout * P.Kp;
+  const int64_t reorder = (words + {REORDER_THREADS - 1}) / {REORDER_THREADS};
+  {p}_wreorder<<<(unsigned)(reorder < 4096 ? reorder : 4096), {REORDER_THREADS}, 0, stream>>>(P);
+  // the shared-memory limit raised at every call (about a microsecond): no state kept across calls
+  const cudaError_t e = P.tapmajor
+      ? cudaFuncSetAttribute({p}_wgmma_conv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem})
+      : cudaFuncSetAttribute({p}_wgmma_conv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
+  if (e != cudaSuccess) return (int)e;
+  if (P.tapmajor) {p}_wgmma_conv<true><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
+  else {p}_wgmma_conv<false><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
+  {{ const cudaError_t err = cudaGetLastError(); if (err != cudaSuccess) return (int)err; }}
+  return 0;
+}}
+"""
+
+
+def host(config: GroupConfig, workspace: str) -> list[str]:
+    """Host statements after the shapes: the reordered weights' place and pitch."""
+    return [
+        f"  P.Kp = (P.K + {vec(config) - 1}) / {vec(config)} * {vec(config)};",
+        f"  P.wt = (void*)({workspace});",
+    ]
+
+
+def workspace_bytes(config: GroupConfig, weight_dims: list[str]) -> str:
+    """A C expression: the reordered weights' bytes (``weight_dims``: the weight's dims, ``[C_out][C_in/g]
+    [k...]``): ``C_out`` rows of ``K`` rounded up to a chunk."""
+    chunk, size = vec(config), 4 if split(config) else 2
+    k = " * ".join(f"(int64_t)({d})" for d in weight_dims[1:])
+    return f"((int64_t)({weight_dims[0]}) * ((({k}) + {chunk - 1}) / {chunk} * {chunk}) * {size})"
