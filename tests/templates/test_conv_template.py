@@ -279,7 +279,11 @@ def test_the_conv_node_carries_the_hyper_parameters(tasks: dict[str, Task]) -> N
 
 def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     first = {name: kernels_of(tasks, name).default()[0] for name in SPECS}
-    assert first["conv2d_bn_relu"] == GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)
+    assert first["conv2d_bn_relu"] == GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)  # 6 output channels
+    ampere = DeviceFacts(arch="sm_80")
+    assert kernels_of(tasks, "conv2d_bn_relu", ampere).default()[0] == GroupConfig.of(
+        "implicit", bm=64, bn=64, bk=8, tm=8, tn=4
+    )
     for name in ("transposed2d", "transposed1d_groups"):
         assert first[name].variant == "direct", name  # transposed, few products per output
     depthwise = ("depthwise_residual", "depthwise_multiplier", "depthwise3d", "depthwise_wide_kernel", "h_depthwise")
@@ -288,7 +292,8 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     # the tile follows the output plane: 16 rows for 9 x 11 outputs (32 would idle most threads)
     assert first["depthwise_residual"] == GroupConfig.of("stencil", tx=32, ty=4, rows=4)
     assert first["big_kernel3d"].variant == "direct"  # 729 taps: more weights than a thread holds
-    assert first["h_conv2d"].variant == "mma" and first["f16_conv2d"].variant == "mma"
+    assert first["h_conv2d"] == GroupConfig.of("wgmma", bm=64, bn=64) and first["f16_conv2d"].variant == "wgmma"
+    assert kernels_of(tasks, "h_conv2d", ampere).default()[0].variant == "mma"
     for name in SPECS:
         k = kernels_of(tasks, name)
         group = k.plan.groups[0]
@@ -310,20 +315,26 @@ def test_the_stencil_tile_follows_the_output_plane() -> None:
     assert shape(tile(1, 4096)) == (128, 1, 1) and shape(tile(3, 1000)) == (128, 1, 4)
 
 
-def test_the_rule_takes_tf32x3_where_its_wide_tiles_fill_m_and_the_sms() -> None:
-    """The suite's fp32 convolutions on an H200's facts: 2-D ones with >= 128 output channels and enough
-    tiles get tf32x3 128x128; the 64-channel 3-D one stays implicit with a narrow tf32x3 seed; a GPU
-    without TF32 MMAs keeps implicit."""
+def test_the_rule_takes_warp_group_mmas_on_hopper_and_tf32x3_where_its_wide_tiles_fill_m_and_the_sms() -> None:
+    """The suite's fp32 convolutions: on an H200 the warp-group 3xTF32 kernel, 128 x 64 (64 x 64 for the
+    64-channel 3-D one; template_sweep_conv_wgmma.json); on an A100 (TF32 MMAs, no warp-group ones) 2-D
+    ones with >= 128 output channels and enough tiles get tf32x3 128x128, the 3-D one stays implicit with
+    a narrow tf32x3 seed; a GPU without TF32 MMAs keeps implicit."""
     root = Path(__file__).resolve().parents[2] / "tasks"
+    ampere = DeviceFacts(arch="sm_80")
     for path in (root / "conv2d.py", root / "compute" / "conv2d_bias_relu.py", root / "compute" / "conv2d_strided.py"):
         k = TemplateKernels.for_task(load_task(path), FACTS)
+        assert k.default()[0] == GroupConfig.of("tf32x3_wgmma", bm=128, bn=64), path.name
+        k = TemplateKernels.for_task(load_task(path), ampere)
         assert k.default()[0] == GroupConfig.of("tf32x3", bm=128, bn=128, bk=16, wm=2, wn=4), path.name
         older = TemplateKernels.for_task(load_task(path), DeviceFacts(arch="sm_75"))
         assert older.default()[0].variant == "implicit", path.name
-    conv3d = TemplateKernels.for_task(load_task(root / "compute" / "conv3d.py"), FACTS)
+    task = load_task(root / "compute" / "conv3d.py")
+    assert TemplateKernels.for_task(task, FACTS).default()[0] == GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)
+    conv3d = TemplateKernels.for_task(task, ampere)
     assert conv3d.default()[0].variant == "implicit"
     group = conv3d.plan.groups[0]
-    seeds = conv3d.templates.of(group).seeds(group, FACTS)
+    seeds = conv3d.templates.of(group).seeds(group, ampere)
     assert GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4) in seeds
 
 
@@ -390,6 +401,7 @@ def test_render_is_deterministic_prefixed_and_size_free(tasks: dict[str, Task]) 
                 assert "if (P.KD != 1 || P.KH != 3 || P.KW != 3) return -5;" in conv, name
                 kernel = conv[conv.index("__global__ void __launch_bounds__") : conv.index("static int g0_launch")]
                 conv = conv.replace(kernel, "")
+            conv = re.sub(r'asm volatile\("\{.*?\);', "", conv, flags=re.S)  # MMA operand lists: d[9], %9
             for value in SPECS[name].get("sizes", {"H": 9, "W": 11}).values():
                 if value > 8:
                     assert not re.search(rf"(?<![\w.%]){value}(?![\w.])", conv), (name, value)
@@ -444,6 +456,17 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("h_pointwise", GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)),
         ("f16_conv2d", GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=2)),
     ],
+    "wgmma": [
+        ("h_conv2d", GroupConfig.of("wgmma", bm=128, bn=64)),
+        ("h_conv_deep", GroupConfig.of("wgmma", bm=128, bn=256)),
+        ("h_pointwise", GroupConfig.of("wgmma", bm=64, bn=128)),
+        ("f16_conv2d", GroupConfig.of("wgmma", bm=128, bn=128)),
+    ],
+    "tf32x3_wgmma": [
+        ("conv2d_bn_relu", GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)),
+        ("conv3d_groups", GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)),
+        ("pointwise_relu", GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)),
+    ],
 }
 
 
@@ -461,7 +484,7 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
         assert result.ok, f"{name}: {result.error_summary()}"
         warnings = [d for d in result.diagnostics if d.severity == "warning" and "ws_" not in d.message]
         assert not warnings, result.log[-3000:]
-        names = ("_implicit", "_mma_conv", "_tf32", "_direct", "_stencil")
+        names = ("_implicit", "_mma_conv", "_tf32", "_direct", "_stencil", "_wgmma_conv", "_wreorder")
         kernels = [r for r in result.resources if any(k in r.name for k in names)]
         assert kernels, name
         for res in kernels:
@@ -677,6 +700,26 @@ def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -
         case = runtime.case(7, shape_set)
         (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
         assert not np.allclose(got, case.expected[0].double().numpy().reshape(-1), rtol=1e-4, atol=1e-4), unit
+
+
+@needs_gxx
+def test_emulator_catches_a_warp_group_conv_reading_copies_never_committed(
+    tasks: dict[str, Task], tmp_path: Path
+) -> None:
+    """``cp.async.wait_group`` waits for committed groups only: without its commits the bf16 kernel's
+    weight copies may land after the MMAs read the stage (wrong results on the H200 at large sizes);
+    the emulator lands a copy only when a wait retires its group, so it fails here too."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    unit = kernels_of(tasks, "h_conv_wide", EMULATED).render([GroupConfig.of("wgmma", bm=64, bn=128)]).code
+    broken = unit.replace("g0_cp_commit();", "")
+    assert broken != unit
+    lib = emulated_library(tmp_path, [unit, broken])
+    case = TaskRuntime(tasks["h_conv_wide"], "cpu").case(7, 1)
+    (good,) = run_emulated(lib, 0, case.abi_inputs, case.expected)
+    (bad,) = run_emulated(lib, 1, case.abi_inputs, case.expected)
+    assert np.array_equal(good, _bits(case.expected[0]))
+    assert not np.array_equal(bad, _bits(case.expected[0]))
 
 
 # -- on the GPU ----------------------------------------------------------------------------------------

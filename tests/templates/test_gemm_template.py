@@ -606,20 +606,38 @@ static void emu_mma_tf32(float* c, const unsigned* a, const unsigned* b) {
   __syncwarp();
   for (int q = 0; q < 4; ++q) c[q] = out[q];
 }
-static void emu_cp4(unsigned dst, const void* src, bool ok) {
-  if (ok) memcpy(emu_dyn_smem + dst, src, 4);
-  else memset(emu_dyn_smem + dst, 0, 4);
+// cp.async: a thread's copies land when a wait_group retires the commit group that holds them, as late as
+// the hardware may complete them; copies never committed never land (wait_group does not wait for them).
+struct emu_cp_queue {
+  std::vector<std::function<void()>> open;
+  std::vector<std::vector<std::function<void()>>> groups;
+};
+static emu_cp_queue emu_cp[1024];
+static void emu_cp_async(unsigned dst, const void* src, bool ok, size_t bytes) {
+  emu_cp[threadIdx.x].open.push_back([=]() {
+    if (ok) memcpy(emu_dyn_smem + dst, src, bytes);
+    else memset(emu_dyn_smem + dst, 0, bytes);
+  });
 }
-// cp.async (a synchronous copy here), and ldmatrix: lane l's register q is the pair of halves of matrix q
-// at (row l / 4, cols 2 (l % 4), +1) -- transposed: (rows 2 (l % 4), +1, col l / 4) -- where row r of
-// matrix q starts at the address lane 8 q + r gave.
+static void emu_cp_commit() {
+  emu_cp_queue& q = emu_cp[threadIdx.x];
+  q.groups.push_back(std::move(q.open));
+  q.open.clear();
+}
+static void emu_cp_wait(int pending) {
+  emu_cp_queue& q = emu_cp[threadIdx.x];
+  while ((int)q.groups.size() > pending) {
+    for (auto& copy : q.groups.front()) copy();
+    q.groups.erase(q.groups.begin());
+  }
+}
+static void emu_cp4(unsigned dst, const void* src, bool ok) { emu_cp_async(dst, src, ok, 4); }
+// ldmatrix: lane l's register q is the pair of halves of matrix q at (row l / 4, cols 2 (l % 4), +1) --
+// transposed: (rows 2 (l % 4), +1, col l / 4) -- where row r of matrix q starts at the address lane 8 q + r gave.
 static inline size_t __cvta_generic_to_shared(const void* p) {
   return (size_t)((const unsigned char*)p - emu_dyn_smem);
 }
-static void emu_cp16(unsigned dst, const void* src, bool ok) {
-  if (ok) memcpy(emu_dyn_smem + dst, src, 16);
-  else memset(emu_dyn_smem + dst, 0, 16);
-}
+static void emu_cp16(unsigned dst, const void* src, bool ok) { emu_cp_async(dst, src, ok, 16); }
 static unsigned emu_ldsm_addr[32][32];
 static void emu_ldsm(unsigned addr, unsigned* r, bool trans) {
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -840,7 +858,8 @@ PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
     (re.compile(r'asm volatile\("cp\.async\.ca\.shared\.global.*?\)\);', re.S), "emu_cp4(dst, src, ok);"),
     (re.compile(r'asm\("cvt\.rna\.tf32\.f32.*?\)\);'), "r = emu_tf32(x);"),
     (re.compile(r'asm\("mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32.*?\)\);', re.S), "emu_mma_tf32(c, a, b);"),
-    (re.compile(r'asm volatile\("cp\.async\.(commit|wait)_group.*?\);'), ""),
+    (re.compile(r'asm volatile\("cp\.async\.commit_group.*?\);'), "emu_cp_commit();"),
+    (re.compile(r'asm volatile\("cp\.async\.wait_group.*?\);'), "emu_cp_wait(N);"),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.trans\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, true);"),
     (re.compile(r'asm volatile\("ldmatrix[^"]*\.x4\.shared.*?\)\);', re.S), "emu_ldsm(addr, r, false);"),
     (re.compile(r'asm volatile\("wgmma\.commit_group[^"]*" :[^;]*"memory"\);'), "emu_wg_commit();"),

@@ -1055,10 +1055,15 @@ class ConvTemplate:
         if k < DIRECT_MAX_K or k == _taps(prob.primary) or any(_taps(t) > MAX_TAPS for t in prob.traced):
             stencil = _stencil_rule(prob, self.space(group, facts))
             return stencil if stencil is not None else GroupConfig.of("direct", threads=256)
+        variants = self.space(group, facts).variants
         if prob.dtype in HALF:
+            if "wgmma" in variants:
+                return GroupConfig.of("wgmma", bm=128 if m > 64 else 64, bn=64)
             if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
+        if "tf32x3_wgmma" in variants:
+            return GroupConfig.of("tf32x3_wgmma", bm=128 if m > 64 else 64, bn=64)
         if tensor_cores_take_tf32(facts) and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
             return TF32_WIDE
         return _implicit_tile(prob, m, n, sms)
@@ -1079,7 +1084,10 @@ class ConvTemplate:
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
             ]
         elif prob.dtype in HALF:
+            wide = first.variant == "wgmma" and first.get("bm") == 128
             others = [
+                *([GroupConfig.of("wgmma", bm=128, bn=128)] if wide else []),
+                *([GroupConfig.of("wgmma", bm=128, bn=256)] if wide else []),
                 GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4),
                 GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=2),
                 GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),
@@ -1088,7 +1096,9 @@ class ConvTemplate:
         else:
             tf32 = "tf32x3" in self.space(group, facts).variants
             narrow = prob.gemm_sizes(prob.primary)[0] < 128  # fewer output channels per group than a wide tile
+            warp_group = first.variant == "tf32x3_wgmma"
             others = [
+                *([GroupConfig.of("tf32x3_wgmma", bm=first.get("bm"), bn=128)] if warp_group else []),
                 *([TF32_NARROW if narrow else TF32_WIDE] if tf32 else []),
                 GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),

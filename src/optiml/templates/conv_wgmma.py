@@ -372,6 +372,7 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
     const int buf = 0;
     const int64_t k0 = 0;
 {slice_code}  }}
+  {p}_cp_commit();  // wait_group waits for committed groups only
   {p}_cp_wait<0>();
   {p}_proxy_fence();
   __syncthreads();
@@ -383,6 +384,7 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
 {slice_code}    }}
     {p}_wg_wait<0>();
 {sum_partial}
+    {p}_cp_commit();
     {p}_cp_wait<0>();
     {p}_proxy_fence();
     __syncthreads();

@@ -1,0 +1,60 @@
+"""Which task files a suite is: a folder with its subfolders (a KernelBench level folder as it is), a glob,
+or a list file."""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+from pathlib import Path
+
+from optiml.errors import OptimlError
+
+
+def discover_suite(spec: str, only: str | None = None) -> list[Path]:
+    """Task files of ``spec``, sorted; ``only`` keeps those whose stem matches a comma-separated list of
+    globs or substrings (``--tasks softmax,*norm*``). Raises OptimlError when nothing is found."""
+    path = Path(spec)
+    if path.is_dir():  # with its subfolders (tasks/ holds memory/ and compute/), hidden and _private ones skipped
+        files = sorted(
+            p for p in path.rglob("*.py") if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+        )
+    elif path.is_file() and path.suffix != ".py":
+        files = _list_file(path)
+    elif path.is_file():
+        files = [path]
+    else:
+        files = sorted(Path(p) for p in glob.glob(spec) if p.endswith(".py"))
+    if not files:
+        missing = ": no such folder or file" if not path.exists() and not glob.has_magic(spec) else ""
+        raise OptimlError(
+            f"{spec}: no task files{missing} (give a folder of KernelBench files, a glob, or a list file)"
+        )
+    if only:
+        patterns = [p.strip() for p in only.split(",") if p.strip()]
+        files = [f for f in files if any(fnmatch.fnmatch(f.stem, p) or p in f.stem for p in patterns)]
+        if not files:
+            raise OptimlError(f"{spec}: no task matches --tasks {only!r}")
+    return files
+
+
+def _list_file(path: Path) -> list[Path]:
+    """One task path a line (relative to the list file); blank lines and ``#`` comments are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise OptimlError(
+            f"{path}: not a list of task files (not UTF-8 text, byte {exc.start}); give a folder of KernelBench "
+            "files, a glob, or a text file with one task path a line"
+        ) from exc
+    except OSError as exc:
+        raise OptimlError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    files = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        task = (path.parent / entry).resolve() if not Path(entry).is_absolute() else Path(entry)
+        if not task.is_file():
+            raise OptimlError(f"{path}:{number}: no such task file {entry}")
+        files.append(task)
+    return files

@@ -1,0 +1,417 @@
+"""Search commands: propose, optimize, resume, runs, show."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+from rich.markup import escape
+
+from optiml.cli.app import (
+    DEFAULT_STORE,
+    AllowUnpricedOpt,
+    BudgetUsdOpt,
+    KernelArg,
+    LlmModelOpt,
+    LlmUrlOpt,
+    MaxLlmCallsOpt,
+    MaxLlmTokensOpt,
+    ProposerOpt,
+    StoreOpt,
+    TaskArg,
+    app,
+    check_output,
+    console,
+    err_console,
+    llm_overrides,
+    reports_errors,
+    require_arch,
+    require_at_least,
+    require_number,
+    write_output,
+)
+from optiml.cli.generate import generate_root_for
+from optiml.cli.gpus import parse_gpus
+from optiml.errors import ConfigError, OptimlError, StoreError
+
+if TYPE_CHECKING:
+    from optiml.llm import LLMClient
+    from optiml.propose.base import ProposalContext
+
+T = TypeVar("T")
+
+
+@app.command("propose")
+@reports_errors
+def propose_cmd(
+    task: TaskArg,
+    kernel: KernelArg,
+    proposer: Annotated[str, typer.Option("--proposer", help="heuristic | structural | offline | llm")] = "heuristic",
+    count: Annotated[int, typer.Option("-n", help="How many proposals.")] = 4,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the proposed kernels.")] = Path("proposals"),
+    seed: Annotated[int, typer.Option(help="Seed of the offline proposers.")] = 0,
+    store: StoreOpt = DEFAULT_STORE,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+    budget_usd: BudgetUsdOpt = None,
+    max_llm_calls: MaxLlmCallsOpt = None,
+    max_llm_tokens: MaxLlmTokensOpt = None,
+    allow_unpriced: AllowUnpricedOpt = False,
+) -> None:
+    """Propose edits to KERNEL without running a search; writes each proposal and its rationale.
+    Exit status 1 when no proposal is usable."""
+    from optiml.kernel.source import KernelSource
+    from optiml.propose.base import ProposalContext
+    from optiml.propose.factory import make_proposer
+    from optiml.propose.output import write_proposals
+    from optiml.session import SessionOptions, llm_config, make_llm_client
+    from optiml.task import load_task
+
+    if count < 1:
+        raise OptimlError(f"-n must be at least 1 (how many proposals), got {count}")
+    if out.exists() and not out.is_dir():
+        raise OptimlError(f"{out}: is a file; -o takes the folder to write the proposals into")
+    loaded = load_task(task)
+    source = KernelSource.from_file(kernel)
+    client = None
+    context = ProposalContext(task=loaded, kernel=source)
+    if proposer == "llm":
+        overrides = llm_overrides(
+            llm_model,
+            llm_base_url,
+            budget_usd,
+            max_calls=max_llm_calls,
+            max_tokens=max_llm_tokens,
+            allow_unpriced=allow_unpriced,
+        )
+        config = llm_config(SessionOptions(llm_overrides=overrides))
+        config.require_configured()
+        client = make_llm_client(config, store)  # refuses a budget it cannot enforce, before any work
+        context = _with_evidence(context)  # what the LLM is told about the current kernel and the GPU
+    try:
+        chosen = make_proposer(proposer, seed=seed, client=client)
+        proposals = chosen.propose(context, count)
+    finally:
+        if client is not None:
+            client.close()
+    written = write_proposals(proposals, out, parent=source)
+    usable = sum(1 for p in proposals if p.usable)
+    console.print(f"{usable} of {len(proposals)} proposals usable; {len(written)} files written to {out}/")
+    from optiml.propose.llm import CACHED
+
+    sources = list(getattr(chosen, "last_sources", []))
+    for index, proposal in enumerate(proposals, start=1):
+        mark = "[green]ok[/green]" if proposal.usable else f"[red]failed[/red] ({escape(proposal.error or '')})"
+        if index <= len(sources) and sources[index - 1] == CACHED:
+            mark += " [dim](cached answer)[/dim]"
+        console.print(f"  {index}. {mark} {escape(proposal.edit.summary(100))}", highlight=False)
+    if client is not None:
+        console.print(_usage_line(client), highlight=False)
+    if usable == 0:
+        why = ""
+        if not proposals and proposer == "structural":
+            from optiml.propose.structural import read_marker
+
+            why = (
+                f": {kernel} is not a template kernel (no OptiML plan marker), which is all the structural "
+                "proposer edits; try --proposer heuristic"
+                if read_marker(source.code) is None
+                else f": the structural proposer found no move from {kernel}'s plan for this task"
+            )
+        err_console.print(f"[red]error:[/red] no usable proposal{escape(why)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _usage_line(client: LLMClient) -> str:
+    """What the LLM calls of one command cost: answers, the cached ones, tokens, dollars."""
+    usage = client.usage
+    cached = f" ({usage.cached_calls} from the cache, free)" if usage.cached_calls else ""
+    price = client.config.price
+    cost = f"${usage.cost_usd:.4f}" if price is not None else f"$0 (no price known for {client.config.model})"
+    answers = f"{usage.calls} answer{'' if usage.calls == 1 else 's'}"
+    calls = f"{usage.api_calls} API call{'' if usage.api_calls == 1 else 's'}"
+    return f"LLM: {answers}{cached}, {calls}, {usage.input_tokens:,} tokens in, {usage.output_tokens:,} out, {cost}"
+
+
+def _with_evidence(context: ProposalContext) -> ProposalContext:
+    """The context with the current kernel's evidence and the target GPU: compiled (compile result and
+    ptxas resources per kernel) and, where a GPU is visible, verified and timed too."""
+    from dataclasses import replace
+
+    from optiml.evaluate.evaluator import compile_check
+    from optiml.kernel.compiler import DEFAULT_ARCH
+    from optiml.propose.target import probe_target
+    from optiml.session import SessionOptions, make_compiler, make_evaluator
+
+    try:
+        compiler = make_compiler(context.task)
+    except OptimlError as exc:  # no nvcc: the LLM still gets the kernel, without compile evidence
+        err_console.print(f"[yellow]no compile evidence for the LLM[/yellow]: {exc}", highlight=False)
+        return replace(context, target=probe_target(DEFAULT_ARCH))
+    with console.status("compiling the current kernel (its ptxas resources go to the LLM)"):
+        result = compile_check(context.task, context.kernel, compiler)
+    target = probe_target(compiler.arch)
+    if result.ok and target.sm_count is not None:  # a GPU is visible: verify and time it as well
+        try:
+            status = console.status("verifying and timing the current kernel on the GPU")
+            with status, make_evaluator(context.task, SessionOptions(), compiler=compiler) as evaluator:
+                result = evaluator.evaluate(context.kernel)
+                if evaluator.facts is not None:
+                    target = probe_target(compiler.arch, evaluator.facts.bandwidth)
+        except OptimlError as exc:
+            err_console.print(f"[yellow]the kernel was not run[/yellow]: {exc}", highlight=False)
+    console.print(f"current kernel: {result.feedback().splitlines()[0]}", highlight=False)
+    return replace(context, result=result, target=target)
+
+
+@app.command("optimize")
+@reports_errors
+def optimize_cmd(
+    task: TaskArg,
+    kernel: Annotated[
+        Path | None,
+        typer.Option(
+            "--kernel", "-k", help="Starting kernel (default: the fastest of the template kernels and the shipped one)."
+        ),
+    ] = None,
+    strategy: Annotated[str, typer.Option(help="greedy | mcts | best-of-n")] = "greedy",
+    evaluations: Annotated[int, typer.Option("--evals", help="Evaluation budget.")] = 60,
+    minutes: Annotated[float, typer.Option(help="Wall-time budget in minutes.")] = 30.0,
+    budget_usd: BudgetUsdOpt = None,
+    max_llm_calls: MaxLlmCallsOpt = None,
+    max_llm_tokens: MaxLlmTokensOpt = None,
+    allow_unpriced: AllowUnpricedOpt = False,
+    proposer: ProposerOpt = "auto",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the best kernel (default: <task>.best.cu).")
+    ] = None,
+    torch_compile: Annotated[bool, typer.Option("--compile", help="Also compare with torch.compile.")] = False,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Skip Nsight Compute profiling.")] = False,
+    profile_margin: Annotated[
+        float,
+        typer.Option(help="Profile verified candidates within this fraction of the best time (0.1 = 10 %)."),
+    ] = 0.10,
+    store: StoreOpt = DEFAULT_STORE,
+    seed: Annotated[int, typer.Option(help="Seed for proposers and tie-breaks.")] = 0,
+    arch: Annotated[str | None, typer.Option(help="nvcc -arch (default: detect).")] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(help="Evaluate on these GPUs ('all', or indices like 0,1); times in the first's units."),
+    ] = None,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+) -> None:
+    """Optimize TASK's kernel by search under verification; writes the best verified kernel."""
+    from optiml.cli.views.search import LiveView, render_summary
+    from optiml.kernel.source import KernelSource
+    from optiml.report.llm_spend import load_run_spend
+    from optiml.search import Budgets, SearchConfig, run_search
+    from optiml.session import SessionOptions, open_session
+    from optiml.store import RunStore, new_run_id
+    from optiml.task import load_task
+
+    _check_search_flags(evaluations, minutes, proposer, strategy=strategy)
+    require_arch(arch)
+    require_number("--budget-usd", budget_usd, positive=False, unit="USD")
+    require_number("--profile-margin", profile_margin, positive=False)
+    loaded = load_task(task)
+    target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
+    run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
+    devices = parse_gpus(gpus) if gpus is not None else ()
+    options = SessionOptions(
+        arch=arch,
+        torch_compile=torch_compile,
+        profile=not no_profile,
+        proposer=proposer,
+        seed=seed,
+        store_path=store,
+        gpus=devices,
+        llm_overrides=llm_overrides(
+            llm_model,
+            llm_base_url,
+            budget_usd,
+            max_calls=max_llm_calls,
+            max_tokens=max_llm_tokens,
+            allow_unpriced=allow_unpriced,
+        ),
+    )
+    config = SearchConfig(
+        strategy=strategy,
+        profile_margin=profile_margin,
+        # one evaluation compiling while each GPU times one: every GPU of the pool stays busy
+        parallel_evaluations=max(SearchConfig.parallel_evaluations, len(devices) + 1),
+        budgets=Budgets(
+            max_evaluations=evaluations,
+            max_seconds=minutes * 60,
+            max_cost_usd=budget_usd,
+            max_llm_calls=max_llm_calls,
+            max_llm_tokens=max_llm_tokens,
+        ),
+    )
+    root = KernelSource.from_file(kernel) if kernel is not None else None  # else generated (templates, LLM)
+    with open_session(loaded, options, run_label=run_id) as session:
+        with console.status("preparing the task: inputs, reference outputs, reference timing"):
+            facts = session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
+        for note in facts.notes:  # how verification judges this task: distributions, tolerances, floor
+            console.print(f"[dim]judged by: {escape(note)}[/dim]", highlight=False)
+        if root is None:
+            root = generate_root_for(loaded, session, store, console)
+        console.print(
+            f"optimizing [bold]{loaded.name}[/bold] with {strategy}, proposers: {', '.join(session.proposer_names)}"
+            + ("" if session.llm else " [dim](no LLM configured: offline proposer only)[/dim]")
+        )
+        with RunStore(store) as run_store, LiveView(console) as view:
+            outcome = _interruptible(
+                lambda: run_search(
+                    loaded,
+                    root,
+                    session.costs,
+                    session.proposers,
+                    session.profiler,
+                    run_store,
+                    config,
+                    on_event=view,
+                    run_id=run_id,
+                ),
+                store,
+            )
+    console.print(render_summary(outcome, load_run_spend(store, outcome.run_id)))
+    write_output(target, outcome.best_kernel.to_file_text())
+    console.print(
+        f"best kernel written to [bold]{target}[/bold] (run {outcome.run_id}; `optiml show {outcome.run_id}`)"
+    )
+
+
+@app.command("resume")
+@reports_errors
+def resume_cmd(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `optiml runs`).")],
+    evaluations: Annotated[int | None, typer.Option("--evals", help="New total evaluation budget.")] = None,
+    minutes: Annotated[float | None, typer.Option(help="New total wall-time budget in minutes.")] = None,
+    proposer: ProposerOpt = "auto",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Where to write the best kernel.")] = None,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Skip Nsight Compute profiling.")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+    llm_model: LlmModelOpt = None,
+    llm_base_url: LlmUrlOpt = None,
+) -> None:
+    """Continue a stopped or interrupted run; no evaluated candidate is evaluated again."""
+    from optiml.cli.views.search import LiveView, render_summary
+    from optiml.report.llm_spend import load_run_spend
+    from optiml.search import Budgets, SearchConfig, resume_search
+    from optiml.session import SessionOptions, open_session
+    from optiml.store import RunStore
+    from optiml.task import load_task
+
+    _check_search_flags(evaluations, minutes, proposer)
+    if out is not None:
+        check_output(out)
+    _require_store(store)  # opening a missing store would create an empty one
+    with RunStore(store) as run_store:
+        run = run_store.get_run(run_id)
+        loaded = load_task(run.task_path)
+        target = check_output(out or Path(f"{loaded.name}.best.cu"))
+        budgets = None
+        if evaluations is not None or minutes is not None:
+            base = SearchConfig.from_json(run.config_json).budgets
+            budgets = Budgets(
+                max_evaluations=evaluations if evaluations is not None else base.max_evaluations,
+                max_seconds=minutes * 60 if minutes is not None else base.max_seconds,
+                max_cost_usd=base.max_cost_usd,
+                max_llm_calls=base.max_llm_calls,
+                max_llm_tokens=base.max_llm_tokens,
+            )
+        options = SessionOptions(
+            profile=not no_profile,
+            proposer=proposer,
+            store_path=store,
+            llm_overrides=llm_overrides(llm_model, llm_base_url),
+        )
+        with open_session(loaded, options, run_label=run_id) as session:
+            with console.status("preparing the task: inputs, reference outputs, reference timing"):
+                session.evaluator.prepare()  # no GPU, a broken reference: fail here, before the search resumes
+            with LiveView(console) as view:
+                outcome = _interruptible(
+                    lambda: resume_search(
+                        run_store,
+                        run_id,
+                        session.costs,
+                        session.proposers,
+                        session.profiler,
+                        view,
+                        task=loaded,
+                        budgets=budgets,
+                    ),
+                    store,
+                )
+    console.print(render_summary(outcome, load_run_spend(store, outcome.run_id)))
+    write_output(target, outcome.best_kernel.to_file_text())
+    console.print(f"best kernel written to [bold]{target}[/bold]")
+
+
+@app.command("runs")
+@reports_errors
+def runs_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
+    """List the runs in the store."""
+    from optiml.cli.views.runs import render_runs
+    from optiml.search import list_runs
+    from optiml.store import RunStore
+
+    _require_store(store)
+    with RunStore(store) as run_store:
+        console.print(render_runs(list_runs(run_store)))
+
+
+@app.command("show")
+@reports_errors
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (see `optiml runs`).")],
+    store: StoreOpt = DEFAULT_STORE,
+    kernel_out: Annotated[Path | None, typer.Option("--kernel-out", help="Also write the best kernel here.")] = None,
+) -> None:
+    """Show a run's best kernel path: each edit, why, and what it gained; and its LLM calls, tokens and
+    cost, per verified candidate too."""
+    from optiml.cli.views.runs import render_run_path
+    from optiml.report.llm_spend import load_run_spend
+    from optiml.search import best_path
+    from optiml.store import RunStore
+
+    if kernel_out is not None:
+        check_output(kernel_out)
+    _require_store(store)
+    with RunStore(store) as run_store:
+        path = best_path(run_store, run_id)
+    console.print(render_run_path(path, load_run_spend(store, path.run.id)))
+    if kernel_out is not None:
+        write_output(kernel_out, path.best_kernel.to_file_text())
+        console.print(f"best kernel written to {kernel_out}", highlight=False)
+
+
+def _check_search_flags(evaluations: int | None, minutes: float | None, proposer: str, strategy: str = "") -> None:
+    """The budgets and choices of optimize and resume, named by their flags, before anything is loaded."""
+    from optiml.search.config import STRATEGIES
+    from optiml.session import PROPOSER_CHOICES
+
+    require_at_least("--evals", evaluations, what="the evaluation budget, the root included")
+    require_number("--minutes", minutes, unit="minutes")
+    if strategy and strategy not in STRATEGIES:
+        raise ConfigError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    if proposer not in PROPOSER_CHOICES:
+        raise ConfigError(f"--proposer {proposer!r}: choose one of {', '.join(PROPOSER_CHOICES)}")
+
+
+def _require_store(store: Path) -> None:
+    if not store.exists():
+        raise StoreError(f"{store}: no run store yet (run `optiml optimize` first, or pass --store)")
+
+
+def _interruptible(run: Callable[[], T], store: Path) -> T:
+    try:
+        return run()
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]interrupted[/yellow]: resume with `optiml resume RUN --store {store}` (see `optiml runs`)"
+        )
+        raise typer.Exit(130) from None

@@ -1,0 +1,398 @@
+"""The candidate process: runs one candidate's ``optiml_forward`` on buffers the judge owns.
+
+The judge (``optiml.evaluate.worker``) never loads a candidate's shared object. It starts this
+script as a child (``python -I -S candidate_process.py --cudart PATH --device N``), shares its
+buffers with it (CUDA IPC handles of blocks the judge allocated, or file mappings on a host
+without a GPU) and sends requests; this process loads the candidate, calls it and answers. Its
+answers are *claims*: the candidate's host code runs here with full access to this interpreter
+and may rewrite any of it, so the judge decides nothing from them that it cannot check itself —
+outputs are compared, inputs and guards checked, time taken, by the judge on its own clock.
+
+Standard library and ctypes only (no torch, no package import): it starts in tens of
+milliseconds plus the CUDA context. JSON lines: one request on stdin, one reply on the
+original stdout (fd 1 is pointed at stderr first, so a candidate's ``printf`` cannot forge a
+reply — though a candidate may of course write to the reply pipe on purpose, which is why
+replies are only claims). Requests (``op``):
+
+    load       {"so": PATH}                                  → {}   (or {"error": ...})
+    map        {"id": K, "ipc": HEX} | {"id": K, "file": PATH, "size": N}
+    workspace  {"inputs": SPEC}                              → {"bytes": N}   shapes only: no data
+    bind       {"id": B, "inputs": SPEC, "outputs": SPEC, "workspace": [K, OFFSET, BYTES] | null}
+    call       {"id": B} | {"ids": [B1, B2, …]}              → {"rc", "sync", "inner_ms", "l2", "host_us"}
+    exit
+
+``call`` with ``ids`` runs the bindings back to back on this process's stream, in order, and
+synchronises once: the judge times several calls (each on inputs of its own) in one window, so
+the window's fixed cost is shared (see ``optiml.evaluate.harness``). ``inner_ms`` is the whole
+run's, on this process's own events. ``load`` also resets the persisting-L2 carve-out once, after
+the library's static constructors ran; each call's reply says the carve-out's size after it
+(``l2``), which the judge rejects when it is not zero. ``host_us`` is the process's own host clock
+(microseconds) around the call's prologue (the start event), its launch (the candidate's host
+code) and the device synchronisation: a claim like ``inner_ms``, kept only to explain the judge's
+window, never to decide anything.
+
+SPEC is an ``optiml_tensor`` array as the judge marshalled it (``structs``: base64 of the array,
+``size``: bytes per entry) and one relocation per entry for its ``data`` field, the struct's
+first member: ``["arena", K, OFFSET]`` (a shared block), ``["host", BASE64]`` (a scalar's
+bytes, kept in this process) or ``["null"]``. ``call`` with ``id`` -1 launches an empty
+kernel and with -2 a kernel that spins ``cycles`` clock cycles (both from :data:`PTX`, through
+the driver API): the judge calibrates its round trip on a process of its own that never loads a
+candidate, with real kernel launches so the context switches a candidate's call costs are in it.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import json
+import mmap
+import os
+import select
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9
+NON_BLOCKING = 0x01  # cudaStreamNonBlocking
+LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
+IPC_LAZY_PEER_ACCESS = 0x01  # cudaIpcMemLazyEnablePeerAccess
+#: After each reply the process polls for the next request this long before it blocks: a timed
+#: window's request then finds it awake. Blocked, it would first have to be woken — on a virtual
+#: machine ~0.1-0.2 ms once it has idled past the hypervisor's halt polling, and every timed call
+#: idles that long while the judge writes the next inputs — which the calibration's short idles
+#: never pay.
+POLL_S = 0.05
+
+
+#: The calibration kernels: JIT-compiled by the driver for whatever GPU this is.
+PTX = b"""
+.version 7.0
+.target sm_52
+.address_size 64
+.visible .entry optiml_empty() { ret; }
+.visible .entry optiml_spin(.param .u64 cycles)
+{
+  .reg .u64 %rd<5>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [cycles];
+  mov.u64 %rd2, %clock64;
+SPIN:
+  mov.u64 %rd3, %clock64;
+  sub.u64 %rd4, %rd3, %rd2;
+  setp.lt.u64 %p1, %rd4, %rd1;
+  @%p1 bra SPIN;
+  ret;
+}
+"""
+
+
+class DriverKernels:
+    """:data:`PTX` loaded into the current context (the runtime's primary one) via libcuda."""
+
+    def __init__(self) -> None:
+        self.driver = ctypes.CDLL("libcuda.so.1")
+        module = ctypes.c_void_p()
+        code = self.driver.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX + b"\0"))
+        if code != 0:
+            raise Failure(f"cuModuleLoadData failed with CUDA error {code}")
+        self.kernels = {}
+        for name in (b"optiml_empty", b"optiml_spin"):
+            function = ctypes.c_void_p()
+            code = self.driver.cuModuleGetFunction(ctypes.byref(function), module, name)
+            if code != 0:
+                raise Failure(f"cuModuleGetFunction failed with CUDA error {code}")
+            self.kernels[name.decode()] = function
+        self.driver.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+
+    def launch(self, stream: int | ctypes.c_void_p | None, cycles: int | None = None) -> int:
+        """One thread of ``optiml_empty`` (or ``optiml_spin`` for ``cycles``) on ``stream``."""
+        if cycles is None:
+            return int(
+                self.driver.cuLaunchKernel(self.kernels["optiml_empty"], 1, 1, 1, 1, 1, 1, 0, stream, None, None)
+            )
+        value = ctypes.c_uint64(cycles)
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(value))
+        return int(self.driver.cuLaunchKernel(self.kernels["optiml_spin"], 1, 1, 1, 1, 1, 1, 0, stream, params, None))
+
+
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class Failure(Exception):
+    """A request this process could not carry out (the reply says why)."""
+
+
+class Cuda:
+    """The few runtime calls the candidate process makes itself, on its own context and stream."""
+
+    def __init__(self, path: str, device: int) -> None:
+        self.lib = ctypes.CDLL(path)
+        self._check("cudaSetDevice", self.lib.cudaSetDevice(ctypes.c_int(device)))
+        self._check("cudaFree(0)", self.lib.cudaFree(ctypes.c_void_p(0)))  # creates the context now
+        self.stream = ctypes.c_void_p()
+        self._check(
+            "cudaStreamCreateWithFlags",
+            self.lib.cudaStreamCreateWithFlags(ctypes.byref(self.stream), ctypes.c_uint(NON_BLOCKING)),
+        )
+        self.start, self.end = ctypes.c_void_p(), ctypes.c_void_p()
+        for event in (self.start, self.end):
+            self._check("cudaEventCreate", self.lib.cudaEventCreate(ctypes.byref(event)))
+        self.kernels = DriverKernels()
+        self.lib.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle, ctypes.c_uint]
+        self.synchronize()
+
+    def _check(self, what: str, code: int) -> None:
+        if code != 0:
+            raise Failure(f"{what} failed with CUDA error {code}")
+
+    def open_ipc(self, handle_hex: str) -> int:
+        handle = IpcHandle.from_buffer_copy(bytes.fromhex(handle_hex))
+        ptr = ctypes.c_void_p()
+        self._check(
+            "cudaIpcOpenMemHandle",
+            self.lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(IPC_LAZY_PEER_ACCESS)),
+        )
+        return int(ptr.value or 0)
+
+    def synchronize(self) -> int:
+        return int(self.lib.cudaDeviceSynchronize())
+
+    def reset_persisting_l2(self) -> None:
+        self.lib.cudaCtxResetPersistingL2Cache()
+        self.lib.cudaDeviceSetLimit(ctypes.c_int(LIMIT_PERSISTING_L2), ctypes.c_size_t(0))
+
+    def persisting_l2(self) -> int:
+        value = ctypes.c_size_t(0)
+        if self.lib.cudaDeviceGetLimit(ctypes.byref(value), ctypes.c_int(LIMIT_PERSISTING_L2)) != 0:
+            return 0
+        return int(value.value)
+
+    def record(self, event: ctypes.c_void_p) -> None:
+        self.lib.cudaEventRecord(event, self.stream)
+
+    def elapsed_ms(self) -> float:
+        value = ctypes.c_float(0.0)
+        if self.lib.cudaEventElapsedTime(ctypes.byref(value), self.start, self.end) != 0:
+            return -1.0
+        return float(value.value)
+
+    def empty_call(self, cycles: int | None) -> int:
+        return self.kernels.launch(self.stream, cycles)
+
+
+class Binding:
+    """One call's marshalled arguments, relocated into this process's address space."""
+
+    def __init__(self, inputs: tuple[Any, int], outputs: tuple[Any, int], workspace: int, workspace_bytes: int):
+        (self.inputs, self.n_inputs), (self.outputs, self.n_outputs) = inputs, outputs
+        self.workspace, self.workspace_bytes = workspace, workspace_bytes
+
+
+class Runner:
+    def __init__(self, cuda: Cuda | None) -> None:
+        self.cuda = cuda
+        self.blocks: dict[int, int] = {}  # shared block id → base address here
+        self._mappings: list[Any] = []  # file mappings (host mode), kept alive
+        self._keep: list[Any] = []  # scalar buffers and struct arrays the bindings point into
+        self.bindings: dict[int, Binding] = {}
+        self.forward: Any = None
+        self.workspace_fn: Any = None
+
+    # -- requests ------------------------------------------------------------------------------
+    def load(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            lib = ctypes.CDLL(request["so"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        except OSError as exc:
+            raise Failure(f"cannot load the shared object: {exc}") from exc
+        try:
+            forward = lib.optiml_forward
+        except AttributeError as exc:
+            raise Failure("the library does not export `optiml_forward` (use OPTIML_EXPORT)") from exc
+        forward.restype = ctypes.c_int
+        forward.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+        forward.argtypes += [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        self.forward = forward
+        workspace_fn = getattr(lib, "optiml_workspace_bytes", None)
+        if workspace_fn is not None:
+            workspace_fn.restype = ctypes.c_size_t
+            workspace_fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.workspace_fn = workspace_fn
+        self._keep.append(lib)
+        if self.cuda is not None:  # whatever the library's constructors set aside is undone, untimed
+            self.cuda.reset_persisting_l2()
+            self.cuda.synchronize()
+        return {}
+
+    def map(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "ipc" in request:
+            if self.cuda is None:
+                raise Failure("a CUDA IPC handle was sent to a process without CUDA")
+            self.blocks[int(request["id"])] = self.cuda.open_ipc(request["ipc"])
+            return {}
+        with open(request["file"], "r+b") as handle:
+            mapping = mmap.mmap(handle.fileno(), int(request["size"]))
+        self._mappings.append(mapping)
+        self.blocks[int(request["id"])] = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+        return {}
+
+    def workspace(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.workspace_fn is None:
+            return {"bytes": 0}
+        array, count = self._relocate(request["inputs"])
+        return {"bytes": int(self.workspace_fn(ctypes.addressof(array), count))}
+
+    def bind(self, request: dict[str, Any]) -> dict[str, Any]:
+        workspace, workspace_bytes = 0, 0
+        if request.get("workspace"):
+            block, offset, workspace_bytes = request["workspace"]
+            workspace = self.blocks[int(block)] + int(offset)
+        self.bindings[int(request["id"])] = Binding(
+            self._relocate(request["inputs"]), self._relocate(request["outputs"]), workspace, int(workspace_bytes)
+        )
+        return {}
+
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+        ids = request["ids"] if "ids" in request else [request.get("id", -1)]
+        bindings = [self.bindings.get(int(i)) for i in ids]
+        runnable = self.forward is not None and all(b is not None for b in bindings)
+        cuda = self.cuda
+        if cuda is None:  # host mode: a CPU library, timed by the host clock
+            start = time.perf_counter()
+            rc = self._forward_all(bindings, None) if runnable else 0
+            return {"rc": rc, "sync": 0, "inner_ms": (time.perf_counter() - start) * 1e3, "l2": 0}
+        t0 = time.perf_counter()
+        cuda.record(cuda.start)
+        t1 = time.perf_counter()
+        if runnable:
+            rc = self._forward_all(bindings, cuda.stream)
+        else:
+            rc = cuda.empty_call(int(request["cycles"]) if "cycles" in request else None)
+        cuda.record(cuda.end)
+        t2 = time.perf_counter()
+        sync = cuda.synchronize()
+        t3 = time.perf_counter()
+        inner = cuda.elapsed_ms() if sync == 0 else -1.0
+        host_us = {"prologue": (t1 - t0) * 1e6, "launch": (t2 - t1) * 1e6, "sync": (t3 - t2) * 1e6}
+        return {"rc": rc, "sync": sync, "inner_ms": inner, "l2": cuda.persisting_l2(), "host_us": host_us}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _forward_all(self, bindings: list[Any], stream: ctypes.c_void_p | None) -> int:
+        """Each binding's call in order on ``stream``; the first nonzero return code ends the run."""
+        for binding in bindings:
+            rc = self._forward(binding, stream)
+            if rc != 0:
+                return rc
+        return 0
+
+    def _forward(self, binding: Binding, stream: ctypes.c_void_p | None) -> int:
+        return int(
+            self.forward(
+                ctypes.addressof(binding.inputs),
+                binding.n_inputs,
+                ctypes.addressof(binding.outputs),
+                binding.n_outputs,
+                binding.workspace or None,
+                binding.workspace_bytes,
+                stream,
+            )
+        )
+
+    def _relocate(self, spec: dict[str, Any]) -> tuple[Any, int]:
+        raw = base64.b64decode(spec["structs"])
+        array = (ctypes.c_char * max(1, len(raw))).from_buffer_copy(raw or b"\0")
+        size = int(spec["size"])
+        for index, where in enumerate(spec["data"]):
+            if where[0] == "arena":
+                address = self.blocks[int(where[1])] + int(where[2])
+            elif where[0] == "host":
+                payload = base64.b64decode(where[1])
+                host = ctypes.create_string_buffer(payload, max(8, len(payload)))
+                self._keep.append(host)
+                address = ctypes.addressof(host)
+            else:
+                address = 0
+            ctypes.c_void_p.from_buffer(array, index * size).value = address or None
+        self._keep.append(array)
+        return array, len(spec["data"])
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to kill this process when the judge dies (it runs in its own session)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def serve(cuda: Cuda | None, requests: Any, reply_fd: int) -> int:
+    runner = Runner(cuda)
+    handlers = {
+        "load": runner.load,
+        "map": runner.map,
+        "workspace": runner.workspace,
+        "bind": runner.bind,
+        "call": runner.call,
+    }
+    _reply(reply_fd, {"ok": True, "result": {"pid": os.getpid()}})
+    for line in requests:
+        request = json.loads(line)
+        op = request.get("op")
+        if op == "exit":
+            return 0
+        try:
+            result = handlers[op](request)
+        except (Failure, KeyError, ValueError, OSError) as exc:
+            _reply(reply_fd, {"ok": False, "error": str(exc) or type(exc).__name__})
+            continue
+        _reply(reply_fd, {"ok": True, "result": result})
+    return 0
+
+
+def polled_lines(fd: int, poll_s: float = POLL_S) -> Iterator[bytes]:
+    """The lines of ``fd``, each waited for by polling up to ``poll_s`` and then by blocking (see POLL_S)."""
+    os.set_blocking(fd, False)
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            chunk = _read_polled(fd, poll_s)
+            if not chunk:
+                return
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        yield line
+
+
+def _read_polled(fd: int, poll_s: float) -> bytes:
+    until = time.perf_counter() + poll_s
+    while True:
+        try:
+            return os.read(fd, 1 << 16)
+        except BlockingIOError:
+            if time.perf_counter() > until:
+                select.select([fd], [], [])
+
+
+def _reply(fd: int, message: dict[str, Any]) -> None:
+    os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)  # the candidate's printf goes to stderr
+    try:
+        path = options.get("--cudart", "none")
+        cuda = None if path == "none" else Cuda(path, int(options.get("--device", "0")))
+    except (Failure, OSError) as exc:
+        _reply(reply_fd, {"ok": False, "error": f"the candidate process could not start CUDA: {exc}"})
+        return 1
+    return serve(cuda, polled_lines(0, POLL_S if cuda is not None else 0.0), reply_fd)  # host mode: no timing to spare
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,498 @@
+"""Verify and time one candidate from the judge, following DESIGN.md's protocol.
+
+The candidate's shared object runs in a candidate process (``optiml.evaluate.judge``); every
+verdict is computed here, in the judge, on buffers the judge owns and on the judge's clock.
+
+Order: load → verification trials (seeds × distributions on the default shape set, then every
+extra shape set) → timing → physics check → a fresh-seed trial after timing. The first failure
+ends the evaluation with its status and message; what was recorded before it is kept.
+
+Timing (:func:`time_candidate`): every timed call gets inputs whose contents no earlier call had
+(each element drawn from one of two seeded cases by a fresh random mask, so the values keep the
+task's distribution and any per-position structure the two share), its reference output computed
+by the judge for exactly those inputs, a poisoned workspace and poisoned outputs, a flushed L2;
+its output is checked. A cache keyed on contents misses, and one that "hits" anyway returns a
+stale answer that the check rejects.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from optiml.evaluate.arena import SharedBuffers
+from optiml.evaluate.candidate_link import CandidateFailure
+from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_output
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.cudart import CudaError
+from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
+from optiml.evaluate.judge import Calibration, CandidateSession, Judge, low_quantile, median_phases
+from optiml.evaluate.memory import WINDOW_BYTES
+from optiml.evaluate.runtime import Case, TaskRuntime
+from optiml.evaluate.timing import StopRule
+from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
+
+__all__ = [
+    "CandidateFailure",
+    "CandidateRunner",
+    "Judged",
+    "Peaks",
+    "evaluate_candidate",
+    "hidden_work_ms",
+    "time_candidate",
+]
+
+#: The judge's time may exceed the candidate stream's own event time by this factor (plus the
+#: configured slack) before the difference is called work outside the given stream.
+STREAM_FACTOR = 1.5
+#: ... plus this: the judge's window around a memory-bound kernel exceeds the candidate stream's own
+#: events by ~0.15-0.18 ms on the H200 (silu, softmax; benchmarks/results/judge_overhead.json), which
+#: the compute-only calibration kernels do not show; an honest small kernel must not read as hidden work.
+JUDGE_SLACK_MS = 0.25
+MIN_SAMPLE_MS = 1e-4  # a calibrated sample is never taken as zero (speedups divide by it)
+#: A timed window holds calls worth this much work (see TimingBench), at most MAX_WINDOW_CALLS of
+#: them, whose input and output sets together stay within memory.WINDOW_BYTES.
+WINDOW_TARGET_MS = 3.0
+MAX_WINDOW_CALLS = 16
+TIMEOUT_MARGIN_S = 3.0  # the judge answers this long before the orchestrator's own timeout
+
+
+@dataclass
+class Judged:
+    """The judge's answer for one candidate: its result, the timing's evidence, and whether the judge survived."""
+
+    result: EvalResult
+    judge: dict[str, Any] = field(default_factory=dict)  # the round trip removed, the candidate's own claim
+    fatal: bool = False  # the judge's own CUDA context is unusable: the worker must be replaced
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Device ceilings for the physics check (bytes/s and flop/s; 0 = unknown)."""
+
+    bandwidth: float = 0.0
+    flops: float = 0.0
+
+
+def verification_plan(runtime: TaskRuntime, config: EvalConfig) -> list[tuple[int, int, str]]:
+    distributions = runtime.distributions()  # the task's, less a default signed one the reference is not finite on
+    count = max(config.seeds, len(distributions))  # every distribution gets a trial
+    plan = [(config.base_seed + i, 0, distributions[i % len(distributions)]) for i in range(count)]
+    if config.check_shape_sets:
+        plan += [(config.base_seed, s, "native") for s in range(1, runtime.task.num_shape_sets)]
+    return plan
+
+
+def physical_floor_ms(case: Case, flops: float | None, peaks: Peaks) -> float | None:
+    """Fewest bytes over peak bandwidth vs flops over peak rate: no correct kernel runs faster."""
+    times = []
+    if peaks.bandwidth > 0:
+        times.append((case.input_bytes() + case.output_bytes()) / peaks.bandwidth * 1e3)
+    if peaks.flops > 0 and flops:
+        times.append(flops / peaks.flops * 1e3)
+    return max(times) if times else None
+
+
+def timing_cases(runtime: TaskRuntime, config: EvalConfig) -> list[Case]:
+    return [runtime.case(config.base_seed + i) for i in range(max(2, config.timing_inputs))]
+
+
+class FreshInputs:
+    """Inputs never seen before for every timed call, and the judge's reference output for them.
+
+    Each floating, integer or boolean forward argument becomes, element by element, the value of
+    one of two seeded cases, chosen by a fresh random mask; parameters and scalars are the first
+    case's. The reference is the first case's model run on exactly these inputs.
+    """
+
+    def __init__(self, runtime: TaskRuntime, first: Case, second: Case, seed: int) -> None:
+        self.runtime, self.first, self.second = runtime, first, second
+        self.generator = torch.Generator(device=runtime.device).manual_seed(seed)
+
+    def fill(self, buffers: SharedBuffers) -> list[torch.Tensor]:
+        count = len(self.first.args)
+        for index, (a, b) in enumerate(zip(self.first.args, self.second.args, strict=True)):
+            if isinstance(a, torch.Tensor):
+                _mix_into(buffers.args[index], a, b, self.generator)
+        return self.runtime.run_reference(self.first.model, buffers.args[:count])
+
+
+def _mix_into(target: torch.Tensor, a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> None:
+    flat_t, flat_a, flat_b = target.reshape(-1), a.reshape(-1), b.reshape(-1)
+    for lo, hi in chunks(flat_t.numel()):
+        mask = torch.rand(hi - lo, generator=generator, device=target.device) < 0.5
+        torch.where(mask, flat_a[lo:hi], flat_b[lo:hi], out=flat_t[lo:hi])
+
+
+def mismatch_flag(outputs: list[torch.Tensor], expected: list[torch.Tensor], atol: Atol, rtol: float) -> torch.Tensor:
+    """A device boolean, true when any output element is off (allclose's rule): enqueued, not awaited.
+    ``atol``: one value, or one per output (a case's tolerance)."""
+    flag = torch.zeros((), dtype=torch.bool, device=expected[0].device)
+    for out, ref, atol_i in zip(outputs, expected, per_output(atol, len(expected)), strict=True):
+        if out.shape != ref.shape:
+            return torch.ones((), dtype=torch.bool, device=ref.device)
+        flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
+        for lo, hi in chunks(flat_ref.numel()):
+            o, r = flat_out[lo:hi], flat_ref[lo:hi]
+            bad = ~torch.isclose(o, r, rtol=rtol, atol=atol_i, equal_nan=True) if r.is_floating_point() else o != r
+            flag |= bad.any()
+    return flag
+
+
+def _synchronize(judge: Judge) -> None:
+    if judge.cuda:
+        torch.cuda.synchronize(judge.device)
+
+
+def trial(session: CandidateSession, runtime: TaskRuntime, case: Case) -> TrialCheck:
+    """One verification trial: own input copies, poisoned outputs and workspace, guards, inputs unchanged."""
+    judge = session.judge
+    _synchronize(judge)  # the case was made on the default stream
+    buffers = judge.buffers(case.abi_inputs, case.expected)
+    buffers.refill(case.abi_inputs)
+    binding = session.bind(buffers)
+    session.poison_workspace(buffers)
+    _synchronize(judge)
+    threads = session.process.thread_count()
+    session.call(binding)
+    _synchronize(judge)
+    if session.process.thread_count() > threads:
+        raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
+    overrun = buffers.overrun()
+    if overrun is not None:
+        raise CandidateFailure(
+            EvalStatus.INTEGRITY, f"the candidate wrote past the end of {overrun} (guard bytes changed)"
+        )
+    changed = modified_inputs(case.abi_inputs, buffers.args)
+    if changed:
+        raise CandidateFailure(EvalStatus.INTEGRITY, f"the candidate modified input(s) {changed}: inputs are read-only")
+    result = compare(buffers.outputs, case.expected, case.atol, case.rtol)  # the case's tolerance (tolerance.py)
+    return TrialCheck(
+        seed=case.seed,
+        shape_set=case.shape_set,
+        distribution=case.distribution,
+        passed=result.passed,
+        max_abs_err=result.max_abs_err,
+        max_rel_err=result.max_rel_err,
+        mismatched=result.mismatched,
+        total=result.total,
+        nan_count=result.nan_count,
+        message=result.message,
+    )
+
+
+@dataclass
+class TimedSeries:
+    """Calibrated samples of one candidate: judge events, judge host clock, the candidate's own stream events."""
+
+    event_ms: list[float] = field(default_factory=list)
+    host_ms: list[float] = field(default_factory=list)
+    inner_ms: list[float] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)  # the candidate process's replies (diagnostics)
+    stop: str = ""
+
+
+class TimingBench:
+    """One candidate's timed calls on fresh inputs (shared by evaluation and interleaved re-timing).
+
+    Each sample is one window of the judge's clock over ``width`` calls run back to back, each on
+    inputs of its own (a slot: input copies, outputs, its reference), divided by ``width``. The
+    window costs a fixed round trip (pipe, device synchronisation, two GPU context switches) that
+    the calibration removes, and, after memory-bound work in the candidate's context, ~0.15-0.35 ms
+    more that no calibration kernel reproduces (benchmarks/results/ipc_slowdown.json): shared by
+    ``width`` calls, it stays a small overstatement instead of doubling a 0.15 ms kernel's time.
+    The width is set once, from the first call's time on the candidate stream's own events
+    (:func:`window_width`): a claim, but one that only decides how the cost is shared, never a time.
+    """
+
+    def __init__(
+        self,
+        session: CandidateSession,
+        runtime: TaskRuntime,
+        cases: list[Case],
+        seed: int,
+        max_width: int = MAX_WINDOW_CALLS,
+    ) -> None:
+        self.session, self.runtime = session, runtime
+        self.first_case = cases[0]
+        self.fresh = FreshInputs(runtime, cases[0], cases[1 % len(cases)], seed)
+        self.slots: list[tuple[SharedBuffers, int]] = []
+        self.max_width = max_width
+        self.sized = max_width <= 1
+        self._add_slots(1)
+        self.calls = 0
+        self.last_claim: dict[str, Any] = {}
+
+    @property
+    def width(self) -> int:
+        return len(self.slots)
+
+    def _add_slots(self, count: int) -> None:
+        judge, case = self.session.judge, self.first_case
+        _synchronize(judge)
+        while len(self.slots) < count:
+            try:
+                buffers = judge.buffers(case.abi_inputs, case.expected, slot=len(self.slots))
+            except CudaError as exc:  # another process took the memory the width was sized on
+                if not (exc.out_of_memory and self.slots):
+                    raise
+                self.max_width = len(self.slots)
+                return
+            buffers.refill(case.abi_inputs)  # parameters and scalars stay the first case's
+            self.slots.append((buffers, self.session.bind(buffers)))
+
+    def size_window(self, call_ms: float) -> None:
+        """Give each later window as many calls as :func:`window_width` allows for ``call_ms`` per call."""
+        case = self.first_case
+        slot_bytes = case.input_bytes() + 2 * case.output_bytes()  # input copies, outputs, the reference
+        width = window_width(call_ms, slot_bytes, free_device_bytes(self.session.judge))
+        self._add_slots(min(self.max_width, width))
+        self.sized = True
+
+    def call(self, calibration: Calibration) -> tuple[float, float, float]:
+        """One checked window: per-call (event ms, host ms, candidate-reported ms), calibration removed."""
+        judge, first = self.session.judge, self.fresh.first  # fresh inputs mix native cases: their tolerance
+        expected = [self.fresh.fill(buffers) for buffers, _ in self.slots]
+        for buffers, _ in self.slots:
+            buffers.poison_outputs()
+        self.session.poison_workspace(*(buffers for buffers, _ in self.slots))
+        judge.before_call()
+
+        def check() -> Any:
+            pairs = zip(self.slots, expected, strict=True)
+            return torch.stack([mismatch_flag(b.outputs, e, first.atol, first.rtol) for (b, _), e in pairs])
+
+        window = self.session.timed_calls([binding for _, binding in self.slots], check)
+        index, self.calls = self.calls, self.calls + self.width
+        self.last_claim = window.reply.get("result", {})
+        wrong = [i for i, bad in enumerate(window.check.tolist()) if bad]
+        if wrong:
+            raise CandidateFailure(
+                EvalStatus.WRONG_ANSWER,
+                f"timed call {index + wrong[0]} produced a wrong output (work skipped, cached or stale between "
+                "calls, or still running when the call returned)",
+            )
+        width = self.width
+        return (
+            max(MIN_SAMPLE_MS, (window.event_ms - calibration.event_ms) / width),
+            max(MIN_SAMPLE_MS, (window.host_ms - calibration.host_ms) / width),
+            float(window.reply.get("result", {}).get("inner_ms", 0.0)) / width,
+        )
+
+    def series(self, calibration: Calibration, warmup: int, rule: StopRule) -> TimedSeries:
+        if not self.sized:  # sized on the candidate's own claim: a false one only makes its windows noisier
+            self.size_window(self.call(calibration)[2])
+        for _ in range(warmup):
+            self.call(calibration)
+        samples = TimedSeries()
+        start = time.perf_counter()
+        while not samples.stop:
+            event, host, inner = self.call(calibration)
+            samples.event_ms.append(event)
+            samples.host_ms.append(host)
+            samples.inner_ms.append(inner)
+            samples.claims.append(self.last_claim)
+            samples.stop = rule.stop(samples.event_ms, time.perf_counter() - start)
+        return samples
+
+
+def window_width(call_ms: float, slot_bytes: int, free_bytes: int | None) -> int:
+    """Calls per timed window: enough for ``WINDOW_TARGET_MS`` of work at ``call_ms`` a call, at most
+    ``MAX_WINDOW_CALLS``, and no more slots than fit in ``WINDOW_BYTES`` and a quarter of the device's
+    free memory (``free_bytes``; None: no device limit). A call of the target's length or more, or
+    one slot too large for the budget, is timed alone."""
+    wanted = math.ceil(WINDOW_TARGET_MS / max(call_ms, 1e-3))
+    budget = WINDOW_BYTES if free_bytes is None else min(WINDOW_BYTES, free_bytes // 4)
+    fitting = budget // max(1, slot_bytes)
+    return max(1, min(MAX_WINDOW_CALLS, wanted, fitting))
+
+
+def free_device_bytes(judge: Judge) -> int | None:
+    return int(torch.cuda.mem_get_info(judge.device)[0]) if judge.cuda else None
+
+
+def time_candidate(
+    session: CandidateSession,
+    runtime: TaskRuntime,
+    config: EvalConfig,
+    incumbent: TimingStats | None = None,
+    single_calls: bool = False,
+) -> tuple[TimingStats, dict[str, Any]]:
+    """Time on the judge's clock with the calibrated round trip removed; see the module docstring.
+    Returns the timing and what the judge knows about it (calibration, the candidate's own claim).
+
+    A judge time far above the candidate stream's own events is work outside the given stream, but
+    only once a fresh calibration (the device's load may have changed) and a second series agree.
+    A series a verdict rests on (that second one, and ``single_calls``) times one call per window:
+    the protocol the adversarial suite was validated on. Windows of several calls read two honest
+    kernels below the physics floor on a GPU shared by four test workers (H200, 2026-12-01: the judge's
+    start event waits for the judge's own time slice, see :func:`_recheck_suspect`), so they time, and
+    never alone convict."""
+    stats, detail = _time_series(session, runtime, config, incumbent, session.judge.calibration(), single_calls)
+    if _outside_stream(detail, config):
+        stats, detail = _time_series(session, runtime, config, incumbent, session.judge.recalibrate(), True)
+        if _outside_stream(detail, config) and session.judge.gpu_shared():
+            detail["withheld"] = (
+                "another process shares the GPU (the judge's own probe kernel varied by whole time slices): "
+                f"the outside-stream check is withheld, and the time is the judge's ({stats.median_ms:.3f} ms "
+                f"against {detail['claimed_stream_ms']:.3f} ms of the stream's own events)"
+            )
+        elif _outside_stream(detail, config):
+            raise CandidateFailure(
+                EvalStatus.INTEGRITY,
+                f"work ran outside the given stream: the judge measured {stats.median_ms:.3f} ms per call "
+                f"but the given stream's own events only {detail['claimed_stream_ms']:.3f} ms",
+            )
+    return stats, detail
+
+
+def _time_series(
+    session: CandidateSession,
+    runtime: TaskRuntime,
+    config: EvalConfig,
+    incumbent: TimingStats | None,
+    calibration: Calibration,
+    single_calls: bool = False,
+) -> tuple[TimingStats, dict[str, Any]]:
+    seed = config.base_seed + 7777
+    bench = TimingBench(session, runtime, timing_cases(runtime, config), seed, 1 if single_calls else MAX_WINDOW_CALLS)
+    threads = session.process.thread_count()
+    rule = StopRule(
+        min_trials=config.min_trials,
+        max_trials=config.max_trials,
+        seconds=config.timing_seconds,
+        precision=config.timing_precision,
+        incumbent=(incumbent.median_ms, incumbent.spread_ms) if incumbent is not None else None,
+    )
+    samples = bench.series(calibration, config.warmup_calls, rule)
+    if session.process.thread_count() > threads:
+        raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
+    stats = TimingStats.from_samples(samples.event_ms, samples.host_ms, stop=samples.stop)
+    detail = {
+        "calibration": asdict(calibration),
+        "claimed_stream_ms": statistics.median(samples.inner_ms),
+        "stream_excess_ms": hidden_work_ms(samples.event_ms, samples.inner_ms),
+        "host_timing": asdict(TimingStats.from_samples(samples.host_ms, samples.host_ms, stop=samples.stop)),
+        "window_calls": bench.width,
+        "claimed_host_us": median_phases(samples.claims),
+    }
+    return stats, detail
+
+
+def hidden_work_ms(judge_ms: list[float], stream_ms: list[float]) -> float:
+    """What the least stretched windows hold beyond ``STREAM_FACTOR`` times the candidate stream's own
+    events, window by window (the series' low quantile). Work hidden off the given stream stretches
+    every window alike; another process's work on a shared GPU stretches only the windows it lands in
+    (a time slice of its context), so the median would convict an honest kernel: four test workers on
+    one H200 put an honest silu's median at 3.2 ms against 0.38 ms of its own events (2026-12-01)."""
+    return low_quantile([judge - STREAM_FACTOR * own for judge, own in zip(judge_ms, stream_ms, strict=True)])
+
+
+def _outside_stream(detail: dict[str, Any], config: EvalConfig) -> bool:
+    slack = config.stream_slack_ms + JUDGE_SLACK_MS + max(0.0, detail["calibration"]["excess_ms"])
+    return bool(detail["stream_excess_ms"] > slack)
+
+
+def evaluate_candidate(
+    judge: Judge,
+    runtime: TaskRuntime,
+    so_path: str,
+    config: EvalConfig,
+    peaks: Peaks,
+    flops: float | None,
+    incumbent: TimingStats | None = None,
+) -> Judged:
+    """Run the whole protocol for one shared object; never raises for candidate faults."""
+    judged = Judged(EvalResult(status=EvalStatus.OK))
+    result = judged.result
+    clock = time.perf_counter()
+    session: CandidateSession | None = None
+    try:
+        process = judge.take_process()
+        deadline = time.monotonic() + max(1.0, config.timeout_s - TIMEOUT_MARGIN_S)
+        session = CandidateSession(judge, process, deadline)
+        session.load(so_path)
+        result.phase_seconds["load"] = _lap(clock)
+
+        clock = time.perf_counter()
+        _verify(session, runtime, verification_plan(runtime, config), result)
+        result.phase_seconds["verify"] = _lap(clock)
+
+        clock = time.perf_counter()
+        result.timing, judged.judge = time_candidate(session, runtime, config, incumbent)
+        if "withheld" in judged.judge:
+            result.warnings.append(judged.judge["withheld"])
+        result.phase_seconds["time"] = _lap(clock)
+
+        clock = time.perf_counter()
+        result.floor_ms = physical_floor_ms(timing_cases(runtime, config)[0], flops, peaks)
+        if result.floor_ms and result.timing.median_ms < config.suspect_margin * result.floor_ms:
+            _recheck_suspect(session, runtime, config, judged)
+        _verify(session, runtime, [(config.base_seed + 97, 0, "native")], result)  # after timing, fresh seed
+        result.phase_seconds["recheck"] = _lap(clock)
+    except CandidateFailure as failure:
+        result.status, result.message, judged.fatal = failure.status, failure.message, failure.fatal
+    except torch.cuda.OutOfMemoryError as exc:
+        result.status, result.message = EvalStatus.OUT_OF_MEMORY, str(exc).splitlines()[0]
+        judged.fatal = True
+    finally:
+        if session is not None:
+            session.close()
+    if result.verify is not None and (not result.verify.passed or result.status is EvalStatus.WRONG_ANSWER):
+        result.verify = VerifyReport(passed=False, trials=result.verify.trials, message=result.message)
+    return judged
+
+
+def _verify(
+    session: CandidateSession, runtime: TaskRuntime, plan: list[tuple[int, int, str]], result: EvalResult
+) -> None:
+    """Run the trials of ``plan`` in order, each added to ``result.verify``; the first failing one raises."""
+    for seed, shape_set, distribution in plan:
+        check = trial(session, runtime, runtime.case(seed, shape_set, distribution))
+        trials = (*result.verify.trials, check) if result.verify is not None else (check,)
+        result.verify = VerifyReport(passed=all(t.passed for t in trials), trials=trials)
+        if not check.passed:
+            where = f"seed {seed}, shape set {shape_set}, {distribution} inputs"
+            raise CandidateFailure(EvalStatus.WRONG_ANSWER, f"wrong answer ({where}): {check.message}")
+
+
+def _recheck_suspect(session: CandidateSession, runtime: TaskRuntime, config: EvalConfig, judged: Judged) -> None:
+    """Re-verify and re-time a candidate faster than the physics floor allows."""
+    result = judged.result
+    assert result.timing is not None and result.floor_ms is not None
+    first = result.timing.median_ms
+    result.warnings.append(
+        f"suspect: {first:.4f} ms is below {config.suspect_margin:.0%} of the physical floor "
+        f"{result.floor_ms:.4f} ms; re-verified with fresh inputs and re-timed"
+    )
+    fresh = [(config.base_seed + 500 + i, 0, d) for i, d in enumerate(("normal", "uniform_pm1", "native"))]
+    _verify(session, runtime, fresh, result)
+    session.judge.recalibrate()  # the verdict rests on the calibration: take it again, under today's load
+    result.timing, judged.judge = time_candidate(session, runtime, config, single_calls=True)
+    floor = config.suspect_margin * result.floor_ms
+    if result.timing.median_ms < floor:
+        host = TimingStats(**judged.judge["host_timing"])
+        if host.median_ms >= floor:
+            # On a GPU other processes share, the judge's start event waits for the judge's time slice
+            # and can run after the candidate's work (0.0001 ms windows for honest kernels, four test
+            # workers on one H200); the host clock only ever reads long. The host's time stands.
+            result.timing = host
+            result.warnings.append(
+                "the judge's device events read below the physical floor while its host clock did not "
+                "(another process shares the GPU): timed on the host clock"
+            )
+            return
+        raise CandidateFailure(
+            EvalStatus.INTEGRITY,
+            f"time {result.timing.median_ms:.4f} ms stays below the physical floor {result.floor_ms:.4f} ms "
+            "(bytes / peak bandwidth, flops / peak rate): the measurement is being fooled",
+        )
+
+
+def _lap(start: float) -> float:
+    return round(time.perf_counter() - start, 4)

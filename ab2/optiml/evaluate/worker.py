@@ -1,0 +1,321 @@
+"""The judge: the isolated GPU worker that verifies and times candidates.
+
+Run as ``python -m optiml.evaluate.worker``. It speaks JSON lines: one request per line on
+stdin, one reply per line on the original stdout (fd 1 is redirected to stderr at start).
+Requests::
+
+    {"op": "hello"}                                        → device facts
+    {"op": "prepare", "task": PATH, "config": {...}}       → reference timings, bytes, flops, round trip
+    {"op": "evaluate", "task": PATH, "so": PATH, "config": {...}, "peaks": {...}, "incumbent": {...}}
+                                                           → {"evaluation": EvalResult, "judge": evidence}
+    {"op": "retime", "task": PATH, "so": [PATH, ...], "rounds": N, "config": {...}}
+    {"op": "shutdown"}
+
+Replies follow :mod:`optiml.evaluate.wire`: ``{"ok": true, "result": {...}}`` or
+``{"ok": false, "error": "one line", ...}``, either with ``"fatal": true`` when this worker exits
+right after it.
+
+This process never loads a candidate: each one runs in a candidate process of its own
+(``optiml.evaluate.judge``), so a candidate's host code — static constructors included — cannot
+reach the interpreter that compares, checks and times. It also makes itself non-dumpable, so a
+candidate process of the same user cannot ptrace it or read its memory through /proc. A
+candidate's CUDA fault poisons only its own process's context; after a fatal error of the
+judge's own context (out of memory here) the worker replies and exits with code 3, and the
+client starts a fresh one. Imports: standard library, NumPy and torch only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from optiml.errors import TaskError
+from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.harness import (
+    CandidateFailure,
+    Peaks,
+    TimingBench,
+    evaluate_candidate,
+    timing_cases,
+)
+from optiml.evaluate.judge import CandidateSession, Judge, set_dumpable
+from optiml.evaluate.memory import reset_peak
+from optiml.evaluate.runtime import TaskRuntime
+from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
+from optiml.evaluate.wire import KIND_NO_GPU, KIND_TASK, encode, failure, success
+from optiml.task import Task, load_task
+from optiml.values import TimingStats
+
+EXIT_FATAL = 3
+
+#: Reference modes: exact eager (TF32 off, half GEMMs reduced in fp32: what candidates are verified
+#: against), eager with PyTorch's default settings as this process found them at start (TF32
+#: convolutions through cuDNN, reduced-precision half GEMM reductions; TF32 matmuls only where the
+#: environment turns them on), and torch.compile (exact).
+REFERENCE_MODES = ("eager", "eager_tf32", "compile")
+_PRECISION_FLAGS = (
+    (torch.backends.cuda.matmul, "allow_tf32"),
+    (torch.backends.cudnn, "allow_tf32"),
+    (torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"),
+    (torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),
+)
+TORCH_DEFAULTS = tuple(getattr(owner, name) for owner, name in _PRECISION_FLAGS)
+
+
+@contextlib.contextmanager
+def torch_default_precision() -> Iterator[None]:
+    """PyTorch's own precision settings for the duration (TaskRuntime makes the judge's references
+    exact: no TF32, no reduced-precision half GEMM reductions)."""
+    saved = tuple(getattr(owner, name) for owner, name in _PRECISION_FLAGS)
+    for (owner, name), value in zip(_PRECISION_FLAGS, TORCH_DEFAULTS, strict=True):
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for (owner, name), value in zip(_PRECISION_FLAGS, saved, strict=True):
+            setattr(owner, name, value)
+
+
+class NoCudaDevice(RuntimeError):
+    """The worker sees no CUDA device (replied with kind :data:`~optiml.evaluate.wire.KIND_NO_GPU`)."""
+
+
+class Worker:
+    def __init__(self) -> None:
+        if not torch.cuda.is_available():
+            raise NoCudaDevice("no CUDA device is visible to the worker")
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.runtimes: dict[str, TaskRuntime] = {}
+        self.references: dict[tuple[str, str], TimingStats] = {}
+        self._bandwidth: float | None = None
+        self.judge = Judge(self.device, Path.cwd())
+        self.unusable = False  # the judge's own CUDA context broke: reply, then exit (EXIT_FATAL)
+
+    # -- ops ---------------------------------------------------------------------------------
+    def hello(self, _: dict[str, Any]) -> dict[str, Any]:
+        props = torch.cuda.get_device_properties(self.device)
+        return {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "sms": props.multi_processor_count,
+            "memory_bytes": props.total_memory,
+            "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "pid": os.getpid(),
+        }
+
+    def prepare(self, request: dict[str, Any]) -> dict[str, Any]:
+        runtime = self.runtime(request["task"])
+        config = EvalConfig.from_dict(request.get("config", {}))
+        start = time.perf_counter()
+        notes = runtime.settle(config.base_seed)  # distributions used, tolerances adjusted (runtime.py)
+        case = runtime.case(config.base_seed)
+        modes = [m for m in REFERENCE_MODES if m in (*config.reference_modes, "eager_tf32")]
+        references = {mode: asdict(self.reference_timing(runtime, mode, config)) for mode in modes}
+        return {
+            "reference": references,
+            "input_bytes": case.input_bytes(),
+            "output_bytes": case.output_bytes(),
+            "flops": runtime.task.flops(0),
+            "bandwidth": self.bandwidth(),
+            "round_trip": asdict(self.judge.calibration()),
+            "notes": notes,
+            "seconds": time.perf_counter() - start,
+        }
+
+    def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
+        runtime = self.runtime(request["task"])
+        config = EvalConfig.from_dict(request.get("config", {}))
+        peaks_in = request.get("peaks") or {}
+        peaks = Peaks(
+            bandwidth=float(peaks_in.get("bandwidth") or self.bandwidth()),
+            flops=float(peaks_in.get("flops", 0.0)),
+        )
+        incumbent = request.get("incumbent")
+        reset_peak(runtime.device)
+        judged = evaluate_candidate(
+            self.judge,
+            runtime,
+            request["so"],
+            config,
+            peaks,
+            runtime.task.flops(0),
+            TimingStats(**incumbent) if incumbent else None,
+        )
+        judged.result.memory = runtime.memory_report()  # peak since reset_peak, against the footprint (memory.py)
+        self.unusable = judged.fatal
+        return {"evaluation": judged.result.to_dict(), "judge": judged.judge}
+
+    def retime(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Interleaved timing (A B C A B C …) of already verified candidates, each in its own process."""
+        runtime = self.runtime(request["task"])
+        config = EvalConfig.from_dict(request.get("config", {}))
+        rounds = int(request.get("rounds", 5))
+        per_round = StopRule(min_trials=max(3, config.min_trials // 2), max_trials=config.min_trials, seconds=0.0)
+        calibration = self.judge.calibration()
+        deadline = time.monotonic() + max(1.0, config.timeout_s * max(1, len(request["so"])) * rounds / 2 - 3)
+        sessions: list[CandidateSession] = []
+        try:
+            benches = []
+            for index, path in enumerate(request["so"]):
+                session = CandidateSession(self.judge, self.judge.take_process(), deadline)
+                sessions.append(session)
+                session.load(path)
+                benches.append(TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + index))
+            samples: list[list[float]] = [[] for _ in benches]
+            for round_ in range(rounds):
+                for index, bench in enumerate(benches):
+                    series = bench.series(calibration, warmup=1 if round_ == 0 else 0, rule=per_round)
+                    samples[index].extend(series.event_ms)
+        except CandidateFailure as failure:
+            raise CandidateFailure(failure.status, f"while re-timing: {failure.message}") from failure
+        finally:
+            for session in sessions:
+                session.close()
+        return {"timings": [asdict(TimingStats.from_samples(s)) for s in samples]}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def runtime(self, task_path: str) -> TaskRuntime:
+        if task_path not in self.runtimes:
+            task: Task = load_task(task_path)
+            self.judge.forget_buffers()
+            self.runtimes = {task_path: TaskRuntime(task, str(self.device))}  # one task at a time in memory
+            self.references = {k: v for k, v in self.references.items() if k[0] == task_path}
+        return self.runtimes[task_path]
+
+    def reference_timing(self, runtime: TaskRuntime, mode: str, config: EvalConfig) -> TimingStats:
+        key = (str(runtime.task.path), mode)
+        if key in self.references:
+            return self.references[key]
+        if mode not in REFERENCE_MODES:
+            raise ValueError(f"unknown reference mode {mode!r} ({', '.join(REFERENCE_MODES)})")
+        stream = torch.cuda.Stream(device=self.device)
+        timer = DeviceTimer(stream, flush_l2=config.flush_l2)
+        calls: list[TimedCall] = []
+        for i in range(max(1, config.timing_inputs)):
+            case = runtime.case(config.base_seed + i)
+            forward: Callable[..., Any] = torch.compile(case.model) if mode == "compile" else case.model
+            calls.append((functools.partial(_run_reference, forward, case.args, stream), None, None))
+        rule = StopRule(config.min_trials, config.max_trials, config.timing_seconds, config.timing_precision)
+        precision = torch_default_precision() if mode == "eager_tf32" else contextlib.nullcontext()
+        with precision:
+            samples = run_trials(
+                timer, calls, warmup=max(config.warmup_calls, 3 if mode == "compile" else 1), rule=rule
+            )
+        stats = TimingStats.from_samples(samples.event_ms, samples.wall_ms, stop=samples.stop)
+        self.references[key] = stats
+        return stats
+
+    def bandwidth(self) -> float:
+        """Device-to-device copy bandwidth in bytes/s (read + write), measured once per worker."""
+        if self._bandwidth is None:
+            n = 256 * 1024 * 1024
+            src = torch.empty(n, dtype=torch.uint8, device=self.device)
+            dst = torch.empty_like(src)
+            dst.copy_(src)
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(10):
+                dst.copy_(src)
+            end.record()
+            torch.cuda.synchronize()
+            self._bandwidth = 2 * n * 10 / (start.elapsed_time(end) / 1e3)
+            del src, dst
+        return self._bandwidth
+
+
+def _run_reference(forward: Callable[..., Any], args: list[Any], stream: torch.cuda.Stream) -> None:
+    with torch.no_grad(), torch.cuda.stream(stream):
+        forward(*args)
+
+
+def serve(requests: IO[str], replies: IO[str]) -> int:
+    try:
+        worker = Worker()
+    except NoCudaDevice as exc:
+        _reply(replies, failure(f"worker could not start: {exc}", kind=KIND_NO_GPU, fatal=True))
+        return EXIT_FATAL
+    except Exception as exc:
+        _reply(replies, failure(f"worker could not start: {exc}", fatal=True))
+        return EXIT_FATAL
+    try:
+        return _serve(worker, requests, replies)
+    finally:
+        worker.judge.close()  # the spare candidate process dies with the judge
+
+
+def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
+    handlers = {
+        "hello": worker.hello,
+        "prepare": worker.prepare,
+        "evaluate": worker.evaluate,
+        "retime": worker.retime,
+    }
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            op = request.get("op")
+        except json.JSONDecodeError as exc:
+            _reply(replies, failure(f"malformed request: {exc}"))
+            continue
+        if op == "shutdown":
+            _reply(replies, success({}))
+            return 0
+        handler = handlers.get(op)
+        if handler is None:
+            _reply(replies, failure(f"unknown op {op!r}"))
+            continue
+        try:
+            result = handler(request)
+        except TaskError as exc:
+            _reply(replies, failure(str(exc), kind=KIND_TASK))
+            continue
+        except CandidateFailure as fault:
+            _reply(replies, failure(fault.message, status=fault.status.value, fatal=fault.fatal))
+            if fault.fatal:
+                return EXIT_FATAL
+            worker.judge.keep_spare()
+            continue
+        except Exception as exc:  # a harness bug must not take the orchestrator down with it
+            traceback.print_exc(file=sys.stderr)
+            _reply(replies, failure(f"worker error: {type(exc).__name__}: {exc}", fatal=True))
+            return EXIT_FATAL
+        _reply(replies, success(result, fatal=worker.unusable))
+        if worker.unusable:
+            return EXIT_FATAL
+        worker.judge.keep_spare()  # the next candidate's process starts while the orchestrator compiles
+    return 0
+
+
+def _reply(stream: IO[str], message: dict[str, Any]) -> None:
+    stream.write(encode(message))
+    stream.flush()
+
+
+def main() -> int:
+    with contextlib.suppress(OSError, AttributeError):
+        set_dumpable(False)  # candidate processes (same user) cannot ptrace the judge or read its memory
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)  # nothing printed here can corrupt the protocol
+    replies = os.fdopen(protocol_fd, "w", buffering=1)
+    sys.stdout = sys.stderr
+    return serve(sys.stdin, replies)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

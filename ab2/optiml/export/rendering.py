@@ -1,0 +1,56 @@
+"""The Jinja environment of the export templates and the context every export shares."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jinja2
+
+from optiml import __version__
+from optiml.export.signature import Signature
+from optiml.export.verification import Verification, statement
+from optiml.kernel.compiler import abi_header, included_helper_headers
+from optiml.kernel.source import KernelSource
+from optiml.task import Task
+
+_ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.PackageLoader("optiml.export", "templates"),
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+)
+
+
+def render(template: str, **context: Any) -> str:
+    return _ENVIRONMENT.get_template(template).render(**context)
+
+
+def abi_version(header: str) -> int:
+    """``OPTIML_ABI_VERSION`` of the shipped header (ABI 2 added the ``memory`` field)."""
+    match = re.search(r"#define\s+OPTIML_ABI_VERSION\s+(\d+)", header)
+    return int(match[1]) if match else 1
+
+
+def common_context(
+    task: Task, kernel: KernelSource, signature: Signature, verification: Verification | None, store: str
+) -> dict[str, Any]:
+    """Task, kernel, toolchain and verification facts every template uses (Python literals where code)."""
+    header = abi_header()
+    return {
+        "task_name": task.name,
+        "version": __version__,
+        "task_source": task.source.rstrip() + "\n",
+        "kernel_source": repr(kernel.code),
+        "header_source": repr(header),
+        # the helper headers the kernel includes (optiml_tma.h), written beside optiml.h when it is built
+        "helper_headers": repr(included_helper_headers(kernel.code)),
+        "abi_version": abi_version(header),
+        "flags": repr(list(kernel.flags)),
+        "libraries": repr([f"-l{name}" for name in task.meta.libraries]),
+        "input_specs": repr(signature.specs_record()),
+        "state_accessors": signature.state_accessors(),
+        **statement(task, kernel, verification, store),
+    }

@@ -1,0 +1,233 @@
+"""Decompositions that lower PyTorch's composite ops into the primitives the planner fuses.
+
+PyTorch's own decompositions serve for activations and most losses. Norms and variances are
+lowered here instead, in terms of ``mean`` over explicit dims (never a constant ``1/N``), so the
+kernel divides by the run-time row length and works at every shape set; PyTorch's versions go
+through ``prims`` ops with sizes baked in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._decomp import get_decompositions
+
+aten = torch.ops.aten
+
+_TORCH_DECOMPOSED = [
+    aten._softmax,
+    aten._log_softmax,
+    aten.logsumexp,
+    aten.nll_loss_forward,
+    aten.mse_loss,
+    aten.huber_loss,
+    aten.smooth_l1_loss,
+    aten.binary_cross_entropy,
+    aten.soft_margin_loss,
+    aten.hinge_embedding_loss,
+    aten.margin_ranking_loss,
+    aten.gelu,
+    aten.silu,
+    aten.hardtanh,
+    aten.leaky_relu,
+    aten.elu,
+    aten.softplus,
+    aten.hardsigmoid,
+    aten.hardswish,
+    aten.mish,
+    aten.relu6,
+    aten.threshold,
+    aten.logit,
+]
+
+
+def _dims(x: torch.Tensor, dim: Any) -> list[int]:
+    if dim is None:
+        return list(range(x.dim()))
+    if isinstance(dim, int):
+        return [dim % max(x.dim(), 1)]
+    return [d % max(x.dim(), 1) for d in dim]
+
+
+def _var(x: torch.Tensor, dims: list[int], correction: float, keepdim: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    mean = aten.mean.dim(x, dims, True)
+    centered = x - mean
+    squares = centered * centered
+    if correction:
+        total = aten.sum.dim_IntList(squares, dims, keepdim)
+        count = 1
+        for d in dims:
+            count = count * x.shape[d]
+        var = total / (count - correction)
+    else:
+        var = aten.mean.dim(squares, dims, keepdim)
+    return var, mean if keepdim else aten.squeeze.dims(mean, dims)
+
+
+def var_correction(x: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> torch.Tensor:
+    return _var(x, _dims(x, dim), 1 if correction is None else float(correction), keepdim)[0]
+
+
+def var_mean_correction(
+    x: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _var(x, _dims(x, dim), 1 if correction is None else float(correction), keepdim)
+
+
+def std_correction(x: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> torch.Tensor:
+    return torch.sqrt(var_correction(x, dim, correction=correction, keepdim=keepdim))
+
+
+def std_mean_correction(
+    x: torch.Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    var, mean = var_mean_correction(x, dim, correction=correction, keepdim=keepdim)
+    return torch.sqrt(var), mean
+
+
+def native_layer_norm(
+    x: torch.Tensor, normalized_shape: Sequence[int], weight: Any, bias: Any, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    var, mean = _var(x, dims, 0, True)
+    rstd = aten.rsqrt.default(var + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def native_group_norm(
+    x: torch.Tensor, weight: Any, bias: Any, n: int, c: int, hw: int, group: int, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    shape = list(x.shape)
+    grouped = aten.view.default(x, [shape[0], group, -1])
+    var, mean = _var(grouped, [2], 0, True)
+    rstd = aten.rsqrt.default(var + eps)
+    out = aten.view.default((grouped - mean) * rstd, shape)
+    affine_shape = [1, shape[1]] + [1] * (len(shape) - 2)
+    if weight is not None:
+        out = out * aten.view.default(weight, affine_shape)
+    if bias is not None:
+        out = out + aten.view.default(bias, affine_shape)
+    return out, aten.view.default(mean, [shape[0], group]), aten.view.default(rstd, [shape[0], group])
+
+
+def _batch_norm_training(x: torch.Tensor, weight: Any, bias: Any, eps: float) -> tuple[torch.Tensor, ...]:
+    dims = [0, *range(2, x.dim())]
+    var, mean = _var(x, dims, 0, True)
+    rstd = aten.rsqrt.default(var + eps)
+    out = (x - mean) * rstd
+    affine_shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * aten.view.default(weight, affine_shape)
+    if bias is not None:
+        out = out + aten.view.default(bias, affine_shape)
+    return out, aten.squeeze.dims(mean, dims), aten.squeeze.dims(rstd, dims)
+
+
+def _batch_norm_eval(x: torch.Tensor, weight: Any, bias: Any, mean: Any, var: Any, eps: float) -> torch.Tensor:
+    shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+    out = (x - aten.view.default(mean, shape)) * aten.rsqrt.default(aten.view.default(var, shape) + eps)
+    if weight is not None:
+        out = out * aten.view.default(weight, shape)
+    if bias is not None:
+        out = out + aten.view.default(bias, shape)
+    return out
+
+
+def native_batch_norm(
+    x: torch.Tensor,
+    weight: Any,
+    bias: Any,
+    running_mean: Any,
+    running_var: Any,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, ...]:
+    if training or running_mean is None:
+        return _batch_norm_training(x, weight, bias, eps)
+    empty = aten.new_zeros.default(x, [0])
+    return _batch_norm_eval(x, weight, bias, running_mean, running_var, eps), empty, empty
+
+
+def batch_norm_legit(
+    x: torch.Tensor,
+    weight: Any,
+    bias: Any,
+    running_mean: Any,
+    running_var: Any,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, ...]:
+    return native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+def batch_norm_legit_no_stats(
+    x: torch.Tensor, weight: Any, bias: Any, training: bool, momentum: float, eps: float
+) -> tuple[torch.Tensor, ...]:
+    return _batch_norm_training(x, weight, bias, eps)
+
+
+def batch_norm_no_training(
+    x: torch.Tensor, weight: Any, bias: Any, running_mean: Any, running_var: Any, momentum: float, eps: float
+) -> tuple[torch.Tensor, ...]:
+    empty = aten.new_zeros.default(x, [0])
+    return _batch_norm_eval(x, weight, bias, running_mean, running_var, eps), empty, empty
+
+
+def linalg_vector_norm(
+    x: torch.Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> torch.Tensor:
+    dims = _dims(x, dim)
+    if ord == float("inf"):
+        return aten.amax.default(torch.abs(x), dims, keepdim)
+    if ord == float("-inf"):
+        return aten.amin.default(torch.abs(x), dims, keepdim)
+    if ord == 2:
+        return torch.sqrt(aten.sum.dim_IntList(x * x, dims, keepdim))
+    if ord == 1:
+        return aten.sum.dim_IntList(torch.abs(x), dims, keepdim)
+    return torch.pow(aten.sum.dim_IntList(torch.pow(torch.abs(x), ord), dims, keepdim), 1.0 / ord)
+
+
+def norm_scalar_opt_dim(x: torch.Tensor, p: Any = 2, dim: Any = None, keepdim: bool = False) -> torch.Tensor:
+    return linalg_vector_norm(x, 2 if p is None else p, dim, keepdim)
+
+
+def safe_softmax(x: torch.Tensor, dim: int, dtype: Any = None) -> torch.Tensor:
+    """Softmax whose rows of all ``-inf`` give zeros, not NaN (``scaled_dot_product_attention``'s masked rows)."""
+    if dtype is not None:
+        x = aten._to_copy.default(x, dtype=dtype)
+    out = aten._softmax.default(x, dim, False)
+    masked = aten.all.dim(aten.eq.Scalar(x, float("-inf")), dim, True)
+    return aten.where.self(masked, aten.zeros_like.default(out), out)
+
+
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    table: dict[Any, Callable[..., Any]] = dict(get_decompositions(_TORCH_DECOMPOSED))
+    table.update(
+        {
+            aten.var.correction: var_correction,
+            aten.var_mean.correction: var_mean_correction,
+            aten.std.correction: std_correction,
+            aten.std_mean.correction: std_mean_correction,
+            aten.native_layer_norm.default: native_layer_norm,
+            aten.native_group_norm.default: native_group_norm,
+            aten.native_batch_norm.default: native_batch_norm,
+            aten._native_batch_norm_legit.default: batch_norm_legit,
+            aten._native_batch_norm_legit.no_stats: batch_norm_legit_no_stats,
+            aten._native_batch_norm_legit_no_training.default: batch_norm_no_training,
+            aten.linalg_vector_norm.default: linalg_vector_norm,
+            aten.norm.ScalarOpt_dim: norm_scalar_opt_dim,
+            aten.norm.Scalar: norm_scalar_opt_dim,
+            aten._safe_softmax.default: safe_softmax,
+        }
+    )
+    return table

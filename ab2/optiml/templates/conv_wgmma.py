@@ -1,0 +1,464 @@
+"""Hopper warp-group implicit-GEMM convolution kernels of the conv template (sm_90a).
+
+Two variants, one structure:
+
+* ``wgmma`` (float16 / bfloat16): ``wgmma.mma_async.m64n{bn}k16`` with fp32 accumulation, 64-deep k
+  slices (one 128-byte row of 16-bit values a tile row).
+* ``tf32x3_wgmma`` (float32, fp32 accuracy): the GEMM template's 3xTF32 arithmetic on
+  ``wgmma.mma_async.m64n{bn}k8.tf32`` (:mod:`optiml.templates.gemm_tf32_wgmma`): each value is split
+  once, when staged, into a big and a small TF32 part stored in two tiles; 32-deep k slices.
+
+The GEMM is the conv template's (:mod:`optiml.templates.conv`): ``A[m][k]`` the weights as stored, ``B``
+the im2col matrix, never stored. A block is ``bm / 64`` warp groups (each owns 64 output channels) over a
+``bm x bn`` tile. Both operands sit in shared memory k-major in the 128-byte swizzle the descriptors name
+(16-byte chunk ``c`` of row ``r`` at chunk ``c ^ (r % 8)``; tiles on 1024-byte boundaries), two stages:
+
+* the weights move in 16-byte words where ``K`` is a multiple of a word and the weight is aligned (the
+  kernel's ``AVEC`` instance: half values by ``cp.async`` straight into the stage, floats through
+  registers to be split), else element by element, packed into words;
+* each thread gathers 16-byte chunks (8 halves or 4 floats: consecutive k) of fixed im2col columns, lanes
+  on consecutive columns so a warp's loads are coalesced along the output row. A chunk costs one
+  multiply-high division of its first k by the tap count; the rest step through the shared tap table.
+  Only the bounds of the convolution's own spatial dims are tested.
+
+A slice's MMAs are issued, then the next slice is loaded into registers and stored into the other stage
+while they run; the block waits for its MMAs and one barrier ends the slice (the stage the stores refill
+was read by the MMAs of the slice before, finished before that barrier). The accumulators go through the
+GEMM epilogue one element at a time, each column's output offset decoded once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_wgmma, gemm_wgmma
+from optiml.templates.base import GroupConfig
+
+if TYPE_CHECKING:
+    from optiml.templates.conv import ConvProblem
+
+ROW = 128  # bytes of a slice row: one 128-byte swizzle row
+ALIGN = 1024  # a 128-byte-swizzle atom (8 rows)
+MAX_SMEM = 227 * 1024
+TAP_TABLE_BYTES = 16 * 512  # the conv template's static tap table (conv.MAX_TAPS int4s)
+REORDER_THREADS = 256
+#: Fields of the conv template's problem struct only these kernels use (:func:`host` fills them).
+PROB_FIELDS = (
+    "  void* wt;                      // the weights reordered into the workspace (weight_kernel)",
+    "  int64_t Kp;                    // their row pitch: K rounded up to a 16-byte chunk",
+    "  int tapmajor;                  // k = tap * Cin_g + ci (Cin_g a multiple of a chunk), else as stored",
+    "  uint32_t cg_mul;               // k / Cin_g by multiply-high (0: Cin_g == 1)",
+    "  int cg_shr;",
+)
+HALF_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
+TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
+
+
+def split(config: GroupConfig) -> bool:
+    """Whether ``config`` is the 3xTF32 variant (two tiles an operand: big and small parts)."""
+    return config.variant == "tf32x3_wgmma"
+
+
+def threads(config: GroupConfig) -> int:
+    return int(config.get("bm")) // 64 * 128
+
+
+def stage_bytes(config: GroupConfig) -> int:
+    bm, bn = int(config.get("bm")), int(config.get("bn"))
+    return (2 if split(config) else 1) * (bm + bn) * ROW
+
+
+def smem_bytes(config: GroupConfig) -> int:
+    """Dynamic shared memory: two stages and the alignment slack of the dynamic base."""
+    return 2 * stage_bytes(config) + ALIGN
+
+
+def vec(config: GroupConfig) -> int:
+    """Values in a 16-byte chunk of a slice row: 4 floats or 8 halves."""
+    return 4 if split(config) else 8
+
+
+def check(config: GroupConfig) -> str | None:
+    """Why ``config`` is illegal, or None."""
+    bm, bn = int(config.get("bm")), int(config.get("bn"))
+    knobs = TF32_KNOBS if split(config) else HALF_KNOBS
+    if bm not in knobs["bm"] or bn not in knobs["bn"]:
+        return f"{config.label()}: bm in {knobs['bm']} (warp groups of 64 rows), bn in {knobs['bn']}"
+    if bn > threads(config):
+        return f"{config.label()}: one im2col column a thread ({bn} columns, {threads(config)} threads)"
+    if smem_bytes(config) + TAP_TABLE_BYTES > MAX_SMEM:
+        return f"{config.label()}: {smem_bytes(config) + TAP_TABLE_BYTES} B of shared memory (at most {MAX_SMEM})"
+    return None
+
+
+def helpers(p: str, config: GroupConfig, dtype: str) -> str:
+    """Descriptors, fences, the MMA for ``bn`` columns, 16-byte copies and shared stores (and the TF32 split)."""
+    bn = int(config.get("bn"))
+    code = [gemm_mma.helpers(p), gemm_wgmma.descriptor_helper(p), gemm_wgmma.fence_helpers(p)]
+    if split(config):
+        code += [gemm_tf32.helpers(p), gemm_tf32_wgmma.instruction(p, bn)]
+    else:
+        code.append(gemm_wgmma.instruction(p, dtype, bn, b_k_major=True))
+    code.append(gemm_tf32_wgmma.shared_stores(p))
+    return "\n".join(code)
+
+
+# -- staging ---------------------------------------------------------------------------------------------
+def _decode_column(prob: ConvProblem, bn: int) -> str:
+    """Statements: this thread's im2col column ``n0 + tid % bn`` as its image's first input channel of the
+    group (``X``) and, for a windowed convolution, the window's origin (``iz``, ``iy``, ``ix``; ``xo`` its
+    offset in the plane, maybe in the padding). Chunk ``f = tid + l * threads`` of the ``bn x 8``-chunk B
+    tile is column ``f % bn``, chunk ``f / bn``: lanes take consecutive columns, and with ``threads`` a
+    multiple of ``bn`` a thread keeps one column."""
+    sd, sh, sw = prob.stride
+    pd, ph, pw = prob.padding
+    lines = [
+        f"  const int64_t n = n0 + (int)threadIdx.x % {bn};",
+        "  const bool ncol = n < P.NP;",
+        "  const int b = ncol ? (int)n / (int)P.OS : 0, o = ncol ? (int)n - b * (int)P.OS : 0;",
+    ]
+    if prob.pointwise:
+        return "\n".join([*lines, "  const X_T* __restrict__ X = xp + (b * P.Cin + gz * P.Cin_g) * P.OS + o;"])
+    return "\n".join(
+        [
+            *lines,
+            "  const int od = o / (int)P.OHW, oh = (o / (int)P.OW) % (int)P.OH, ow = o % (int)P.OW;",
+            f"  const int iz = od * {sd} - {pd}, iy = oh * {sh} - {ph}, ix = ow * {sw} - {pw};",
+            "  const X_T* __restrict__ X = xp + (b * P.Cin + gz * P.Cin_g) * P.DHW;",
+            "  const int xo = (iz * (int)P.H + iy) * (int)P.W + ix;",
+        ]
+    )
+
+
+def _inside(prob: ConvProblem) -> str:
+    """The bounds test of a gathered element at tap ``tp``: the conv's spatial dims only (a 1-D or 2-D
+    convolution's leading extents are 1 and its taps' offsets there 0)."""
+    tests = [
+        f"(unsigned)({axis} + tp.{part}) < {bound}"
+        for axis, part, bound, dim in (("iz", "x", "Du", 3), ("iy", "y", "Hu", 2), ("ix", "z", "Wu", 1))
+        if prob.spatial >= dim
+    ]
+    return " && ".join(tests)
+
+
+def _gather_chunk(prob: ConvProblem, vec: int, ctype: str) -> str:
+    """Statements: ``e[0..vec)``, the im2col values at k = ``gk`` .. ``gk + vec - 1`` of this thread's
+    column, zero outside ``K`` and the input. Offsets from the column's ``X`` are 32-bit (the launch checks
+    ``Cin_g * DHW < 2^31``). Tap-major (``TAP``: ``Cin_g`` a multiple of ``vec``): the chunk is one tap of
+    ``vec`` consecutive channels, bounds-tested once; otherwise k walks the taps of each channel in turn."""
+    if prob.pointwise:
+        body = f"""\
+          int off = (int)gk * OSi;
+#pragma unroll
+          for (int j = 0; j < {vec}; ++j) {{
+            if (j < kin) e[j] = X[off];
+            off += OSi;
+          }}"""
+    else:
+        body = f"""\
+          if (TAP) {{  // one tap of {vec} consecutive channels; K is a multiple of {vec}
+            const int tap = P.cg_mul ? (int)(__umulhi((unsigned)gk, P.cg_mul) >> P.cg_shr) : (int)gk;
+            const int4 tp = taps[tap];
+            if ({_inside(prob)}) {{
+              int off = ((int)gk - tap * CGi) * DHWi + xo + tp.w;
+#pragma unroll
+              for (int j = 0; j < {vec}; ++j) {{
+                e[j] = X[off];
+                off += DHWi;
+              }}
+            }}
+          }} else {{  // k = ci * KS + tap: the taps of each channel in turn
+            const int ci = P.ks_mul ? (int)(__umulhi((unsigned)gk, P.ks_mul) >> P.ks_shr) : (int)gk;
+            int t = (int)gk - ci * KSi, off = ci * DHWi + xo;
+#pragma unroll
+            for (int j = 0; j < {vec}; ++j) {{
+              const int4 tp = taps[t];
+              if (j < kin && {_inside(prob)}) e[j] = X[off + tp.w];
+              if (++t == KSi) {{
+                t = 0;
+                off += DHWi;
+              }}
+            }}
+          }}"""
+    return f"""\
+        {ctype} e[{vec}];
+#pragma unroll
+        for (int j = 0; j < {vec}; ++j) e[j] = ({ctype})0;
+        const int64_t gk = k0 + (int64_t)c * {vec};
+        if (ncol && gk < P.K) {{
+          const int kin = P.K - gk < {vec} ? (int)(P.K - gk) : {vec};
+          (void)kin;
+{body}
+        }}"""
+
+
+def _b_staging(p: str, prob: ConvProblem, config: GroupConfig) -> tuple[str, str, str]:
+    """(declarations, loads, stores) of the B tile: chunks gathered into registers ``rb``, then stored."""
+    bn, nthreads, tf32 = int(config.get("bn")), threads(config), split(config)
+    per, chunk = bn * 8 // nthreads, f"(int)threadIdx.x / {bn} + l * {nthreads // bn}"
+    vec, ctype = (4, "float") if tf32 else (8, "unsigned short")
+    if tf32:
+        keep = "rb[l] = make_float4(e[0], e[1], e[2], e[3]);"
+        decl = f"  float4 rb[{per}];"
+    else:
+        words = ", ".join(f"e[{2 * q}] | ((unsigned)e[{2 * q + 1}] << 16)" for q in range(4))
+        keep = f"rb[l] = make_uint4({words});"
+        decl = f"  uint4 rb[{per}];"
+    loads = f"""\
+#pragma unroll
+    for (int l = 0; l < {per}; ++l) {{
+      const int c = {chunk};
+{_gather_chunk(prob, vec, ctype)}
+        {keep}
+    }}
+"""
+    where = (
+        f"const int c = {chunk}, r = (int)threadIdx.x % {bn};\n"
+        f"      const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));"
+    )
+    if tf32:
+        put = f"""\
+      unsigned big[4], small[4];
+      {p}_split(rb[l].x, big[0], small[0]);
+      {p}_split(rb[l].y, big[1], small[1]);
+      {p}_split(rb[l].z, big[2], small[2]);
+      {p}_split(rb[l].w, big[3], small[3]);
+      {p}_sts16(b_big + at, big[0], big[1], big[2], big[3]);
+      {p}_sts16(b_small + at, small[0], small[1], small[2], small[3]);"""
+    else:
+        put = f"      {p}_sts16(b_big + at, rb[l].x, rb[l].y, rb[l].z, rb[l].w);"
+    stores = f"""\
+#pragma unroll
+    for (int l = 0; l < {per}; ++l) {{
+      {where}
+{put}
+    }}
+"""
+    return decl, loads, stores
+
+
+def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
+    """(declarations, loads, stores) of the weight tile from the reordered weights (rows ``Kp`` apart, so
+    every chunk is 16-byte aligned): ``bm x 8`` chunks, four a thread. Half: ``cp.async`` into the stage
+    at load time. 3xTF32: through registers ``ra``, split when stored."""
+    nthreads = threads(config)
+    where = f"const int f = (int)threadIdx.x + l * {nthreads}, r = f >> 3, c = f & 7;"
+    at = f"const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));"
+    inside = f"const int64_t gm = m0 + r, gk = k0 + c * {vec(config)};\n      const bool ok = gm < P.M && gk < P.Kp;"
+    if not split(config):
+        loads = f"""\
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {{
+      {where}
+      {inside}
+      {at}
+      {p}_cp16(a_big + at, Wg + (ok ? gm * P.Kp + gk : 0), ok);
+    }}
+"""
+        return "", loads, ""
+    loads = f"""\
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {{
+      {where}
+      {inside}
+      ra[l] = ok ? *(const float4*)(Wg + gm * P.Kp + gk) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }}
+"""
+    stores = f"""\
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {{
+      {where}
+      {at}
+      unsigned big[4], small[4];
+      {p}_split(ra[l].x, big[0], small[0]);
+      {p}_split(ra[l].y, big[1], small[1]);
+      {p}_split(ra[l].z, big[2], small[2]);
+      {p}_split(ra[l].w, big[3], small[3]);
+      {p}_sts16(a_big + at, big[0], big[1], big[2], big[3]);
+      {p}_sts16(a_small + at, small[0], small[1], small[2], small[3]);
+    }}
+"""
+    return "  float4 ra[4];", loads, stores
+
+
+# -- the kernel ------------------------------------------------------------------------------------------
+def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str) -> str:
+    """``{p}_wgmma_conv<AVEC>`` (launch with :func:`smem_bytes` of dynamic shared memory, :func:`threads`).
+    ``head``: statements decoding the block (``tmi``, ``tni``, ``gz``) and filling the tap table;
+    ``bias``: the statement adding the convolution's bias of channel ``co`` to ``v``."""
+    bm, bn = int(config.get("bm")), int(config.get("bn"))
+    nthreads, tf32 = threads(config), split(config)
+    a_bytes, b_bytes, stage = bm * ROW, bn * ROW, stage_bytes(config)
+    ctype = "float" if tf32 else "unsigned short"
+    a_decl, a_load, a_store = _a_staging(p, config)
+    b_decl, b_load, b_store = _b_staging(p, prob, config)
+    bk = 32 if tf32 else 64
+    if tf32:
+        addresses = f"""\
+    const unsigned a_big = s0 + (unsigned)buf * {stage}u, a_small = a_big + {a_bytes}u;
+    const unsigned b_big = a_small + {a_bytes}u, b_small = b_big + {b_bytes}u;"""
+        regs = f"""\
+  float acc[{bn // 2}], part[{bn // 2}];
+#pragma unroll
+  for (int i = 0; i < {bn // 2}; ++i) acc[i] = part[i] = 0.f;"""
+        mmas = f"""\
+    const unsigned a_big = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
+    const unsigned a_small = a_big + {a_bytes}u;
+    const unsigned b_big = s0 + (unsigned)(kt & 1) * {stage}u + {2 * a_bytes}u, b_small = b_big + {b_bytes}u;
+    {p}_wg_fence();
+#pragma unroll
+    for (unsigned ks = 0; ks < {bk // 8}; ++ks) {{  // small terms first; the slice's first MMA zeroes the partial
+      {p}_wgmma_tf32(part, {p}_desc(a_small + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), ks != 0);
+      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_small + ks * 32u, 16u, 1024u), 1);
+      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), 1);
+    }}
+    {p}_wg_commit();"""
+        sum_partial = f"#pragma unroll\n    for (int i = 0; i < {bn // 2}; ++i) acc[i] += part[i];"
+    else:
+        addresses = f"""\
+    const unsigned a_big = s0 + (unsigned)buf * {stage}u, b_big = a_big + {a_bytes}u;"""
+        regs = f"""\
+  float acc[{bn // 2}];
+#pragma unroll
+  for (int i = 0; i < {bn // 2}; ++i) acc[i] = 0.f;"""
+        mmas = f"""\
+    const unsigned ab = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
+    const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
+    {p}_wg_fence();
+#pragma unroll
+    for (unsigned ks = 0; ks < {bk // 16}; ++ks)
+      {p}_wgmma(acc, {p}_desc(ab + ks * 32u, 16u, 1024u), {p}_desc(bb + ks * 32u, 16u, 1024u));
+    {p}_wg_commit();"""
+        sum_partial = ""
+    slice_code = f"""\
+  {{
+{addresses}
+{a_load}{b_load}{a_store}{b_store}  }}
+"""
+    epilogue = gemm_wgmma.accumulator_epilogue(
+        bn,
+        f"""\
+        if (n >= P.NP) continue;
+        const int img = (int)n / (int)P.OS, pix = (int)n - img * (int)P.OS;
+        const int64_t co = gz * P.M + m;
+        float v = acc[4 * j + 2 * h + q];
+        {bias}
+        {p}_epi1(P, ((int64_t)img * P.Cout + co) * P.OS + pix, 0, v);""",
+    ).replace("    const int64_t r = z * P.M + m;\n", "")
+    kind = "3xTF32 (big / small tiles)" if tf32 else "fp16 / bf16"
+    return f"""\
+// Implicit GEMM on warp-group MMAs, {kind}: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 output
+// channels, {bk}-deep slices in two 128-byte-swizzled stages; the next slice is gathered and stored while the
+// current one's MMAs run.
+template <bool TAP>
+__global__ void __launch_bounds__({nthreads}, 2) {p}_wgmma_conv(const {p}_prob P) {{
+  typedef {ctype} X_T;
+  extern __shared__ __align__(16) unsigned char {p}_smem[];
+  const unsigned s0 = ((unsigned)__cvta_generic_to_shared({p}_smem) + {ALIGN - 1}u) & ~{ALIGN - 1}u;
+  const int wg = (int)threadIdx.x >> 7, lane = (int)threadIdx.x & 31, warp = ((int)threadIdx.x >> 5) & 3;
+{head}
+  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+  const X_T* __restrict__ Wg = (const X_T*)P.wt + gz * P.M * P.Kp;
+  const X_T* __restrict__ xp = (const X_T*)P.x;
+  const int KSi = (int)P.KS, CGi = (int)P.Cin_g, DHWi = (int)P.DHW, OSi = (int)P.OS;
+  const unsigned Du = (unsigned)P.D, Hu = (unsigned)P.H, Wu = (unsigned)P.W;
+  (void)KSi, (void)CGi, (void)DHWi, (void)OSi, (void)Du, (void)Hu, (void)Wu;
+{_decode_column(prob, bn)}
+{a_decl}
+{b_decl}
+{regs}
+  const int64_t KT = (P.K + {bk - 1}) / {bk};
+  if (KT > 0) {{
+    const int buf = 0;
+    const int64_t k0 = 0;
+{slice_code}  }}
+  {p}_cp_wait<0>();
+  {p}_proxy_fence();
+  __syncthreads();
+  for (int64_t kt = 0; kt < KT; ++kt) {{
+{mmas}
+    if (kt + 1 < KT) {{  // the other stage was read by slice kt - 1's MMAs, finished before the last barrier
+      const int buf = (int)((kt + 1) & 1);
+      const int64_t k0 = (kt + 1) * {bk};
+{slice_code}    }}
+    {p}_wg_wait<0>();
+{sum_partial}
+    {p}_cp_wait<0>();
+    {p}_proxy_fence();
+    __syncthreads();
+  }}
+{epilogue}}}
+"""
+
+
+# -- the weights, the launch -----------------------------------------------------------------------------
+def weight_kernel(p: str, config: GroupConfig) -> str:
+    """``{p}_wreorder``: the weights copied into the workspace as the kernel reads them (every call: they
+    are an input), rows ``Kp`` apart and zero past ``K``, tap-major where ``P.tapmajor``."""
+    ctype = "float" if split(config) else "unsigned short"
+    return f"""\
+// The weights as the warp-group kernel reads them: output channel m's row holds k in [0, Kp), tap-major
+// (k = tap * Cin_g + ci) when P.tapmajor, else as stored (k = ci * KS + tap); zero past K.
+__global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob P) {{
+  const {ctype}* __restrict__ w = (const {ctype}*)P.w;
+  {ctype}* __restrict__ wt = ({ctype}*)P.wt;
+  const int64_t total = P.Cout * P.Kp;
+  for (int64_t i = (int64_t)blockIdx.x * {REORDER_THREADS} + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * {REORDER_THREADS}) {{
+    const int64_t m = i / P.Kp, k = i - m * P.Kp;
+    {ctype} v = ({ctype})0;
+    if (k < P.K) {{
+      const int64_t tap = k / P.Cin_g, ci = k - tap * P.Cin_g;
+      v = w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)];
+    }}
+    wt[i] = v;
+  }}
+}}
+"""
+
+
+def launch(p: str, config: GroupConfig, max_taps: int) -> str:
+    """``{p}_launch``: the weights reordered, then the kernel's tap-major instance where ``Cin_g`` is a
+    multiple of a chunk, else its channel-major one."""
+    bm, bn, nthreads, smem = int(config.get("bm")), int(config.get("bn")), threads(config), smem_bytes(config)
+    return f"""\
+static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
+  if (P.M <= 0 || P.NP <= 0) return 0;
+  // 32-bit pixels and offsets within an image's channels of a group
+  if (P.K > 2147483647LL || P.NP > 2147483647LL || P.Cin_g * P.DHW > 2147483647LL) return -4;
+  if (P.KS > {max_taps}) return -5;  // more kernel taps than the shared table holds
+  P.tapmajor = P.Cin_g % {vec(config)} == 0;
+  P.tiles_m = (P.M + {bm - 1}) / {bm};
+  P.tiles_n = (P.NP + {bn - 1}) / {bn};
+  const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
+  if (blocks > 2147483647LL) return -4;
+  const int64_t words = P.Cout * P.Kp;
+  const int64_t reorder = (words + {REORDER_THREADS - 1}) / {REORDER_THREADS};
+  {p}_wreorder<<<(unsigned)(reorder < 4096 ? reorder : 4096), {REORDER_THREADS}, 0, stream>>>(P);
+  // the shared-memory limit raised at every call (about a microsecond): no state kept across calls
+  const cudaError_t e = P.tapmajor
+      ? cudaFuncSetAttribute({p}_wgmma_conv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem})
+      : cudaFuncSetAttribute({p}_wgmma_conv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
+  if (e != cudaSuccess) return (int)e;
+  if (P.tapmajor) {p}_wgmma_conv<true><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
+  else {p}_wgmma_conv<false><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
+  {{ const cudaError_t err = cudaGetLastError(); if (err != cudaSuccess) return (int)err; }}
+  return 0;
+}}
+"""
+
+
+def host(config: GroupConfig, workspace: str) -> list[str]:
+    """Host statements after the shapes: the reordered weights' place and pitch."""
+    return [
+        f"  P.Kp = (P.K + {vec(config) - 1}) / {vec(config)} * {vec(config)};",
+        f"  P.wt = (void*)({workspace});",
+    ]
+
+
+def workspace_bytes(config: GroupConfig, weight_dims: list[str]) -> str:
+    """A C expression: the reordered weights' bytes (``weight_dims``: the weight's dims, ``[C_out][C_in/g]
+    [k...]``): ``C_out`` rows of ``K`` rounded up to a chunk."""
+    chunk, size = vec(config), 4 if split(config) else 2
+    k = " * ".join(f"(int64_t)({d})" for d in weight_dims[1:])
+    return f"((int64_t)({weight_dims[0]}) * ((({k}) + {chunk - 1}) / {chunk} * {chunk}) * {size})"

@@ -1,0 +1,499 @@
+"""The fusion planner: cut the op graph into as few kernels as the op classes allow.
+
+Rules (documented so that a reader can predict a plan):
+
+* Element-wise ops, views and gathers fuse into the kernel of the reduction whose domain they
+  live in: a *row group* has a domain shape ``S`` and reduced dims ``D``; a value belongs to it
+  when it has shape ``S`` (varies along the reduced dims) or the reduced shape (one value per
+  row: statistics, per-row inputs such as targets). Reductions with the same ``(S, D)`` share a
+  kernel (softmax's max and sum, layer norm's two means); a reduction over another domain starts
+  a new kernel (cross-entropy's mean over the per-row losses).
+* A row group without reductions is a *pointwise* kernel over ``S``.
+* Scans, pooling and permutes are dedicated kernels (``flip → cumsum → flip`` is a reverse
+  scan); an element-wise prologue that only reads inputs of the same shape fuses into their
+  loads.
+* A ``matmul`` starts a *GEMM group*: the product plus its fused element-wise *epilogue* — every
+  element-wise node that reads a value the group computes (through views that keep the product's
+  innermost dim ``N`` innermost), writes as many elements as the product, and otherwise reads only
+  constants and *leaves*: graph inputs, values earlier kernels wrote, or recomputable values, each
+  broadcasting into the product's shape (bias ``[N]``, per-row ``[M, 1]``, a residual ``[M, N]``).
+  Bias, activations, scaling, residual adds and clamps fuse this way; a reduction after the
+  product is a separate kernel reading it from memory. The operands are read where they are stored.
+* A ``conv`` (``aten.convolution``: 1-D/2-D/3-D, groups, transposed) starts a *conv group* with the
+  same epilogue rule as a GEMM group, except that any view of the same size keeps the output's
+  linear index (the epilogue is indexed by it), so a per-channel ``[C, 1, 1]`` bias, an eval-mode
+  batch norm and a residual ``[B, C, H, W]`` all fuse; a pool or reduction after it is a kernel of
+  its own reading the conv's output from memory.
+* A value computed only from graph inputs by element-wise ops is *recomputable*: a kernel that
+  needs it recomputes it instead of reading it from memory. Any other value one kernel produces
+  and a later one reads is *materialized* in the workspace; a reshaping view of a materialized or
+  input tensor costs nothing (tensors are contiguous).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from optiml.graph.ir import Graph, Node
+from optiml.graph.ops import TRIANGULAR, op_class
+from optiml.templates.base import TemplateError
+from optiml.templates.group import Group
+
+
+@dataclass(frozen=True)
+class Plan:
+    graphs: tuple[Graph, ...]  # every shape set's graph (after CSE); graphs[0] drives decisions
+    groups: tuple[Group, ...]
+    materialized: tuple[int, ...]  # value ids written to the workspace by one kernel, read by a later one
+    aliases: dict[int, int] = field(default_factory=dict)  # view value → the stored value it reshapes
+    strided: dict[int, int] = field(default_factory=dict)  # a slice row kernels read in place → its source
+
+    @property
+    def graph(self) -> Graph:
+        return self.graphs[0]
+
+    def storage(self, vid: int) -> int:
+        """The value whose memory holds ``vid`` (a view of a stored tensor shares it)."""
+        while vid in self.aliases:
+            vid = self.aliases[vid]
+        return vid
+
+    def describe(self) -> str:
+        return " → ".join(g.describe() for g in self.groups)
+
+
+# -- graph clean-up ------------------------------------------------------------------------------
+def cse(graph: Graph) -> Graph:
+    """Common-subexpression elimination and dead-code removal (deterministic: same structure in, same out)."""
+    remap: dict[int, int] = {}
+    seen: dict[Any, int] = {}
+    kept: list[Node] = []
+    for vid, value in enumerate(graph.values):
+        if value.is_const:
+            const_key = ("const", value.const, type(value.const).__name__, value.type)
+            remap[vid] = seen.setdefault(const_key, vid)
+    for node in graph.nodes:
+        inputs = tuple(remap.get(i, i) for i in node.inputs)
+        key = (node.op, inputs, node.attrs)
+        if key in seen and len(node.outputs) == 1:
+            remap[node.outputs[0]] = seen[key]
+            continue
+        if len(node.outputs) == 1:
+            seen[key] = node.outputs[0]
+        kept.append(Node(node.index, node.op, inputs, node.outputs, node.attrs, node.target))
+    outputs = tuple(remap.get(o, o) for o in graph.outputs)
+    live = set(outputs)
+    alive: list[Node] = []
+    for node in reversed(kept):
+        if any(o in live for o in node.outputs):
+            alive.append(node)
+            live.update(node.inputs)
+    alive.reverse()
+    index_of = {node.index: k for k, node in enumerate(alive)}
+    values = list(graph.values)
+    for k, node in enumerate(alive):
+        for o in node.outputs:
+            values[o] = type(values[o])(o, values[o].type, k, values[o].const, values[o].scalar)
+    nodes = tuple(Node(index_of[n.index], n.op, n.inputs, n.outputs, n.attrs, n.target) for n in alive)
+    return Graph(tuple(values), graph.inputs, nodes, outputs, graph.input_names)
+
+
+# -- the planner ---------------------------------------------------------------------------------
+@dataclass
+class _Building:
+    template: str
+    shape: tuple[int, ...] = ()
+    dims: tuple[int, ...] | None = None  # reduced dims of a row group; None while pointwise
+    nodes: list[int] = field(default_factory=list)
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_row(self) -> bool:
+        return self.template in ("pointwise", "reduce")
+
+    def outer_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        assert self.dims is not None
+        keep = tuple(1 if d in self.dims else s for d, s in enumerate(self.shape))
+        drop = tuple(s for d, s in enumerate(self.shape) if d not in self.dims)
+        return keep, drop
+
+
+class _Planner:
+    def __init__(self, graph: Graph, graphs: list[Graph] | None = None) -> None:
+        self.g = graph
+        self.graphs = graphs or [graph]  # every shape set's graph (same structure): GEMM fusion checks all
+        self.groups: list[_Building] = []
+        self.group_of: dict[int, int] = {}  # value id → group index that computes it
+        self.aliases: dict[int, int] = {}
+        self.recomputable: set[int] = set()
+        self.folded: set[int] = set()  # node indices absorbed into another node's group
+        self.strided: dict[int, int] = {}  # slice value → its stored source, read in place by row kernels
+
+    def plan(self) -> list[_Building]:
+        for node in self.g.nodes:
+            if node.index in self.folded:
+                continue
+            try:
+                cls = op_class(node.op)
+            except KeyError as exc:
+                raise TemplateError(f"no template for {node.target or node.op}") from exc
+            if cls == "slice" and self._read_in_place(node):
+                continue
+            if cls in ("scan", "pool", "permute", "flip", "cat", "slice"):
+                self._dedicated(node, cls)
+            elif cls == "matmul":
+                spec = {"trans_a": bool(node.attr("trans_a", False)), "trans_b": bool(node.attr("trans_b", False))}
+                self._new("gemm", node, {**spec, "batch": int(node.attr("batch", 0))})
+            elif cls == "conv":
+                self._new("conv", node, dict(node.attrs))
+            elif cls == "reduce":
+                self._reduce(node)
+            elif cls == "view" and self._is_storage_view(node):
+                self.aliases[node.outputs[0]] = node.inputs[0]
+                if node.inputs[0] in self.recomputable:
+                    self.recomputable.add(node.outputs[0])
+            else:
+                self._elementwise(node)
+        return self.groups
+
+    # dedicated kernels
+    def _dedicated(self, node: Node, cls: str) -> None:
+        if cls == "flip":
+            self._reverse_scan(node)
+            return
+        spec: dict[str, Any] = dict(node.attrs)
+        if cls == "scan":
+            spec = {
+                "dim": node.attr("dim"),
+                "kind": "sum" if node.op == "cumsum" else "prod",
+                "reverse": False,
+                "exclusive": False,
+            }
+        elif cls == "pool":
+            spec["op"] = node.op
+            spec["indices"] = len(node.outputs) > 1 and bool(
+                self.g.users(node.outputs[1]) or node.outputs[1] in self.g.outputs
+            )
+        self._new(cls, node, spec)
+
+    def _reverse_scan(self, node: Node) -> None:
+        """``flip(d) → cumsum/cumprod(d) → flip(d)`` is a reverse scan; a lone flip has no template."""
+        users = self.g.users(node.outputs[0])
+        dims = node.attr("dims")
+        if len(users) == 1 and users[0].op in ("cumsum", "cumprod") and (users[0].attr("dim"),) == tuple(dims):
+            scan = users[0]
+            after = self.g.users(scan.outputs[0])
+            if len(after) == 1 and after[0].op == "flip" and tuple(after[0].attr("dims")) == tuple(dims):
+                spec = {
+                    "dim": scan.attr("dim"),
+                    "kind": "sum" if scan.op == "cumsum" else "prod",
+                    "reverse": True,
+                    "exclusive": False,
+                }
+                self.folded.update({scan.index, after[0].index})
+                building = _Building("scan", spec=spec, nodes=[node.index, scan.index, after[0].index])
+                self.groups.append(building)
+                self.group_of[after[0].outputs[0]] = len(self.groups) - 1
+                return
+        raise TemplateError(f"no template for {node.target or 'aten.flip'} outside a reverse scan")
+
+    def _read_in_place(self, node: Node) -> bool:
+        """A slice of stored memory that only element-wise ops, reductions and views use (and that is not
+        an output): the row kernels that use it read its range in place, through its source's strides
+        from the slice's start (``a, b = x.chunk(2, -1); a * sigmoid(b)``: one kernel, no copy)."""
+        src, out = node.inputs[0], node.outputs[0]
+        base = self._storage(src)
+        users = self.g.users(out)
+        if out in self.g.outputs or self.g.value(base).is_const or base in self.recomputable or not users:
+            return False
+        if any(op_class(u.op) not in ("pointwise", "reduce", "view") or u.op in TRIANGULAR for u in users):
+            return False  # a view of it is computed by a row kernel too (select: a slice viewed without its dim)
+        self.strided[out] = src
+        return True
+
+    def _new(self, template: str, node: Node, spec: dict[str, Any]) -> None:
+        self.groups.append(_Building(template, spec=spec, nodes=[node.index]))
+        for o in node.outputs:
+            self.group_of[o] = len(self.groups) - 1
+
+    # row groups
+    def _reduce(self, node: Node) -> None:
+        src = node.inputs[0]
+        shape, dims = self.g.type(src).shape, tuple(node.attr("dims"))
+        target = self._row_group_for(node, lambda b: b.shape == shape and b.dims in (None, dims))
+        if target is None:
+            self.groups.append(_Building("reduce", shape=shape, dims=dims))
+            target = len(self.groups) - 1
+        building = self.groups[target]
+        building.template, building.dims = "reduce", dims
+        self._join(target, node)
+
+    def _elementwise(self, node: Node) -> None:
+        if self._gemm_epilogue(node):
+            return
+        out_shape = self.g.type(node.outputs[0]).shape
+        if node.op == "gather":
+            src = self.g.type(node.inputs[0]).shape
+            dims = (node.attr("dim"),)
+            target = self._row_group_for(node, lambda b: b.shape == src and b.dims in (None, dims))
+            if target is None:
+                self.groups.append(_Building("reduce", shape=src, dims=dims))
+                target = len(self.groups) - 1
+            self.groups[target].template, self.groups[target].dims = "reduce", dims
+            self._join(target, node)
+            return
+        if all(self._is_leafish(i) or self._views_an_input(i) for i in node.inputs) and node.op != "view":
+            self.recomputable.update(node.outputs)
+        target = self._row_group_for(node, lambda b: self._fits(b, out_shape), any_group=True)
+        if target is None:
+            self.groups.append(_Building("pointwise", shape=out_shape))
+            target = len(self.groups) - 1
+        self._join(target, node)
+
+    # GEMM epilogues
+    def _storage(self, vid: int) -> int:
+        while vid in self.aliases:
+            vid = self.aliases[vid]
+        return vid
+
+    def _gemm_epilogue(self, node: Node) -> bool:
+        """Join ``node`` to the GEMM group whose value it reads, if it is a legal epilogue (module docstring)."""
+        if op_class(node.op) != "pointwise":
+            return False
+        homes = set()
+        for vid in node.inputs:
+            home = self.group_of.get(self._storage(vid))
+            if (
+                home is not None
+                and self.groups[home].template in _PRODUCTS
+                and self._storage(vid) not in self.recomputable
+            ):
+                homes.add(home)
+        if not homes:
+            return False
+        target = max(homes)  # a product of an earlier GEMM kernel is a leaf of this one
+        building = self.groups[target]
+        product = self.g.nodes[building.nodes[0]]
+        # a conv epilogue indexes its values by the output's linear index: any same-size view keeps it
+        has_n = building.template == "gemm" and self.g.type(product.inputs[1]).ndim >= 2
+        out = node.outputs[0]
+        for g in self.graphs:
+            domain, shape = g.type(product.outputs[0]).shape, g.type(out).shape
+            if _numel(shape) != _numel(domain) or (has_n and (not shape or shape[-1] != domain[-1])):
+                return False
+        for vid in node.inputs:
+            value = self.g.value(vid)
+            if value.is_const:
+                continue
+            base = self._storage(vid)
+            home = self.group_of.get(base)
+            if home == target and base not in self.recomputable:
+                continue  # the group's own value (possibly through a view)
+            stored = value.producer is None or self.g.value(base).producer is None
+            earlier = home is not None and home < target and base not in self.recomputable
+            if not (stored or earlier or self._recomputes_in_place(vid)):
+                return False
+            if not all(_broadcasts_to(g.type(vid).shape, g.type(out).shape) for g in self.graphs):
+                return False
+        self._join(target, node)
+        return True
+
+    def _recomputes_in_place(self, vid: int) -> bool:
+        """A recomputable value an epilogue can inline: element-wise nodes (no reshapes) over stored leaves."""
+        if vid not in self.recomputable:
+            return False
+        producer = self.g.producer(vid)
+        if producer is None or op_class(producer.op) != "pointwise":
+            return False
+        for i in producer.inputs:
+            value = self.g.value(i)
+            if value.is_const or value.producer is None or self.g.value(self._storage(i)).producer is None:
+                continue
+            if not self._recomputes_in_place(i):
+                return False
+        return True
+
+    def _fits(self, b: _Building, shape: tuple[int, ...]) -> bool:
+        if shape == b.shape:
+            return True
+        if b.dims is None:
+            return False
+        keep, drop = b.outer_shapes()
+        return shape in (keep, drop) or (_broadcasts_to(shape, keep) and len(shape) == len(keep))
+
+    def _row_group_for(self, node: Node, fits: Any, any_group: bool = True) -> int | None:
+        """The row group a node joins: the group computing its latest input if it fits, else a later row
+        group that fits (it runs after every input is ready), else None for a new group."""
+        producers = {self.group_of[i] for i in node.inputs if i in self.group_of and i not in self.recomputable}
+        sources = [self._storage(self.strided[i]) for i in node.inputs if i in self.strided]
+        after = [self.group_of[b] + 1 for b in sources if b in self.group_of]  # read from memory: a later kernel
+        if producers or after:
+            lo = max([*producers, *after])
+            order = range(lo, len(self.groups))
+        elif any_group:
+            order = range(len(self.groups) - 1, -1, -1)
+        else:
+            return None
+        for index in order:
+            building = self.groups[index]
+            if building.is_row and fits(building):
+                return index
+        return None
+
+    def _join(self, target: int, node: Node) -> None:
+        self.groups[target].nodes.append(node.index)
+        for o in node.outputs:
+            self.group_of[o] = target
+
+    def _is_leafish(self, vid: int) -> bool:
+        value = self.g.value(vid)
+        return value.producer is None or vid in self.recomputable
+
+    def _views_an_input(self, vid: int) -> bool:
+        """A reshaping view of a graph input (eval batch norm's ``running_var.view(1, C, 1, 1)``): stored memory."""
+        base = self._storage(vid)
+        return base != vid and self.g.value(base).producer is None and not self.g.value(base).is_const
+
+    def _is_storage_view(self, node: Node) -> bool:
+        """A view whose input is stored memory (an input, or a value a kernel materializes): no work."""
+        src = node.inputs[0]
+        base = src
+        while base in self.aliases:
+            base = self.aliases[base]
+        value = self.g.value(base)
+        if value.producer is None and not value.is_const:
+            return True
+        group = self.group_of.get(base)
+        if group is None:
+            return False
+        building = self.groups[group]
+        if not building.is_row:
+            return True  # dedicated kernels write their outputs to memory
+        # inserting or removing size-1 dims is an alias inside the row group, not a storage view
+        return _squeezed(self.g.type(src).shape) != _squeezed(self.g.type(node.outputs[0]).shape)
+
+
+#: Templates whose group is one product node (matmul, conv) plus its fused element-wise epilogue.
+_PRODUCTS = ("gemm", "conv")
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for s in shape if s != 1)
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target), strict=False))
+
+
+def _leaves(g: Graph, vid: int, recomputable: set[int], inside: set[int]) -> list[int]:
+    """The stored tensors a recomputable value is computed from (views kept: they carry the shape)."""
+    value = g.value(vid)
+    if value.is_const or vid in inside:
+        return []
+    if value.producer is None or vid not in recomputable:
+        return [vid]
+    found: list[int] = []
+    for i in g.nodes[value.producer].inputs:
+        for leaf in _leaves(g, i, recomputable, inside):
+            if leaf not in found:
+                found.append(leaf)
+    return found
+
+
+def make_plan(graphs: list[Graph]) -> Plan:
+    """Plan kernels for a task from its graphs at every shape set (see the module docstring)."""
+    cleaned = [cse(g) for g in graphs]
+    planner = _Planner(cleaned[0], cleaned)
+    buildings = planner.plan()
+    g = cleaned[0]
+    produced_in: dict[int, int] = {}
+    for gi, b in enumerate(buildings):
+        for n in b.nodes:
+            for o in g.nodes[n].outputs:
+                produced_in[o] = gi
+
+    def storage(vid: int) -> int:
+        while vid in planner.aliases:
+            vid = planner.aliases[vid]
+        return vid
+
+    groups: list[Group] = []
+    materialized: set[int] = set()
+    inputs_of: list[list[int]] = [[] for _ in buildings]
+    outputs_of: list[list[int]] = [[] for _ in buildings]
+    for gi, b in enumerate(buildings):
+        inside = {o for n in b.nodes for o in g.nodes[n].outputs}
+        for n in b.nodes:
+            product = b.template in _PRODUCTS
+            epilogue = product and g.nodes[n].op not in ("matmul", "conv")  # recomputes, as row groups do
+            for vid in g.nodes[n].inputs:
+                if vid in planner.strided:  # read in place: its source must be in memory before this kernel
+                    base = storage(planner.strided[vid])
+                    if produced_in.get(base) is not None and produced_in[base] != gi:
+                        materialized.add(base)
+                if vid in inside or g.value(vid).is_const or (product and storage(vid) in inside):
+                    continue
+                home = produced_in.get(storage(vid))
+                if home is not None and home != gi and storage(vid) in planner.recomputable and (b.is_row or epilogue):
+                    for leaf in _leaves(g, vid, planner.recomputable, inside):  # recomputed here from its leaves
+                        if leaf not in inputs_of[gi]:
+                            inputs_of[gi].append(leaf)
+                    continue
+                if home is not None and home != gi:
+                    materialized.add(storage(vid))
+                if vid not in inputs_of[gi]:
+                    inputs_of[gi].append(vid)
+    for vid in [*materialized, *(storage(o) for o in g.outputs)]:
+        home = produced_in.get(vid)
+        if home is not None and vid not in outputs_of[home]:
+            outputs_of[home].append(vid)
+    # A kernel left with nothing to write only computed values that every reader recomputes (an
+    # element-wise value over inputs that a GEMM epilogue inlines): it is dropped.
+    keep = [
+        gi
+        for gi, b in enumerate(buildings)
+        if outputs_of[gi] or not all(o in planner.recomputable for n in b.nodes for o in g.nodes[n].outputs)
+    ]
+    buildings = [buildings[gi] for gi in keep]
+    inputs_of = [inputs_of[gi] for gi in keep]
+    outputs_of = [outputs_of[gi] for gi in keep]
+    for gi, b in enumerate(buildings):
+        spec = dict(b.spec)
+        if b.template in _PRODUCTS:
+            spec.update(
+                {
+                    "recomputable": tuple(sorted(planner.recomputable)),
+                    "aliases": tuple(sorted(planner.aliases.items())),
+                }
+            )
+        if b.is_row:
+            spec.update(
+                {
+                    "shape": b.shape,
+                    "dims": b.dims or (),
+                    "recomputable": tuple(sorted(planner.recomputable)),
+                    "aliases": tuple(sorted(planner.aliases.items())),
+                    "strided": tuple(sorted(planner.strided.items())),
+                }
+            )
+        template = b.template
+        groups.append(Group(gi, template, tuple(b.nodes), tuple(inputs_of[gi]), tuple(outputs_of[gi]), g, spec))
+    unplaced = [
+        storage(o) for o in g.outputs if storage(o) not in produced_in and g.value(storage(o)).producer is not None
+    ]
+    if unplaced:
+        raise TemplateError(f"the planner placed no kernel for output value(s) {unplaced}")
+    if not groups:
+        raise TemplateError("the reference computes nothing a kernel could do (it returns an input or a constant)")
+    materialized_values = tuple(sorted(materialized - set(g.outputs)))
+    return Plan(tuple(cleaned), tuple(groups), materialized_values, dict(planner.aliases), dict(planner.strided))

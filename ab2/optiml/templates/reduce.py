@@ -1,0 +1,803 @@
+"""The row template: element-wise chains, reductions and norms over any dims, in one kernel.
+
+A row group (see :mod:`optiml.templates.rowprog`) is rendered with one of five variants, the
+structural choice of how threads share a row:
+
+* ``warp_row`` — a warp per row (many short rows); shuffles only.
+* ``block_row`` — a block per row; warp shuffles plus shared memory between warps.
+* ``split_row`` — several blocks per row (few long rows, full reductions, purely element-wise
+  kernels): each stage's partial results go to the workspace and the next launch combines them.
+* ``col`` — a thread per row, consecutive threads on consecutive kept elements: reductions over
+  an outer dim (``x.max(dim=0)``, softmax over channels) read coalesced rows of the tensor.
+* ``col_split`` — the same with ``lanes`` threads sharing each column (strided along it, combined
+  in shared memory): outer-dim reductions with too few columns to fill the GPU.
+
+Knobs: ``threads``, ``vec`` (elements per 16-byte access along the row, used when run-time
+alignment allows, else scalar), ``items`` (row elements each thread keeps in registers between
+passes; 0 = re-read every pass), ``blocks_per_sm`` (split_row: how many blocks fill the GPU).
+The planner's rule (:meth:`RowTemplate.default`): the innermost dim kept → ``col``; fewer rows
+than SMs with long rows → ``split_row``; rows of at most 1024 elements → ``warp_row``; else
+``block_row`` with a register cache sized to hold the row when it fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from optiml.graph.ir import Node
+from optiml.graph.sizes import SizeResolver
+from optiml.templates.base import (
+    DeviceFacts,
+    GroupConfig,
+    KernelCode,
+    RenderContext,
+    Space,
+    TemplateError,
+    ceil_pow2,
+    from_compute,
+)
+from optiml.templates.cexpr import literal
+from optiml.templates.group import Group
+from optiml.templates.rowprog import REDUCE_IDENTITY, Leaf, Reduction, RowProgram, Scope
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the domain's dims map onto (row, r1, r2) for this group."""
+
+    kept: tuple[int, ...]  # domain dims indexing rows, outermost first
+    r1: tuple[int, ...]  # an outer run of reduced dims (may be empty)
+    r2: tuple[int, ...]  # the inner run of reduced dims
+    inner_reduced: bool  # the innermost domain dim is reduced (row variants) or kept (col)
+
+
+def layout_of(prog: RowProgram) -> Layout:
+    """The reduced dims as at most two runs, each indexed with one stride per operand.
+
+    Adjacent reduced dims form a run, and a run is cut where an operand stops or starts covering
+    it (``mean(x * y[:, None])`` over both dims of ``x``: ``y`` is indexed along the outer dim
+    and broadcast along the inner one), so every operand either spans a run or is broadcast
+    over all of it (stride 0), and before the dim a slice read in place runs along (its rows are
+    its source's, apart)."""
+    covers = [leaf.domain_dims() for leaf in prog.leaves]
+    breaks = {m for leaf in prog.leaves for m in leaf.breaks}  # a slice's rows lie apart in its source
+    runs: list[list[int]] = []
+    for d in sorted(prog.rdims):
+        joins = (
+            runs
+            and runs[-1][-1] == d - 1
+            and d not in breaks
+            and all((d in dims) == (d - 1 in dims) for dims in covers)
+        )
+        if joins:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    if len(runs) > 2:
+        raise TemplateError(
+            f"{prog.group.describe()}: reductions over more than two runs of dims (counting the cuts where "
+            "an operand is broadcast over part of a run)"
+        )
+    r2 = tuple(runs[-1]) if runs else ()
+    r1 = tuple(runs[0]) if len(runs) == 2 else ()
+    inner = bool(r2) and r2[-1] == prog.n - 1
+    return Layout(prog.kdims, r1, r2, inner)
+
+
+class RowTemplate:
+    name = "reduce"
+
+    def __init__(self, sizes: SizeResolver, graphs: list) -> None:
+        self.sizes = sizes
+        self.graphs = graphs
+
+    def program(self, group: Group) -> RowProgram:
+        return RowProgram(group, self.sizes, self.graphs)
+
+    # -- space and rules ---------------------------------------------------------------------------
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
+        prog = self.program(group)
+        lay = layout_of(prog)
+        knobs: dict[str, dict[str, tuple]] = {}
+        # Variants that cannot be fast for this layout are not offered (measured on the H200: a thread
+        # per row on a contiguous row, or one block for a single row of 67 M elements, ran into the
+        # evaluation timeout): the innermost dim reduced → row variants, and a single traced row →
+        # split_row alone; the innermost dim kept → column variants.
+        if lay.inner_reduced:
+            rows = _prod(prog.shape[d] for d in lay.kept)
+            if rows > 1:
+                knobs["warp_row"] = {"threads": (128, 256), "vec": (1, 2, 4, 8), "items": (0, 1, 2, 4, 8, 16)}
+                knobs["block_row"] = {
+                    "threads": (128, 256, 512, 1024),
+                    "vec": (1, 2, 4, 8),
+                    "items": (0, 1, 2, 4, 8, 16),
+                }
+            knobs["split_row"] = {"threads": (128, 256, 512, 1024), "vec": (1, 2, 4, 8), "blocks_per_sm": (1, 2, 4, 8)}
+        else:
+            knobs["col"] = {"threads": (64, 128, 256, 512)}
+            knobs["col_split"] = {"threads": (128, 256, 512, 1024), "lanes": (4, 8, 16, 32)}
+
+        def check(config: GroupConfig) -> str | None:
+            items = config.get("items", 0) or 0
+            if items and config.get("vec", 1) * items > 64:
+                return "vec * items > 64 registers per leaf"
+            if config.variant == "col_split" and config.get("threads") // config.get("lanes") < 32:
+                return "col_split needs at least 32 columns per block (threads / lanes >= 32) to coalesce"
+            return None
+
+        return Space(knobs, check)
+
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
+        prog = self.program(group)
+        lay = layout_of(prog)
+        if not lay.inner_reduced:
+            columns = _prod(prog.shape[d] for d in lay.kept)
+            if columns >= facts.sm_count * 1024:
+                return GroupConfig.of("col", threads=256)
+            lanes = min(32, max(4, ceil_pow2(facts.sm_count * 2048 // max(columns, 1))))
+            return GroupConfig.of("col_split", threads=max(256, 32 * lanes), lanes=lanes)
+        shape = prog.shape
+        rows = _prod(shape[d] for d in lay.kept)
+        length = _prod(shape[d] for d in (*lay.r1, *lay.r2))
+        vec = self._vec(prog)
+        if (rows < facts.sm_count * 2 and length >= 8192) or rows == 1:
+            return GroupConfig.of("split_row", threads=512, vec=vec, blocks_per_sm=4)
+        if length <= 1024:
+            items = min(16, max(1, ceil_pow2(-(-length // (32 * vec)))))
+            while vec * items > 64:
+                items //= 2
+            return GroupConfig.of("warp_row", threads=256, vec=vec, items=items if not lay.r1 else 0)
+        threads = 512 if length >= 4096 else 256
+        items = -(-length // (threads * vec))
+        items = ceil_pow2(items) if items <= 16 else 0
+        if lay.r1 or vec * items > 64:
+            items = 0
+        return GroupConfig.of("block_row", threads=threads, vec=vec, items=items)
+
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
+        """The default, then alternatives that suit the shape: no warp per row for a handful of rows,
+        no block per row for one row, other lane counts for column reductions."""
+        first = self.default(group, facts)
+        space = self.space(group, facts)
+        prog = self.program(group)
+        lay = layout_of(prog)
+        rows = _prod(prog.shape[d] for d in lay.kept)
+        vec = first.get("vec", 1)
+        options: list[GroupConfig] = []
+        if lay.inner_reduced:
+            if rows > 1:
+                options += [
+                    GroupConfig.of("block_row", threads=256, vec=vec, items=0),
+                    GroupConfig.of("block_row", threads=1024, vec=vec, items=0),
+                ]
+            if rows >= facts.sm_count * 4:
+                options.append(GroupConfig.of("warp_row", threads=256, vec=vec, items=0))
+            options.append(GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=8))
+        else:
+            options += [
+                GroupConfig.of("col_split", threads=256, lanes=8),
+                GroupConfig.of("col_split", threads=512, lanes=16),
+                GroupConfig.of("col", threads=128),
+            ]
+        out = [first]
+        for candidate in options:
+            if candidate not in out and space.reason_invalid(candidate) is None:
+                out.append(candidate)
+        return out[:4]
+
+    def _vec(self, prog: RowProgram) -> int:
+        widest = max((_itemsize(leaf.dtype) for leaf in prog.leaves), default=4)
+        return max(1, min(8, 16 // widest))
+
+    # -- rendering -------------------------------------------------------------------------------
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+        reason = self.space(group, ctx.facts).reason_invalid(config)
+        if reason:
+            raise TemplateError(reason)
+        prog = self.program(group)
+        return _Renderer(prog, layout_of(prog), config, ctx).render()
+
+
+def _prod(values: Iterable[Any]) -> int:
+    n = 1
+    for v in values:
+        n *= int(v)
+    return n
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2}.get(dtype, 1)
+
+
+_COMBINE = {
+    "sum": "{a} + {b}",
+    "mean": "{a} + {b}",
+    "prod": "{a} * {b}",
+    "amax": "optiml_nanmax<{t}>({a}, {b})",
+    "amin": "optiml_nanmin<{t}>({a}, {b})",
+    # bitwise, not short-circuit: every lane must reach a warp shuffle in {b} (a lane whose {a} already
+    # decides would skip it, and the warp deadlocks)
+    "any": "({a}) | ({b})",
+    "all": "({a}) & ({b})",
+}
+
+#: Device helpers of row kernels (one copy per generated file).
+ROW_HELPERS = r"""
+template <typename T, int N> struct alignas(sizeof(T) * N) OptimlPack { T v[N]; };
+template <typename T> __device__ __forceinline__ void optiml_argmax_upd(T& v, int64_t& i, T v2, int64_t i2) {
+  const bool take = (v2 > v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
+  if (take) { v = v2; i = i2; }
+}
+template <typename T> __device__ __forceinline__ void optiml_argmin_upd(T& v, int64_t& i, T v2, int64_t i2) {
+  const bool take = (v2 < v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
+  if (take) { v = v2; i = i2; }
+}
+"""
+
+Consume = Callable[[list[str], int | None], list[str]]
+
+
+class _Renderer:
+    """Renders one configuration of one row group (see the module docstring for the variants)."""
+
+    def __init__(self, prog: RowProgram, lay: Layout, config: GroupConfig, ctx: RenderContext) -> None:
+        self.p = prog
+        self.lay = lay
+        self.cfg = config
+        self.ctx = ctx
+        self.pre = ctx.prefix
+        self.variant = config.variant
+        self.threads = int(config.get("threads", 256))
+        self.vec = int(config.get("vec", 1)) if self.variant != "col" else 1
+        self.items = int(config.get("items", 0) or 0) if self.variant in ("warp_row", "block_row") else 0
+        self.lanes = int(config.get("lanes", 1)) if self.variant == "col_split" else 1
+        self.cols = self.threads // self.lanes  # columns per block (col_split)
+        self.team = {
+            "warp_row": 32,
+            "block_row": self.threads,
+            "split_row": self.threads,
+            "col": 1,
+            "col_split": self.lanes,
+        }[self.variant]
+        self.lane = {"warp_row": "(threadIdx.x & 31)", "col": "0", "col_split": f"(threadIdx.x / {self.cols})"}.get(
+            self.variant, "threadIdx.x"
+        )
+        self.full_outs = [(o, m) for o, m in prog.outputs if prog.is_full(o, m)]
+        self.outer_outs = [(o, m) for o, m in prog.outputs if not prog.is_full(o, m)]
+        rset = set(prog.rdims)
+        self.full_leaves = [leaf for leaf in prog.leaves if leaf.domain_dims() & rset]
+        self.cached = self.items > 0 and not lay.r1
+        self._smem = 0
+
+    # ---- host side --------------------------------------------------------------------------------
+    def _strides(self, vid: int, dmap: tuple[int, ...], present: tuple[bool, ...]) -> dict[int, str]:
+        """Domain dim → C stride of a contiguous tensor shaped like ``vid`` (absent: broadcast); for
+        a slice read in place, ``vid`` is its source, whose dims give the strides."""
+        dims = [self.p.sizes.dim(vid, d) for d in range(len(dmap))]
+        strides: dict[int, str] = {}
+        for i, (m, here) in enumerate(zip(dmap, present, strict=True)):
+            if m >= 0 and here:
+                inner = dims[i + 1 :]
+                strides[m] = "(" + " * ".join(inner) + ")" if inner else "((int64_t)1)"
+        return strides
+
+    def _fill_strides(self, name: str, st: dict[int, str]) -> list[str]:
+        lay = self.lay
+        zero = "((int64_t)0)"
+        lines = [f"P.{name}_k[{j}] = {st.get(m, zero)};" for j, m in enumerate(lay.kept)]
+        lines.append(f"P.{name}_r1 = {st.get(lay.r1[-1], zero) if lay.r1 else zero};")
+        lines.append(f"P.{name}_r2 = {st.get(lay.r2[-1], zero) if lay.r2 else zero};")
+        return lines
+
+    def host_struct(self, extra_fields: list[str]) -> tuple[str, list[str]]:
+        pre, lay = self.pre, self.lay
+        nk = max(len(lay.kept), 1)
+        fields: list[str] = []
+        fill = [f"{pre}_P P;"]
+        inputs = list(self.p.group.inputs)
+        for leaf in self.p.leaves:
+            slot = inputs.index(leaf.view) if leaf.view in inputs else inputs.index(leaf.storage)
+            fields.append(f"const {self.p.leaf_ctype(leaf)}* __restrict__ l{leaf.index};")
+            fields.append(f"int64_t l{leaf.index}_k[{nk}]; int64_t l{leaf.index}_r1, l{leaf.index}_r2;")
+            if leaf.slice_node is None:
+                fill.append(f"P.l{leaf.index} = {self.ctx.inputs[slot].ptr};")
+                fill += self._fill_strides(f"l{leaf.index}", self._strides(leaf.view, leaf.dmap, leaf.present))
+            else:  # a slice read in place: its source's strides, from the slice's start
+                node, dim = leaf.slice_node, int(leaf.slice_node.attr("dim"))
+                source = node.inputs[0]
+                start = self.p.sizes.size(tuple(g.nodes[node.index].attr("start") for g in self.p.graphs))
+                inner = " * ".join(f"(int64_t)({self.p.sizes.dim(source, d)})" for d in range(dim + 1, len(leaf.dmap)))
+                fill.append(f"P.l{leaf.index} = {self.ctx.inputs[slot].ptr} + (int64_t)({start}) * {inner or 1};")
+                fill += self._fill_strides(f"l{leaf.index}", self._strides(source, leaf.dmap, leaf.present))
+        for k, (vid, dmap) in enumerate(self.p.outputs):
+            out = self.ctx.outputs[k]
+            fields.append(f"{out.ctype}* __restrict__ o{k};")
+            fill.append(f"P.o{k} = {out.ptr};")
+            if (vid, dmap) in self.full_outs:
+                shapes = [g.type(vid).shape for g in self.p.graphs]
+                present = tuple(any(s[d] != 1 for s in shapes) for d in range(len(dmap)))
+                fields.append(f"int64_t o{k}_k[{nk}]; int64_t o{k}_r1, o{k}_r2;")
+                fill += self._fill_strides(f"o{k}", self._strides(vid, dmap, present))
+        fields.append(f"int64_t ks[{nk}]; int64_t rows, R1, R2, R;")
+        for vid, expr in self.p.size_constants():
+            fields.append(f"double sc{vid};")
+            fill.append(f"P.sc{vid} = (double)({expr});")
+        fields += extra_fields
+        fill += [f"P.ks[{j}] = {self.p.domain_size(m)};" for j, m in enumerate(lay.kept)]
+        fill.append("P.rows = " + (" * ".join(f"P.ks[{j}]" for j in range(len(lay.kept))) or "1") + ";")
+        fill.append("P.R1 = " + (" * ".join(self.p.domain_size(m) for m in lay.r1) or "1") + ";")
+        fill.append("P.R2 = " + (" * ".join(self.p.domain_size(m) for m in lay.r2) or "1") + ";")
+        fill.append("P.R = P.R1 * P.R2;")
+        struct = f"struct {pre}_P {{\n  " + "\n  ".join(fields) + "\n};"
+        return struct, fill
+
+    def vec_ok(self) -> str:
+        """Host condition for the vector path: aligned pointers; strides and row length multiples of VEC."""
+        v = self.vec
+        conds = [f"P.R2 % {v} == 0"]
+        for leaf in self.full_leaves:
+            i = leaf.index
+            conds.append(f"((uintptr_t)P.l{i} % (sizeof({self.p.leaf_ctype(leaf)}) * {v}) == 0)")
+            conds.append(f"(P.l{i}_r2 == 0 || P.l{i}_r2 == 1) && P.l{i}_r1 % {v} == 0")
+            conds += [f"P.l{i}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))]
+        for vid, dmap in self.full_outs:
+            k = self.p.outputs.index((vid, dmap))
+            conds.append(f"((uintptr_t)P.o{k} % (sizeof({self.ctx.outputs[k].ctype}) * {v}) == 0) && P.o{k}_r2 == 1")
+            conds += [f"P.o{k}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))]
+        return " && ".join(conds)
+
+    def launch(self, kernel: str, grid: str, args: str) -> str:
+        call = "<<<" + grid + f", {self.threads}, 0, stream>>>({args});"
+        if self.vec > 1:
+            body = f"if ({self.vec_ok()}) {kernel}<{self.vec}>{call}\nelse {kernel}<1>{call}"
+        else:
+            body = f"{kernel}<1>{call}"
+        return "{\n" + body + "\nconst cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e;\n}"
+
+    # ---- device pieces ------------------------------------------------------------------------------
+    def row_prologue(self) -> list[str]:
+        """Decompose ``row`` into kept indices and each leaf's (and FULL output's) base offset."""
+        nk = len(self.lay.kept)
+        bases = [f"l{leaf.index}" for leaf in self.p.leaves]
+        bases += [f"o{self.p.outputs.index(o)}" for o in self.full_outs]
+        lines = [f"int64_t b_{b} = 0;" for b in bases]
+        if nk and bases:
+            lines.append("{ int64_t rem = row;")
+            for j in reversed(range(nk)):
+                lines.append(f"  {{ const int64_t ix = rem % p.ks[{j}]; rem /= p.ks[{j}];")
+                lines += [f"    b_{b} += ix * p.{b}_k[{j}];" for b in bases]
+                lines.append("  }")
+            lines.append("}")
+        return lines
+
+    def load(self, leaf: Leaf, r1: str, e: str) -> str:
+        i = leaf.index
+        return self.p.load_expr(leaf, f"p.l{i}", f"b_l{i} + ({r1}) * p.l{i}_r1 + ({e}) * p.l{i}_r2")
+
+    def gather_renderer(self, row: Scope, stats: dict[int, str]) -> Callable[[Node, Scope], str]:
+        def render(node: Node, scope: Scope) -> str:
+            idx = self.p.emit(node.inputs[1], tuple(range(self.p.n)), row, stats, render)
+            if self.lay.r1:
+                r1, e = f"(({idx}) / p.R2)", f"(({idx}) % p.R2)"
+            else:
+                r1, e = "0", f"({idx})"
+            sub = Scope(leaf=lambda leaf: self.load(leaf, r1, e), tag=f"q{node.index}_")
+            value = self.p.emit(node.inputs[0], tuple(range(self.p.n)), sub, stats, render)
+            row.lines.extend(sub.lines)
+            return value
+
+        return render
+
+    def body(
+        self,
+        targets: list,
+        leaf_code: Callable[[Leaf], str],
+        row: Scope,
+        stats: dict[int, str],
+        consume: Consume,
+        j: int | None,
+    ) -> list[str]:
+        scope = Scope(leaf=leaf_code, outer=row, tag="t")
+        gather = self.gather_renderer(row, stats)
+        values = [self.p.emit(vid, dmap, scope, stats, gather) for vid, dmap in targets]
+        return scope.lines + consume(values, j)
+
+    def loops(
+        self, lo: str, hi: str, targets: list, row: Scope, stats: dict[int, str], consume: Consume, stores: bool = False
+    ) -> list[str]:
+        """Team-strided loops over the flat row range [lo, hi); ``lo`` is a multiple of VEC."""
+        team, lane, v = self.team, self.lane, self.vec
+        head = [
+            f"for (int64_t r1 = ({lo}) / p.R2; r1 < p.R1 && r1 * p.R2 < ({hi}); ++r1) {{",
+            f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
+            f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
+        ]
+        scalar = [
+            *head,
+            f"  for (int64_t e = e0 + (int64_t)({lane}); e < e1; e += (int64_t){team}) {{",
+            "    const int64_t rr = r1 * p.R2 + e; (void)rr;",
+            *self.body(targets, lambda leaf: self.load(leaf, "r1", "e"), row, stats, consume, None),
+            "  }",
+            "}",
+        ]
+        if v == 1:
+            return scalar
+        vector = [*head, f"  for (int64_t e = e0 + (int64_t)({lane}) * VEC; e < e1; e += (int64_t){team} * VEC) {{"]
+        vector += self.pack_loads("r1", "e")
+        vector += self.pack_decls() if stores else []
+        for j in range(v):
+            vector.append(f"if (VEC > {j}) {{ const int64_t rr = r1 * p.R2 + e + {j}; (void)rr;")
+            vector += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j)
+            vector.append("}")
+        vector += self.pack_stores("r1", "e") if stores else []
+        vector += ["  }", "}"]
+        return ["if (VEC > 1) {", *vector, "} else {", *scalar, "}"]
+
+    def _pack_elem(self, leaf: Leaf, j: int) -> str:
+        return self.p.load_expr(leaf, f"pk{leaf.index}.v", str(j))
+
+    def pack_loads(self, r1: str, e: str) -> list[str]:
+        out = []
+        for leaf in self.full_leaves:
+            i, ctype = leaf.index, self.p.leaf_ctype(leaf)
+            out.append(
+                f"OptimlPack<{ctype}, VEC> pk{i}; if (p.l{i}_r2 != 0) pk{i} = *reinterpret_cast<const "
+                f"OptimlPack<{ctype}, VEC>*>(p.l{i} + b_l{i} + ({r1}) * p.l{i}_r1 + ({e})); else {{ "
+                f"const {ctype} s = p.l{i}[b_l{i} + ({r1}) * p.l{i}_r1]; "
+                f"for (int j = 0; j < VEC; ++j) pk{i}.v[j] = s; }}"
+            )
+        return out
+
+    def pack_decls(self) -> list[str]:
+        return [
+            f"OptimlPack<{self.ctx.outputs[self.p.outputs.index(o)].ctype}, VEC> so{self.p.outputs.index(o)};"
+            for o in self.full_outs
+        ]
+
+    def pack_stores(self, r1: str, e: str) -> list[str]:
+        out = []
+        for o in self.full_outs:
+            k = self.p.outputs.index(o)
+            ctype = self.ctx.outputs[k].ctype
+            out.append(
+                f"*reinterpret_cast<OptimlPack<{ctype}, VEC>*>(p.o{k} + b_o{k} + ({r1}) * p.o{k}_r1 + ({e})) = so{k};"
+            )
+        return out
+
+    def store_full(self, values: list[str], j: int | None) -> list[str]:
+        out = []
+        for (vid, dmap), value in zip(self.full_outs, values, strict=True):
+            k = self.p.outputs.index((vid, dmap))
+            converted = from_compute(value, self.p.g.type(vid).dtype)
+            if j is None:
+                out.append(f"p.o{k}[b_o{k} + r1 * p.o{k}_r1 + e * p.o{k}_r2] = {converted};")
+            else:
+                out.append(f"so{k}.v[{j}] = {converted};")
+        return out
+
+    def cache_decl(self) -> list[str]:
+        return [f"OptimlPack<{self.p.leaf_ctype(leaf)}, VEC> c{leaf.index}[{self.items}];" for leaf in self.full_leaves]
+
+    def cache_fill(self) -> list[str]:
+        out = [
+            f"#pragma unroll\nfor (int it = 0; it < {self.items}; ++it) {{",
+            f"  const int64_t e = ((int64_t)it * {self.team} + {self.lane}) * VEC;",
+            "  if (e < p.R2) {",
+        ]
+        for leaf in self.full_leaves:
+            i, ctype = leaf.index, self.p.leaf_ctype(leaf)
+            out.append(
+                f"    if (VEC > 1 && p.l{i}_r2 != 0) c{i}[it] = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>"
+                f"(p.l{i} + b_l{i} + e); else {{ for (int j = 0; j < VEC; ++j) c{i}[it].v[j] = "
+                f"p.l{i}[b_l{i} + (e + j) * p.l{i}_r2]; }}"
+            )
+        return [*out, "  }", "}"]
+
+    def cached_loops(
+        self, targets: list, row: Scope, stats: dict[int, str], consume: Consume, stores: bool = False
+    ) -> list[str]:
+        out = []
+        for it in range(self.items):
+            out += [
+                f"{{ const int64_t r1 = 0; const int64_t e = ((int64_t){it} * {self.team} + {self.lane}) * VEC;",
+                "(void)r1; if (e < p.R2) {",
+            ]
+            out += self.pack_decls() if stores and self.vec > 1 else []
+            for j in range(self.vec):
+                out.append(f"if (VEC > {j}) {{ const int64_t rr = e + {j}; (void)rr;")
+
+                def code(leaf: Leaf, it: int = it, j: int = j) -> str:
+                    return self.p.load_expr(leaf, f"c{leaf.index}[{it}].v", str(j))
+
+                out += self.body(targets, code, row, stats, consume, j if self.vec > 1 else None)
+                out.append("}")
+            out += self.pack_stores("0", "e") if stores and self.vec > 1 else []
+            out.append("}}")
+        return out
+
+    # ---- reductions ---------------------------------------------------------------------------------
+    def acc_type(self, red: Reduction) -> str:
+        if red.kind in ("any", "all"):
+            return "bool"
+        source = self.p.value_type(red.source[0])
+        if source == "bool" and red.kind in ("sum", "mean", "prod"):
+            return "int64_t"  # PyTorch sums booleans as int64
+        if source == "float" and red.kind in ("sum", "mean", "prod"):
+            # one thread may add up millions of elements of a long row: fp64 keeps the result within
+            # the reference's (cascaded fp32) accuracy at no cost to a memory-bound kernel
+            return "double"
+        return source
+
+    def acc_init(self, red: Reduction) -> list[str]:
+        t, k = self.acc_type(red), red.out
+        if red.is_arg:
+            start = "INFINITY" if red.kind == "argmin" else "-INFINITY"
+            return [f"{t} a{k} = ({t}){start}; int64_t ai{k} = INT64_MAX;"]
+        ident = REDUCE_IDENTITY[red.kind]
+        if ident in ("inf", "-inf"):
+            return [f"{t} a{k} = ({t})({'-' if ident == '-inf' else ''}INFINITY);"]
+        return [f"{t} a{k} = {literal(ident, t)};"]  # type: ignore[arg-type]
+
+    def acc_update(self, red: Reduction, value: str) -> str:
+        t, k = self.acc_type(red), red.out
+        if red.is_arg:
+            return f"optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {value}, rr);"
+        return f"a{k} = {_COMBINE[red.kind].format(a=f'a{k}', b=value, t=t)};"
+
+    def team_reduce(self, reds: list[Reduction]) -> list[str]:
+        out: list[str] = []
+        if self.team == 1:
+            return out
+        if self.variant == "col_split":
+            return self._lanes_reduce(reds)
+        for red in reds:
+            k, t = red.out, self.acc_type(red)
+            if red.is_arg:
+                out.append(
+                    f"for (int o = 16; o > 0; o >>= 1) {{ const {t} v2 = __shfl_xor_sync(0xffffffffu, a{k}, o); "
+                    f"const int64_t i2 = __shfl_xor_sync(0xffffffffu, ai{k}, o); "
+                    f"optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, v2, i2); }}"
+                )
+            else:
+                comb = _COMBINE[red.kind].format(a=f"a{k}", b=f"__shfl_xor_sync(0xffffffffu, a{k}, o)", t=t)
+                out.append(f"for (int o = 16; o > 0; o >>= 1) a{k} = {comb};")
+            if self.team <= 32:
+                continue
+            nw = self.team // 32
+            self._smem += 1
+            sm, smi = f"sm{self._smem}_{k}", f"smi{self._smem}_{k}"
+            out.append(f"__shared__ {t} {sm}[{nw}];" + (f" __shared__ int64_t {smi}[{nw}];" if red.is_arg else ""))
+            out.append(
+                f"if ((threadIdx.x & 31) == 0) {{ {sm}[threadIdx.x >> 5] = a{k};"
+                + (f" {smi}[threadIdx.x >> 5] = ai{k};" if red.is_arg else "")
+                + " }"
+            )
+            out.append("__syncthreads();")
+            out.append(f"a{k} = {sm}[0];" + (f" ai{k} = {smi}[0];" if red.is_arg else ""))
+            if red.is_arg:
+                out.append(
+                    f"for (int w = 1; w < {nw}; ++w) optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {sm}[w], {smi}[w]);"
+                )
+            else:
+                comb = _COMBINE[red.kind].format(a=f"a{k}", b=f"{sm}[w]", t=t)
+                out.append(f"for (int w = 1; w < {nw}; ++w) a{k} = {comb};")
+            out.append("__syncthreads();")
+        return out
+
+    def _lanes_reduce(self, reds: list[Reduction]) -> list[str]:
+        """Combine the ``lanes`` partials of each column through shared memory (every lane gets the result)."""
+        out: list[str] = []
+        col, lanes, cols = f"(threadIdx.x % {self.cols})", self.lanes, self.cols
+        for red in reds:
+            k, t = red.out, self.acc_type(red)
+            self._smem += 1
+            sm, smi = f"sm{self._smem}_{k}", f"smi{self._smem}_{k}"
+            out.append(
+                f"__shared__ {t} {sm}[{lanes}][{cols}];"
+                + (f" __shared__ int64_t {smi}[{lanes}][{cols}];" if red.is_arg else "")
+            )
+            out.append(
+                f"{sm}[{self.lane}][{col}] = a{k};" + (f" {smi}[{self.lane}][{col}] = ai{k};" if red.is_arg else "")
+            )
+            out.append("__syncthreads();")
+            out.append(f"a{k} = {sm}[0][{col}];" + (f" ai{k} = {smi}[0][{col}];" if red.is_arg else ""))
+            if red.is_arg:
+                out.append(
+                    f"for (int w = 1; w < {lanes}; ++w) optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {sm}[w][{col}], "
+                    f"{smi}[w][{col}]);"
+                )
+            else:
+                comb = _COMBINE[red.kind].format(a=f"a{k}", b=f"{sm}[w][{col}]", t=t)
+                out.append(f"for (int w = 1; w < {lanes}; ++w) a{k} = {comb};")
+            out.append("__syncthreads();")
+        return out
+
+    def finish(self, red: Reduction, stats: dict[int, str]) -> list[str]:
+        k, t = red.out, self.p.value_type(red.out)
+        if red.is_arg:
+            stats[k] = f"ai{k}"
+            return []
+        stats[k] = f"st{k}"
+        if red.kind == "mean":
+            return [f"const {t} st{k} = ({t})(a{k} / ({self.acc_type(red)})p.R);"]
+        return [f"const {t} st{k} = ({t})a{k};"]
+
+    def stage(self, s: int) -> list[Reduction]:
+        return [r for r in self.p.reductions if r.stage == s]
+
+    def store_outer(self, row: Scope, stats: dict[int, str], guard: str) -> list[str]:
+        start = len(row.lines)
+        gather = self.gather_renderer(row, stats)
+        writes = []
+        for vid, dmap in self.outer_outs:
+            value = self.p.emit(vid, dmap, row, stats, gather)
+            k = self.p.outputs.index((vid, dmap))
+            writes.append(f"p.o{k}[row] = {from_compute(value, self.p.g.type(vid).dtype)};")
+        computed = row.lines[start:]
+        del row.lines[start:]
+        return computed + ([f"if ({guard}) {{", *writes, "}"] if writes else [])
+
+    def pass_over_row(
+        self, lo: str, hi: str, targets: list, row: Scope, stats: dict[int, str], consume: Consume, stores: bool = False
+    ) -> list[str]:
+        """One pass: per-row values it needs first, then the loops (register-cached when enabled)."""
+        start = len(row.lines)
+        loops = self.loops(lo, hi, targets, row, stats, consume, stores)
+        if self.cached:
+            cached = self.cached_loops(targets, row, stats, consume, stores)
+            loops = ["if (cached) {", *cached, "} else {", *loops, "}"]
+        needed = row.lines[start:]
+        del row.lines[start:]
+        return needed + loops
+
+    # ---- whole kernels --------------------------------------------------------------------------------
+    def render(self) -> KernelCode:
+        if self.variant == "split_row":
+            return self.render_split()
+        return self.render_single()
+
+    def render_single(self) -> KernelCode:
+        pre, team = self.pre, self.team
+        per_block = self.threads // team if team > 1 else self.threads
+        if self.variant == "col_split":
+            per_block = self.cols
+        row_expr, step = {
+            "col": ("(int64_t)blockIdx.x * blockDim.x + threadIdx.x", "(int64_t)gridDim.x * blockDim.x"),
+            "col_split": (f"(int64_t)blockIdx.x * {self.cols}", f"(int64_t)gridDim.x * {self.cols}"),
+            "warp_row": (
+                f"(int64_t)blockIdx.x * {per_block} + (threadIdx.x >> 5)",
+                f"(int64_t)gridDim.x * {per_block}",
+            ),
+        }.get(self.variant, ("(int64_t)blockIdx.x", "(int64_t)gridDim.x"))
+        row = Scope(leaf=lambda leaf: self.p.load_expr(leaf, f"p.l{leaf.index}", f"b_l{leaf.index}"), tag="u")
+        stats: dict[int, str] = {}
+        body: list[str] = []
+        # col_split blocks iterate together (barriers): a lane past the last column runs empty loops
+        hi, guard = ("hi_r", "active && ") if self.variant == "col_split" else ("p.R", "")
+        for s in range(self.p.stages):
+            reds = self.stage(s)
+
+            def consume(vals: list[str], j: int | None, reds: list[Reduction] = reds) -> list[str]:
+                return [self.acc_update(r, v) for r, v in zip(reds, vals, strict=True)]
+
+            inits = [line for r in reds for line in self.acc_init(r)]
+            body += inits + self.pass_over_row("0", hi, [r.source for r in reds], row, stats, consume)
+            body += self.team_reduce(reds)
+            for r in reds:
+                body += self.finish(r, stats)
+        if self.full_outs:
+            body += self.pass_over_row("0", hi, list(self.full_outs), row, stats, self.store_full, stores=True)
+        body += self.store_outer(row, stats, f"{guard}{self.lane} == 0")
+        lines = [
+            f"template <int VEC>\n__global__ void __launch_bounds__({self.threads}) {pre}_kernel(const {pre}_P p) {{"
+        ]
+        # block-wide teams must keep every thread in the loop (barriers); warps and threads may leave
+        if self.variant == "col_split":
+            lines.append(f"  for (int64_t base = {row_expr}; base < p.rows; base += {step}) {{")
+            lines.append(f"  const int64_t row = base + threadIdx.x % {self.cols}; const bool active = row < p.rows;")
+            lines.append("  const int64_t hi_r = active ? p.R : 0;")
+        else:
+            lines.append(f"  for (int64_t row = {row_expr}; row < p.rows; row += {step}) {{")
+        lines += self.row_prologue()
+        if self.cached:
+            lines += self.cache_decl()
+            lines.append(f"const bool cached = p.R1 == 1 && p.R2 <= (int64_t){team} * VEC * {self.items};")
+            lines += ["if (cached) {", *self.cache_fill(), "}"]
+        lines += body
+        lines.append("  }\n}")
+        struct, fill = self.host_struct([])
+        grid = f"{pre}_grid"
+        fill.append(f"const int64_t {grid}_n = (P.rows + {per_block} - 1) / {per_block};")
+        fill.append(
+            f"const unsigned {grid} = (unsigned)({grid}_n < 1 ? 1 : {grid}_n > 2147483647LL ? 2147483647LL : {grid}_n);"
+        )
+        host = "\n".join(fill) + "\n" + self.launch(f"{pre}_kernel", grid, "P")
+        return KernelCode(device=struct + "\n" + "\n".join(lines), host=host)
+
+    def render_split(self) -> KernelCode:
+        pre = self.pre
+        bps = int(self.cfg.get("blocks_per_sm", 4))
+        sms = self.ctx.facts.sm_count
+        reds = self.p.reductions
+        kernels: list[str] = []
+        launches: list[str] = []
+        for s in range(self.p.stages + 1):
+            final = s == self.p.stages
+            row = Scope(leaf=lambda leaf: self.p.load_expr(leaf, f"p.l{leaf.index}", f"b_l{leaf.index}"), tag="u")
+            stats: dict[int, str] = {}
+            body: list[str] = []
+            for r in reds:  # the earlier stages' results, combined from their partials
+                if r.stage >= s:
+                    continue
+                k, t = r.out, self.acc_type(r)
+                body += self.acc_init(r)
+                part = f"(({t}*)(ws + p.off{k}))[row * p.C + c]"
+                if r.is_arg:
+                    upd = f"optiml_{r.kind}_upd<{t}>(a{k}, ai{k}, {part}, ((int64_t*)(ws + p.offi{k}))[row * p.C + c]);"
+                else:
+                    upd = f"a{k} = {_COMBINE[r.kind].format(a=f'a{k}', b=part, t=t)};"
+                body.append(f"for (int64_t c = threadIdx.x; c < p.C; c += blockDim.x) {upd}")
+                body += self.team_reduce([r]) + self.finish(r, stats)
+            if not final:
+                mine = self.stage(s)
+
+                def consume(vals: list[str], j: int | None, mine: list[Reduction] = mine) -> list[str]:
+                    return [self.acc_update(r, v) for r, v in zip(mine, vals, strict=True)]
+
+                body += [line for r in mine for line in self.acc_init(r)]
+                body += self.pass_over_row("lo", "hi", [r.source for r in mine], row, stats, consume)
+                body += self.team_reduce(mine)
+                for r in mine:
+                    k, t = r.out, self.acc_type(r)
+                    write = f"(({t}*)(ws + p.off{k}))[row * p.C + blockIdx.x] = a{k};"
+                    if r.is_arg:
+                        write += f" ((int64_t*)(ws + p.offi{k}))[row * p.C + blockIdx.x] = ai{k};"
+                    body.append(f"if (threadIdx.x == 0) {{ {write} }}")
+            else:
+                if self.full_outs:
+                    body += self.pass_over_row("lo", "hi", list(self.full_outs), row, stats, self.store_full, True)
+                body += self.store_outer(row, stats, "threadIdx.x == 0 && blockIdx.x == 0")
+            name = f"{pre}_s{s}"
+            kernels.append(
+                f"template <int VEC>\n__global__ void __launch_bounds__({self.threads}) "
+                f"{name}(const {pre}_P p, char* ws) {{\n"
+                "  const int64_t lo = (int64_t)blockIdx.x * p.clen;\n"
+                "  const int64_t hi = lo + p.clen < p.R ? lo + p.clen : p.R;\n"
+                "  (void)ws; (void)hi;\n"
+                "  for (int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {"
+            )
+            kernels += self.row_prologue() + body
+            kernels.append("__syncthreads();\n  }\n}")
+            gx = "P.C" if (not final or self.full_outs) else "1"
+            grid = f"dim3((unsigned){gx}, (unsigned)(P.rows < 65535 ? P.rows : 65535))"
+            launches.append(self.launch(name, grid, f"P, {self.ctx.workspace}"))
+        fields = ["int64_t C, clen;"] + [f"int64_t off{r.out}, offi{r.out};" for r in reds]
+        struct, fill = self.host_struct(fields)
+        unit = self.threads * self.vec
+        cap = min(sms * bps, 4096)
+        fill += [
+            f"{{ int64_t want = ({cap} + P.rows - 1) / P.rows; if (want < 1) want = 1;",
+            f"  const int64_t most = (P.R + {unit} - 1) / {unit};",
+            "  P.C = want < most ? want : most; if (P.C < 1) P.C = 1;",
+            f"  P.clen = ((P.R + P.C - 1) / P.C + {unit} - 1) / {unit} * {unit};",
+            "  P.C = P.R > 0 ? (P.R + P.clen - 1) / P.clen : 1; }",
+        ]
+        offset = "(int64_t)0"
+        ws_terms = []
+        rows_expr = " * ".join(self.p.domain_size(m) for m in self.lay.kept) or "(int64_t)1"
+        for r in reds:
+            t = self.acc_type(r)
+            fill.append(f"P.off{r.out} = {offset}; P.offi{r.out} = 0;")
+            size = f"((P.rows * P.C * (int64_t)sizeof({t}) + 255) / 256 * 256)"
+            offset = f"(P.off{r.out} + {size})"
+            ws_terms.append(f"(({rows_expr}) * {cap} * (int64_t)sizeof({t}) + 255) / 256 * 256")
+            if r.is_arg:
+                fill.append(f"P.offi{r.out} = {offset};")
+                offset = f"(P.offi{r.out} + (P.rows * P.C * 8 + 255) / 256 * 256)"
+                ws_terms.append(f"(({rows_expr}) * {cap} * 8 + 255) / 256 * 256")
+        workspace = "(" + " + ".join(ws_terms) + ")" if ws_terms else "0"
+        host = "\n".join(fill) + "\n" + "\n".join(launches)
+        return KernelCode(device=struct + "\n" + "\n".join(kernels), host=host, workspace_bytes=workspace)

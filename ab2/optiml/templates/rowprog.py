@@ -1,0 +1,421 @@
+"""A row group's computation, analysed for code generation.
+
+The kernel's *domain* is a shape ``S`` whose dims are split into reduced dims (the "row", indexed
+by ``r``) and kept dims (one row per kept index). Every value in the group is either FULL (it
+varies along the row) or OUTER (one value per row: statistics, per-row inputs, gathers). Leaves
+are stored tensors (inputs, or values an earlier kernel materialized), each read through its own
+strides on the domain: a broadcast dim has stride 0, so ``x[M, N] * w[N] + b[M, 1]`` is three
+leaves with three stride patterns, all computed at run time from the ABI shapes.
+
+Reductions run in *stages*: a reduction whose input needs the result of another (softmax's sum
+needs its max) runs in a later pass over the row. :meth:`RowProgram.emit` writes the C code of
+any set of values for one element, given how to read each leaf in that context (a register, a
+global load at ``r``, or at a gathered index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+
+from optiml.graph.ir import Graph, Node
+from optiml.graph.sizes import SizeResolver
+from optiml.templates.base import TemplateError, c_type, to_compute
+from optiml.templates.cexpr import arith_type, literal, pointwise
+from optiml.templates.group import Group
+
+DMap = tuple[int, ...]  # for each dim of a value, the domain dim it runs along (-1: a broadcast size-1 dim)
+
+REDUCE_IDENTITY = {"sum": 0, "mean": 0, "prod": 1, "amax": "-inf", "amin": "inf", "any": False, "all": True}
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A stored tensor as the group reads it: its storage, the (view) value giving its shape, its domain map."""
+
+    index: int
+    storage: int
+    view: int
+    dmap: DMap
+    present: tuple[bool, ...]  # per value dim: does it vary (size != 1 at some shape set)?
+    dtype: str
+    #: a slice read in place (plan.strided): its slice node (dim, start; its input is the source)
+    slice_node: Node | None = None
+    #: domain dims a run of dims may not reach across from the dim before: this leaf's elements are
+    #: not adjacent there (a slice's rows lie apart in its source)
+    breaks: frozenset[int] = frozenset()
+
+    def domain_dims(self) -> set[int]:
+        return {m for m, p in zip(self.dmap, self.present, strict=True) if p and m >= 0}
+
+
+@dataclass
+class Reduction:
+    node: Node
+    stage: int
+    source: tuple[int, DMap]  # the FULL value reduced
+    kind: str  # sum, mean, prod, amax, amin, argmax, argmin, any, all
+
+    @property
+    def out(self) -> int:
+        return self.node.outputs[0]
+
+    @property
+    def is_arg(self) -> bool:
+        return self.kind in ("argmax", "argmin")
+
+
+@dataclass
+class Scope:
+    """Where emitted C statements go, with the variables already computed there."""
+
+    leaf: Callable[[Leaf], str]
+    lines: list[str] = field(default_factory=list)
+    names: dict[tuple[int, DMap], str] = field(default_factory=dict)
+    parent: Scope | None = None  # a scope whose variables are visible here
+    outer: Scope | None = None  # where values that do not vary along the row are computed
+    tag: str = "t"
+
+    def lookup(self, key: tuple[int, DMap]) -> str | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if key in scope.names:
+                return scope.names[key]
+            scope = scope.parent
+        return None
+
+
+class RowProgram:
+    def __init__(self, group: Group, sizes: SizeResolver, graphs: list[Graph]) -> None:
+        self.group = group
+        self.g = group.graph
+        self.graphs = graphs
+        self.sizes = sizes
+        spec = group.spec
+        self.shape: tuple[int, ...] = tuple(spec["shape"])
+        self.n = len(self.shape)
+        self.recomputable = set(spec.get("recomputable", ()))
+        self.aliases = dict(spec.get("aliases", ()))
+        self.strided = dict(spec.get("strided", ()))
+        self.nodes = [self.g.nodes[i] for i in group.nodes]
+        self.inside = {o for n in self.nodes for o in n.outputs}
+        self.frames: dict[int, DMap] = {}
+        self.leaves: list[Leaf] = []
+        self._leaf_index: dict[tuple[int, DMap], int] = {}
+        self.reductions: list[Reduction] = []
+        self.gathers: list[Node] = []
+        self.anchor = self._anchor()
+        dims = tuple(spec.get("dims", ()))
+        self._assign_frames()
+        self.rdims = dims if dims else self._pointwise_row_dims()
+        self.kdims = tuple(d for d in range(self.n) if d not in self.rdims)
+        self._kinds: dict[tuple[int, DMap], bool] = {}
+        self._stage_of: dict[tuple[int, DMap], int] = {}
+        self._find_reductions()
+        self.outputs = [(o, self.frames[o]) for o in group.outputs]
+
+    # -- structure -------------------------------------------------------------------------------
+    def _anchor(self) -> int:
+        for node in self.nodes:
+            if node.op in ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all", "gather"):
+                return node.inputs[0]
+        for node in self.nodes:
+            for o in node.outputs:
+                if self.g.type(o).shape == self.shape:
+                    return o
+        raise TemplateError(f"{self.group.describe()}: no value spans the kernel's domain")
+
+    def domain_size(self, m: int) -> str:
+        return self.sizes.dim(self.anchor, m)
+
+    def _default_frame(self, vid: int) -> DMap:
+        shape = self.g.type(vid).shape
+        if len(shape) == self.n:
+            return tuple(range(self.n))
+        kept = [d for d in range(self.n) if d not in self.group.spec.get("dims", ())]
+        if len(shape) == len(kept) and shape == tuple(self.shape[d] for d in kept):
+            return tuple(kept)
+        return tuple(range(self.n - len(shape), self.n))
+
+    def _assign_frames(self) -> None:
+        for node in self.nodes:
+            out = node.outputs[0]
+            if node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
+                self._require_identity(node.inputs[0], node)
+                if node.attr("keepdim"):
+                    self.frames[out] = tuple(range(self.n))
+                else:
+                    self.frames[out] = tuple(d for d in range(self.n) if d not in node.attr("dims"))
+            elif node.op == "gather":
+                self._require_identity(node.inputs[0], node)
+                self.frames[out] = tuple(range(self.n))
+            elif node.op == "view":  # an alias that only adds or removes size-1 dims
+                self.frames[out] = self._view_frame(node)
+            else:
+                rank = self.g.type(out).ndim
+                frame = None
+                for i in node.inputs:
+                    if i in self.frames and self.g.type(i).ndim == rank:
+                        frame = self.frames[i]
+                        break
+                self.frames[out] = frame if frame is not None else self._default_frame(out)
+
+    def _view_frame(self, node: Node) -> DMap:
+        """The view's output frame from its input's. A view of a value from outside the kernel (an
+        input, or a value recomputed here) whose output spans the domain's rank works the other way:
+        the output is laid out like the domain, and the input's non-size-1 dims follow the output's
+        in order (``exp(a).view(N, 1)``: ``a`` runs along domain dim 0, not right-aligned to dim 1)."""
+        src, out = node.inputs[0], node.outputs[0]
+        src_shape, out_shape = self.g.type(src).shape, self.g.type(out).shape
+        if src not in self.frames and src not in self.inside and len(out_shape) == self.n:
+            out_frame = tuple(range(self.n))
+            it = iter([m for m, s in zip(out_frame, out_shape, strict=True) if s != 1])
+            self.frames[src] = tuple(next(it, -1) if s != 1 else -1 for s in src_shape)
+            return out_frame
+        src_frame = self.frames.get(src) or self._default_frame(src)
+        real = [m for m, s in zip(src_frame, src_shape, strict=True) if s != 1]
+        it = iter(real)
+        return tuple(next(it, -1) if s != 1 else -1 for s in out_shape)
+
+    def _require_identity(self, vid: int, node: Node) -> None:
+        if self.g.type(vid).ndim != self.n:
+            raise TemplateError(f"{node.target or node.op}: operand rank differs from the kernel's domain")
+        frame = self.frames.get(vid)
+        if frame is not None and any(m not in (d, -1) for d, m in enumerate(frame)):
+            raise TemplateError(f"{node.target or node.op}: operand is laid out differently from the domain")
+
+    def _pointwise_row_dims(self) -> tuple[int, ...]:
+        """Without reductions the 'row' is the longest run of trailing dims every leaf reads uniformly
+        (all dims, for a purely element-wise kernel over same-shape tensors: one flat row)."""
+        self._collect_leaves()
+        for start in range(self.n):
+            run = set(range(start, self.n))
+            if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves) and all(
+                m <= start for leaf in self.leaves for m in leaf.breaks
+            ):
+                return tuple(sorted(run))
+        return (self.n - 1,) if self.n else ()
+
+    def _collect_leaves(self) -> None:
+        for node in self.nodes:
+            self._operand_maps(node, visit_leaf=True)
+
+    def _operand_maps(self, node: Node, visit_leaf: bool = False) -> list[DMap]:
+        """Each operand's domain map, right-aligned to the node's output (PyTorch broadcasting)."""
+        out = node.outputs[0]
+        frame = self.frames[out]
+        maps: list[DMap] = []
+        for k, vid in enumerate(node.inputs):
+            rank = self.g.type(vid).ndim
+            if node.op in ("gather",) or node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
+                dmap = tuple(range(self.n)) if rank == self.n else frame[-rank:] if rank else ()
+                if node.op != "gather" or k == 0:
+                    dmap = tuple(range(self.n))
+            elif node.op == "view":
+                dmap = self.frames.get(vid) or self._default_frame(vid)
+            else:
+                dmap = frame[len(frame) - rank :] if rank else ()
+            maps.append(dmap)
+            if visit_leaf:
+                self._visit(vid, dmap)
+        return maps
+
+    def _visit(self, vid: int, dmap: DMap) -> None:
+        value = self.g.value(vid)
+        if value.is_const or vid in self.inside:
+            return
+        if vid in self.recomputable and self.g.value(self.storage(vid)).producer is not None and not self._stored(vid):
+            producer = self.g.producer(vid)
+            assert producer is not None
+            for i, m in zip(producer.inputs, self._inline_maps(producer, dmap), strict=True):
+                self._visit(i, m)
+            return
+        self.leaf_for(vid, dmap)
+
+    def storage(self, vid: int) -> int:
+        while vid in self.aliases:
+            vid = self.aliases[vid]
+        return vid
+
+    def _stored(self, vid: int) -> bool:
+        """A recomputable value that is an alias of a graph input is read, not recomputed."""
+        return self.g.value(self.storage(vid)).producer is None
+
+    def _inline_maps(self, node: Node, out_map: DMap) -> list[DMap]:
+        maps = []
+        for vid in node.inputs:
+            rank = self.g.type(vid).ndim
+            maps.append(out_map[len(out_map) - rank :] if rank else ())
+        return maps
+
+    def leaf_for(self, vid: int, dmap: DMap) -> Leaf:
+        key = (vid, dmap)
+        if key not in self._leaf_index:
+            shapes = [g.type(vid).shape for g in self.graphs]
+            present = tuple(any(s[d] != 1 for s in shapes) for d in range(len(shapes[0])))
+            leaf = Leaf(len(self.leaves), self.storage(vid), vid, dmap, present, self.g.type(vid).dtype)
+            if vid in self.strided:
+                source = self.strided[vid]
+                breaks = self._breaks(source, vid, dmap, present)
+                leaf = replace(leaf, slice_node=self.g.producer(vid), breaks=breaks)
+            self._leaf_index[key] = leaf.index
+            self.leaves.append(leaf)
+        return self.leaves[self._leaf_index[key]]
+
+    def _breaks(self, source: int, vid: int, dmap: DMap, present: tuple[bool, ...]) -> frozenset[int]:
+        """Where a slice of ``source`` read in place is not contiguous: between two of its varying dims
+        ``a < b``, at ``b``'s domain dim, if ``b`` is cut short in the source or a source dim between
+        them has more than one element (``x[:, 0]`` of ``[N, C, M]`` read as ``[N, M]``)."""
+        dims = [i for i, (m, here) in enumerate(zip(dmap, present, strict=True)) if here and m >= 0]
+        breaks = set()
+        for g in self.graphs:
+            src, val = g.type(source).shape, g.type(vid).shape
+            for a, b in pairwise(dims):
+                if src[b] != val[b] or any(src[k] != 1 for k in range(a + 1, b)):
+                    breaks.add(dmap[b])
+        return frozenset(breaks)
+
+    def _find_reductions(self) -> None:
+        if not self.leaves:
+            self._collect_leaves()
+        for node in self.nodes:
+            if node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
+                source = (node.inputs[0], tuple(range(self.n)))
+                stage = self._stage(*source)
+                self.reductions.append(Reduction(node, stage, source, node.op))
+                self._stage_of[(node.outputs[0], self.frames[node.outputs[0]])] = stage + 1
+            elif node.op == "gather":
+                self.gathers.append(node)
+
+    @property
+    def stages(self) -> int:
+        return 1 + max((r.stage for r in self.reductions), default=-1)
+
+    def _stage(self, vid: int, dmap: DMap) -> int:
+        """The number of reduction passes that must finish before ``vid`` can be computed."""
+        key = (vid, dmap)
+        if key in self._stage_of:
+            return self._stage_of[key]
+        node = self._node_computing(vid)
+        if node is None:
+            result = 0
+        elif node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
+            result = self._stage(node.inputs[0], tuple(range(self.n))) + 1
+        else:
+            maps = self._maps_for(node, vid, dmap)
+            result = max((self._stage(i, m) for i, m in zip(node.inputs, maps, strict=True)), default=0)
+        self._stage_of[key] = result
+        return result
+
+    def _node_computing(self, vid: int) -> Node | None:
+        if self.g.value(vid).is_const:
+            return None
+        if vid in self.inside:
+            return self.g.producer(vid)
+        if vid in self.recomputable and not self._stored(vid):
+            return self.g.producer(vid)
+        return None
+
+    def _maps_for(self, node: Node, vid: int, dmap: DMap) -> list[DMap]:
+        return self._operand_maps(node) if vid in self.inside else self._inline_maps(node, dmap)
+
+    def is_full(self, vid: int, dmap: DMap) -> bool:
+        """True when the value varies along the row (the reduced dims)."""
+        key = (vid, dmap)
+        if key in self._kinds:
+            return self._kinds[key]
+        value = self.g.value(vid)
+        rset = set(self.rdims)
+        if value.is_const:
+            result = False
+        else:
+            node = self._node_computing(vid)
+            if node is None:
+                result = bool(self.leaf_for(vid, dmap).domain_dims() & rset)
+            elif node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin", "gather"):
+                result = False
+            else:
+                maps = self._maps_for(node, vid, dmap)
+                result = any(self.is_full(i, m) for i, m in zip(node.inputs, maps, strict=True))
+        self._kinds[key] = result
+        return result
+
+    def value_type(self, vid: int) -> str:
+        return arith_type(self.g.type(vid).dtype)
+
+    # -- emission --------------------------------------------------------------------------------
+    def emit(
+        self,
+        vid: int,
+        dmap: DMap,
+        scope: Scope,
+        stats: dict[int, str],
+        gather: Callable[[Node, Scope], str] | None = None,
+    ) -> str:
+        """C expression of ``vid`` in ``scope`` (statements appended there).
+
+        ``stats`` names reduction results already computed; values that do not vary along the row
+        go to ``scope.outer`` (computed once per row); ``gather`` renders a gather node there.
+        """
+        if scope.outer is not None and not self.is_full(vid, dmap):
+            return self.emit(vid, dmap, scope.outer, stats, gather)
+        value = self.g.value(vid)
+        ctype = self.value_type(vid)
+        if value.is_const:
+            if self.varies(vid):
+                return f"(({ctype})p.sc{vid})"
+            return literal(value.const, ctype)  # type: ignore[arg-type]
+        key = (vid, dmap)
+        known = scope.lookup(key)
+        if known is not None:
+            return known
+        node = self._node_computing(vid)
+        if node is None:
+            expr = scope.leaf(self.leaf_for(vid, dmap))
+        elif node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
+            if vid not in stats:
+                raise TemplateError(f"internal: {node.op} result used before it is computed")
+            return stats[vid]
+        elif node.op == "gather":
+            if vid not in stats:
+                if gather is None:
+                    raise TemplateError("internal: a gather with no context to render it")
+                stats[vid] = gather(node, scope)
+            return stats[vid]
+        elif node.op == "view":
+            src = node.inputs[0]
+            return self.emit(src, self.frames.get(src) or dmap, scope, stats, gather)
+        else:
+            maps = self._maps_for(node, vid, dmap)
+            args = [self.emit(i, m, scope, stats, gather) for i, m in zip(node.inputs, maps, strict=True)]
+            types = [self.value_type(i) for i in node.inputs]
+            expr = pointwise(node, args, types, ctype)
+        name = f"{scope.tag}{vid}_{len(scope.names)}"
+        scope.lines.append(f"const {ctype} {name} = {expr};")
+        scope.names[key] = name
+        return name
+
+    def varies(self, vid: int) -> bool:
+        """A constant whose value differs between shape sets came from a size (``kl_div``'s batch size)."""
+        return len({g.value(vid).const for g in self.graphs}) > 1
+
+    def size_constants(self) -> list[tuple[int, str]]:
+        """(value id, C expression) of every size-derived constant the group reads: kernel parameters."""
+        found: list[tuple[int, str]] = []
+        readers = [*self.nodes, *(p for v in self.recomputable if (p := self.g.producer(v)) is not None)]
+        for node in readers:
+            for vid in node.inputs:
+                if self.g.value(vid).is_const and self.varies(vid) and vid not in [f for f, _ in found]:
+                    values = tuple(float(g.value(vid).const) for g in self.graphs)  # type: ignore[arg-type]
+                    try:
+                        found.append((vid, self.sizes.constant(values)))
+                    except ValueError as exc:
+                        raise TemplateError(str(exc)) from None
+        return found
+
+    def load_expr(self, leaf: Leaf, ptr: str, offset: str) -> str:
+        return to_compute(f"{ptr}[{offset}]", leaf.dtype) if leaf.dtype != "bool" else f"{ptr}[{offset}]"
+
+    def leaf_ctype(self, leaf: Leaf) -> str:
+        return c_type(leaf.dtype)
