@@ -174,6 +174,14 @@ SPECS: dict[str, dict[str, Any]] = {
         args="x, y",
         inputs="torch.randint(-2, 3, (B, C, H, W)).float(), torch.randint(-2, 3, (B, 136, H, W)).float()",
     ),
+    "h_pointwise_wide": dict(  # 24 and 128 pixels an image: B by 16-byte copies; 13: the gather
+        dtype="bfloat16",
+        sizes={"B": 2, "C": 72, "H": 4, "W": 6},
+        sets=[{"B": 1, "C": 8, "H": 8, "W": 16}, {"B": 3, "C": 4, "H": 1, "W": 13}],
+        init="        self.c = nn.Conv2d(C, 40, 1)\n" + INT_INIT,
+        body="torch.relu(self.c(x))",
+        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
+    ),
     "h_pointwise": dict(
         dtype="bfloat16",
         init="        self.c = nn.Conv2d(C, 20, 1, bias=False)\n" + INT_INIT,
@@ -592,6 +600,7 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("h_conv2d", [GroupConfig.of("wgmma", bm=64, bn=64), GroupConfig.of("wgmma", bm=128, bn=256)]),
     ("h_conv_wide", [GroupConfig.of("wgmma", bm=64, bn=128), GroupConfig.of("wgmma", bm=128, bn=64)]),
     ("h_pointwise", [GroupConfig.of("wgmma", bm=64, bn=64)]),
+    ("h_pointwise_wide", [GroupConfig.of("wgmma", bm=64, bn=128), GroupConfig.of("wgmma", bm=128, bn=64)]),
     ("h_conv_deep", [GroupConfig.of("wgmma", bm=64, bn=64), GroupConfig.of("wgmma", bm=128, bn=128)]),
     (
         "h_depthwise",
@@ -703,23 +712,28 @@ def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -
 
 
 @needs_gxx
-def test_emulator_catches_a_warp_group_conv_reading_copies_never_committed(
+def test_emulator_catches_warp_group_convs_reading_uncommitted_copies_or_misplaced_pixels(
     tasks: dict[str, Task], tmp_path: Path
 ) -> None:
     """``cp.async.wait_group`` waits for committed groups only: without its commits the bf16 kernel's
     weight copies may land after the MMAs read the stage (wrong results on the H200 at large sizes);
-    the emulator lands a copy only when a wait retires its group, so it fails here too."""
+    the emulator lands a copy only when a wait retires its group, so it fails here too. A pointwise
+    kernel's pixel copies without their swizzle, or into one panel, fail as well."""
     from optiml.evaluate.runtime import TaskRuntime
 
     unit = kernels_of(tasks, "h_conv_wide", EMULATED).render([GroupConfig.of("wgmma", bm=64, bn=128)]).code
-    broken = unit.replace("g0_cp_commit();", "")
-    assert broken != unit
-    lib = emulated_library(tmp_path, [unit, broken])
-    case = TaskRuntime(tasks["h_conv_wide"], "cpu").case(7, 1)
-    (good,) = run_emulated(lib, 0, case.abi_inputs, case.expected)
-    (bad,) = run_emulated(lib, 1, case.abi_inputs, case.expected)
-    assert np.array_equal(good, _bits(case.expected[0]))
-    assert not np.array_equal(bad, _bits(case.expected[0]))
+    pixels = kernels_of(tasks, "h_pointwise_wide", EMULATED).render([GroupConfig.of("wgmma", bm=64, bn=128)]).code
+    broken = [
+        unit.replace("g0_cp_commit();", ""),
+        pixels.replace("(((pc & 7) ^ (k & 7)) << 4)", "((pc & 7) << 4)"),  # pixel copies unswizzled
+        pixels.replace("(pc >> 3) * 8192", "0"),  # both 64-column panels in one
+    ]
+    assert broken[0] != unit and broken[1] != pixels and broken[2] != pixels
+    lib = emulated_library(tmp_path, broken)
+    for k, name in enumerate(("h_conv_wide", "h_pointwise_wide", "h_pointwise_wide")):
+        case = TaskRuntime(tasks[name], "cpu").case(7, 1)
+        (bad,) = run_emulated(lib, k, case.abi_inputs, case.expected)
+        assert not np.array_equal(bad, _bits(case.expected[0])), k
 
 
 # -- on the GPU ----------------------------------------------------------------------------------------

@@ -1162,7 +1162,7 @@ class ConvTemplate:
                 conv_wgmma.helpers(p, config, prob.dtype),
                 conv_wgmma.weight_kernel(p, config),
                 conv_wgmma.kernel(p, config, prob, head, _bias(prob, "co")),
-                conv_wgmma.launch(p, config, MAX_TAPS),
+                conv_wgmma.launch(p, config, prob, MAX_TAPS),
             ]
             workspace = conv_wgmma.workspace_bytes(config, [ctx.dim(prob.w, d) for d in range(prob.spatial + 2)])
         elif config.variant == "stencil":

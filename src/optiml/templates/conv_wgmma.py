@@ -99,6 +99,7 @@ def helpers(p: str, config: GroupConfig, dtype: str) -> str:
         code += [gemm_tf32.helpers(p), gemm_tf32_wgmma.instruction(p, bn)]
     else:
         code.append(gemm_wgmma.instruction(p, dtype, bn, b_k_major=True))
+        code.append(gemm_wgmma.instruction(p, dtype, bn, b_k_major=False, name="wgmma_t"))
     code.append(gemm_tf32_wgmma.shared_stores(p))
     return "\n".join(code)
 
@@ -144,7 +145,7 @@ def _inside(prob: ConvProblem) -> str:
 def _gather_chunk(prob: ConvProblem, vec: int, ctype: str) -> str:
     """Statements: ``e[0..vec)``, the im2col values at k = ``gk`` .. ``gk + vec - 1`` of this thread's
     column, zero outside ``K`` and the input. Offsets from the column's ``X`` are 32-bit (the launch checks
-    ``Cin_g * DHW < 2^31``). Tap-major (``TAP``: ``Cin_g`` a multiple of ``vec``): the chunk is one tap of
+    ``Cin_g * DHW < 2^31``). Tap-major (``FAST``: ``Cin_g`` a multiple of ``vec``): the chunk is one tap of
     ``vec`` consecutive channels, bounds-tested once; otherwise k walks the taps of each channel in turn."""
     if prob.pointwise:
         body = f"""\
@@ -156,7 +157,7 @@ def _gather_chunk(prob: ConvProblem, vec: int, ctype: str) -> str:
           }}"""
     else:
         body = f"""\
-          if (TAP) {{  // one tap of {vec} consecutive channels; K is a multiple of {vec}
+          if (FAST) {{  // one tap of {vec} consecutive channels; K is a multiple of {vec}
             const int tap = P.cg_mul ? (int)(__umulhi((unsigned)gk, P.cg_mul) >> P.cg_shr) : (int)gk;
             const int4 tp = taps[tap];
             if ({_inside(prob)}) {{
@@ -234,7 +235,38 @@ def _b_staging(p: str, prob: ConvProblem, config: GroupConfig) -> tuple[str, str
 {put}
     }}
 """
+    if prob.pointwise and not tf32:  # FAST: 16-byte copies of 8 pixels, B n-major (read transposed)
+        loads = f"    if (FAST) {{\n{_pixel_copies(p, config)}    }} else {{\n{loads}    }}\n"
+        stores = f"    if (!FAST) {{\n{stores}    }}\n"
     return decl, loads, stores
+
+
+def _pixel_columns(bn: int) -> str:
+    """Statements: this thread's 8-pixel chunk of the tile's columns for :func:`_pixel_copies` (``OS`` a
+    multiple of 8, so a chunk is 8 pixels of one image): its image's channels from ``Xpix``."""
+    return f"""\
+  const int pc = (int)threadIdx.x % {bn // 8};  // this thread's chunk of 8 columns (pixels)
+  const int64_t npix = n0 + pc * 8;
+  const bool pix_ok = npix < P.NP;
+  const int pimg = pix_ok ? (int)npix / OSi : 0, popx = pix_ok ? (int)npix - pimg * OSi : 0;
+  const X_T* __restrict__ Xpix = xp + ((int64_t)pimg * P.Cin + gz * P.Cin_g) * P.OS + popx;"""
+
+
+def _pixel_copies(p: str, config: GroupConfig) -> str:
+    """A pointwise half conv's B slice by ``cp.async``: ``B[k][n] = x[b][k][pixel]`` is contiguous in n, so
+    it lands n-major, in 64-column panels of 64 k rows (128 bytes: the swizzle of the GEMM's ``a @ b``
+    B, :mod:`optiml.templates.gemm_wgmma`), read transposed by the MMA."""
+    bn, nthreads = int(config.get("bn")), threads(config)
+    per_row = bn // 8
+    return f"""\
+#pragma unroll
+      for (int l = 0; l < {bn * 8 // nthreads}; ++l) {{
+        const int k = (int)threadIdx.x / {per_row} + l * {nthreads // per_row};
+        const bool ok = pix_ok && k0 + k < P.K;
+        const unsigned at = (unsigned)((pc >> 3) * {64 * ROW} + k * {ROW} + (((pc & 7) ^ (k & 7)) << 4));
+        {p}_cp16(b_big + at, ok ? (const void*)(Xpix + (int64_t)(k0 + k) * OSi) : (const void*)xp, ok);
+      }}
+"""
 
 
 def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
@@ -283,7 +315,7 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
 
 # -- the kernel ------------------------------------------------------------------------------------------
 def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str) -> str:
-    """``{p}_wgmma_conv<AVEC>`` (launch with :func:`smem_bytes` of dynamic shared memory, :func:`threads`).
+    """``{p}_wgmma_conv<FAST>`` (launch with :func:`smem_bytes` of dynamic shared memory, :func:`threads`).
     ``head``: statements decoding the block (``tmi``, ``tni``, ``gz``) and filling the tap table;
     ``bias``: the statement adding the convolution's bias of channel ``co`` to ``v``."""
     bm, bn = int(config.get("bm")), int(config.get("bn"))
@@ -293,6 +325,11 @@ def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str)
     a_decl, a_load, a_store = _a_staging(p, config)
     b_decl, b_load, b_store = _b_staging(p, prob, config)
     bk = 32 if tf32 else 64
+    pixels = prob.pointwise and not tf32
+    pixel_decl = ""
+    if not tf32:  # B by 16-byte pixel copies, n-major (a pointwise conv's FAST instance)
+        pixel_decl = f"  constexpr bool PIXELS = {'FAST' if pixels else 'false'};"
+        pixel_decl = (_pixel_columns(bn) + "\n" if pixels else "") + pixel_decl
     if tf32:
         addresses = f"""\
     const unsigned a_big = s0 + (unsigned)buf * {stage}u, a_small = a_big + {a_bytes}u;
@@ -326,8 +363,13 @@ def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str)
     const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
     {p}_wg_fence();
 #pragma unroll
-    for (unsigned ks = 0; ks < {bk // 16}; ++ks)
-      {p}_wgmma(acc, {p}_desc(ab + ks * 32u, 16u, 1024u), {p}_desc(bb + ks * 32u, 16u, 1024u));
+    for (unsigned ks = 0; ks < {bk // 16}; ++ks) {{
+      const unsigned long long da = {p}_desc(ab + ks * 32u, 16u, 1024u);
+      if (PIXELS)  // n-major panels: LBO the panel stride, SBO eight k rows
+        {p}_wgmma_t(acc, da, {p}_desc(bb + ks * {16 * ROW}u, {64 * ROW}u, 1024u));
+      else
+        {p}_wgmma(acc, da, {p}_desc(bb + ks * 32u, 16u, 1024u));
+    }}
     {p}_wg_commit();"""
         sum_partial = ""
     slice_code = f"""\
@@ -350,7 +392,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str)
 // Implicit GEMM on warp-group MMAs, {kind}: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 output
 // channels, {bk}-deep slices in two 128-byte-swizzled stages; the next slice is gathered and stored while the
 // current one's MMAs run.
-template <bool TAP>
+template <bool FAST>
 __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {{
   typedef {ctype} X_T;
   extern __shared__ __align__(16) unsigned char {p}_smem[];
@@ -364,6 +406,7 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
   const unsigned Du = (unsigned)P.D, Hu = (unsigned)P.H, Wu = (unsigned)P.W;
   (void)KSi, (void)CGi, (void)DHWi, (void)OSi, (void)Du, (void)Hu, (void)Wu;
 {_decode_column(prob, bn)}
+{pixel_decl}
 {a_decl}
 {b_decl}
 {regs}
@@ -419,9 +462,14 @@ __global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob
 """
 
 
-def launch(p: str, config: GroupConfig, max_taps: int) -> str:
-    """``{p}_launch``: the weights reordered, then the kernel's tap-major instance where ``Cin_g`` is a
-    multiple of a chunk, else its channel-major one."""
+def launch(p: str, config: GroupConfig, prob: ConvProblem, max_taps: int) -> str:
+    """``{p}_launch``: the weights reordered, then the kernel's ``FAST`` instance where it applies (a windowed
+    convolution: ``Cin_g`` a multiple of a chunk, so k is tap-major; a half pointwise one: pixels per image
+    a multiple of 8 and the input 16-byte aligned, so B moves by 16-byte copies), else the general one."""
+    if prob.pointwise:
+        fast = "false" if split(config) else "P.OS % 8 == 0 && ((uintptr_t)P.x & 15) == 0"
+    else:
+        fast = "P.tapmajor != 0"
     bm, bn, nthreads, smem = int(config.get("bm")), int(config.get("bn")), threads(config), smem_bytes(config)
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
@@ -430,6 +478,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.K > 2147483647LL || P.NP > 2147483647LL || P.Cin_g * P.DHW > 2147483647LL) return -4;
   if (P.KS > {max_taps}) return -5;  // more kernel taps than the shared table holds
   P.tapmajor = P.Cin_g % {vec(config)} == 0;
+  const bool fast = {fast};
   P.tiles_m = (P.M + {bm - 1}) / {bm};
   P.tiles_n = (P.NP + {bn - 1}) / {bn};
   const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
@@ -438,11 +487,11 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   const int64_t reorder = (words + {REORDER_THREADS - 1}) / {REORDER_THREADS};
   {p}_wreorder<<<(unsigned)(reorder < 4096 ? reorder : 4096), {REORDER_THREADS}, 0, stream>>>(P);
   // the shared-memory limit raised at every call (about a microsecond): no state kept across calls
-  const cudaError_t e = P.tapmajor
+  const cudaError_t e = fast
       ? cudaFuncSetAttribute({p}_wgmma_conv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem})
       : cudaFuncSetAttribute({p}_wgmma_conv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
   if (e != cudaSuccess) return (int)e;
-  if (P.tapmajor) {p}_wgmma_conv<true><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
+  if (fast) {p}_wgmma_conv<true><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
   else {p}_wgmma_conv<false><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
   {{ const cudaError_t err = cudaGetLastError(); if (err != cudaSuccess) return (int)err; }}
   return 0;

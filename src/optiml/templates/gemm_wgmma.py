@@ -83,8 +83,8 @@ def helpers(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
     return descriptor_helper(p) + instruction(p, dtype, bn, b_k_major) + fence_helpers(p)
 
 
-def instruction(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
-    """``{p}_wgmma``: the fp16 / bf16 warp-group MMA for ``bn`` columns (B read k-major or transposed)."""
+def instruction(p: str, dtype: str, bn: int, b_k_major: bool, name: str = "wgmma") -> str:
+    """``{p}_{name}``: the fp16 / bf16 warp-group MMA for ``bn`` columns (B read k-major or transposed)."""
     kind = "bf16" if dtype == "bfloat16" else "f16"
     regs = bn // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
@@ -92,7 +92,7 @@ def instruction(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
     tnsp_b = 0 if b_k_major else 1
     return f"""\
 // d (64 x {bn} per warp group, fp32) += A (64 x 16, descriptor da) . B (16 x {bn}, descriptor db).
-__device__ __forceinline__ void {p}_wgmma(float* d, unsigned long long da, unsigned long long db) {{
+__device__ __forceinline__ void {p}_{name}(float* d, unsigned long long da, unsigned long long db) {{
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
                "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}.{kind} "
                "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {tnsp_b};\\n}}\\n"

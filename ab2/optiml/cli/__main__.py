@@ -1,3 +1,0 @@
-from optiml.cli import main
-
-main()
