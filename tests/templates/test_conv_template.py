@@ -325,7 +325,7 @@ def test_the_stencil_tile_follows_the_output_plane() -> None:
 
 def test_the_rule_takes_warp_group_mmas_on_hopper_and_tf32x3_where_its_wide_tiles_fill_m_and_the_sms() -> None:
     """The suite's fp32 convolutions: on an H200 the warp-group 3xTF32 kernel, 128 x 64 (64 x 64 for the
-    64-channel 3-D one; template_sweep_conv_wgmma.json); on an A100 (TF32 MMAs, no warp-group ones) 2-D
+    64-channel 3-D one; template_sweep_conv_tf32x3_wgmma.json); on an A100 (TF32 MMAs, no warp-group ones) 2-D
     ones with >= 128 output channels and enough tiles get tf32x3 128x128, the 3-D one stays implicit with
     a narrow tf32x3 seed; a GPU without TF32 MMAs keeps implicit."""
     root = Path(__file__).resolve().parents[2] / "tasks"
