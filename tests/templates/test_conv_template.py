@@ -503,7 +503,7 @@ def test_per_channel_epilogue_leaves_share_one_axis_index(tasks: dict[str, Task]
     """Eval batch norm's four [C] vectors are indexed by the output's channel: one 32-bit divide and
     modulo an element, shared by the four (the general offset took a 64-bit pair per dim and leaf)."""
     code = kernels_of(tasks, "conv2d_bn_relu").render([GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)]).code
-    epi1 = code[code.index("void g0_epi1(") : code.index("void g0_epi4(")]
+    epi1 = code[code.index("void g0_epi1(") : code.index("struct g0_pair")]
     assert epi1.count("g0_axis(r, ") == 1 and "_roff" not in code
     assert epi1.count("[ax0 * P.lst") == 4
 

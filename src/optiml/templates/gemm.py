@@ -489,6 +489,29 @@ class Epilogue:
             f"__device__ __forceinline__ void {p}_epi1(const {p}_prob& P, const int64_t r, const int64_t n, "
             f"const float acc) {{\n{body}\n{stores}\n}}\n"
         )
+        out_types = [c_type(self.g.type(self.group.outputs[k]).dtype) for k, _ in self.outputs]
+        pairs = []
+        for q in range(2):
+            assigns = "\n".join(
+                f"    v{k}.v[{q}] = {from_compute(name, self.g.type(self.group.outputs[k]).dtype)};"
+                for k, name in self.outputs
+            )
+            inner = "\n".join("    " + line for line in self.lines)
+            head = f"    const int64_t n = n0 + {q};\n    const float acc = a{q};\n    (void)n;"
+            pairs.append(f"  {{\n{head}\n{inner}\n{assigns}\n  }}")
+        pair_decls = "\n".join(f"  {p}_pair<{t}> v{k};" for (k, _), t in zip(self.outputs, out_types, strict=True))
+        pair_stores = "\n".join(
+            f"  *({p}_pair<{t}>*)&P.o{k}[r * P.N + n0] = v{k};"
+            for (k, _), t in zip(self.outputs, out_types, strict=True)
+        )
+        parts.append(
+            "// Two consecutive columns, each output's pair stored as one word (outputs 16-byte aligned, N even:\n"
+            "// host-checked, P.pair_out): half the store instructions of two epi1 calls.\n"
+            f"template <typename T>\nstruct {p}_pair {{\n  alignas(2 * sizeof(T)) T v[2];\n}};\n"
+            f"__device__ __forceinline__ void {p}_epi2(const {p}_prob& P, const int64_t r, const int64_t n0, "
+            "const float a0, const float a1) {\n"
+            f"{pair_decls}\n" + "\n".join(pairs) + f"\n{pair_stores}\n}}\n"
+        )
         if self.vector_outputs():
             blocks = []
             for q in range(4):
@@ -638,6 +661,7 @@ struct {p}_prob {{
   int64_t bsz[{nbd}], bsa[{nbd}], bsb[{nbd}];  // batch dims and the operands' strides along them
   int64_t tiles_m, tiles_n;
   int vec_out;                     // every output 16-byte aligned and N % 4 == 0
+  int pair_out;                    // every output 16-byte aligned and N even
   // skinny products (gemv): the small side J against the big side I
   const {ctype}* big;
   const {ctype}* small;
@@ -748,11 +772,12 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
 
 def _launch_terms(p: str, prob: Problem, epi: Epilogue) -> tuple[str, str, str, str, str]:
     """C terms of a tiled launch: each operand's leading stride and contiguous length, and the
-    statement setting ``P.vec_out``."""
+    statements setting ``P.vec_out`` and ``P.pair_out``."""
     a_ld, a_len = ("P.sam", "P.K") if prob.a_k_major else ("P.sak", "P.M")
     b_ld, b_len = ("P.sbn", "P.K") if prob.b_k_major else ("P.sbk", "P.N")
     outs = " && ".join(f"{p}_aligned(P.o{k})" for k, _ in enumerate(epi.group.outputs)) or "true"
     vec_out = f"P.vec_out = (P.N % 4 == 0 && {outs}) ? 1 : 0;" if epi.vector_outputs() else "P.vec_out = 0;"
+    vec_out += f"\n  P.pair_out = (P.N % 2 == 0 && {outs}) ? 1 : 0;"
     return a_ld, a_len, b_ld, b_len, vec_out
 
 

@@ -126,8 +126,28 @@ def accumulator_epilogue(bn: int, element: str) -> str:
 
 
 def stored_accumulators(p: str, bn: int) -> str:
-    """The warp group's accumulators ``d`` through the GEMM epilogue (``{p}_epi1``) into the output."""
-    return accumulator_epilogue(bn, f"        if (n < P.N) {p}_epi1(P, r, n, d[4 * j + 2 * h + q]);")
+    """The warp group's accumulators ``d`` through the GEMM epilogue into the output: each thread's two
+    adjacent columns (registers ``4 j + 2 h``, ``+1``) as one pair store (``{p}_epi2``) where
+    ``P.pair_out``, else element by element (``{p}_epi1``)."""
+    return f"""\
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {{
+    const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    if (m >= P.M) continue;
+    const int64_t r = z * P.M + m;
+#pragma unroll
+    for (int j = 0; j < {bn // 8}; ++j) {{
+      const int64_t n = n0 + j * 8 + 2 * (lane % 4);
+      const float v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
+      if (P.pair_out && n + 1 < P.N) {{
+        {p}_epi2(P, r, n, v0, v1);
+      }} else {{
+        if (n < P.N) {p}_epi1(P, r, n, v0);
+        if (n + 1 < P.N) {p}_epi1(P, r, n + 1, v1);
+      }}
+    }}
+  }}
+"""
 
 
 def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
