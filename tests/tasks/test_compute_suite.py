@@ -99,12 +99,12 @@ VARIANTS = {
     "depthwise_conv2d": "stencil",  # one input channel a group: an input box in shared memory
     "depthwise_conv2d_k5s2": "stencil",
     "depthwise_separable_fp16": "stencil",
-    "conv2d_bias_relu": "tf32x3",
-    "conv3d": "implicit",
-    "conv2d_fp16": "mma",
-    "pointwise_conv2d_bf16": "mma",
-    "conv2d_batchnorm_eval": "tf32x3",
-    "conv2d_residual_bf16": "mma",
+    "conv2d_bias_relu": "tf32x3_wgmma",  # Hopper warp-group MMAs: the implicit GEMM with tap-major weights
+    "conv3d": "tf32x3_wgmma",
+    "conv2d_fp16": "wgmma",
+    "pointwise_conv2d_bf16": "wgmma",  # B by 16-byte pixel copies
+    "conv2d_batchnorm_eval": "tf32x3_wgmma",
+    "conv2d_residual_bf16": "wgmma",
 }
 
 MIN_DEFAULT_FLOPS = 2e8  # the default shape set is worth timing on an H200
