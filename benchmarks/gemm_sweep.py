@@ -86,6 +86,22 @@ def event_ms(fn: Any, reps: int) -> float:
     return statistics.median(times)
 
 
+def library_call(so_path: str, inputs: list[Any], outputs: list[torch.Tensor], stream: Any) -> Any:
+    """A no-argument callable running the built library's ``optiml_forward`` on these tensors (with its
+    workspace); raises on a nonzero return code."""
+    library = KernelLibrary(so_path)
+    ins, outs = TensorArray(inputs), TensorArray(outputs)
+    needed = library.workspace_bytes(ins)
+    workspace = torch.empty(needed, dtype=torch.uint8, device="cuda") if needed else None
+
+    def call() -> None:
+        rc = library.forward(ins, outs, workspace, stream)
+        if rc != 0:
+            raise RuntimeError(f"optiml_forward returned {rc}")
+
+    return call
+
+
 def sweep(
     spec: str, compiler: Compiler, directory: Path, reps: int, limit: int, match: str, variant: str
 ) -> dict[str, Any]:
@@ -119,22 +135,8 @@ def sweep(
             row.update(status="compile_error", message=result.error_summary(3)[:300])
             rows.append(row)
             continue
-        library = KernelLibrary(str(result.so_path))
         out = torch.empty((m, n), device="cuda", dtype=tdtype)
-        inputs, outputs = TensorArray([a, b]), TensorArray([out])
-        needed = library.workspace_bytes(inputs)
-        workspace = torch.empty(max(needed, 1), dtype=torch.uint8, device="cuda") if needed else None
-
-        def call(
-            lib: KernelLibrary = library,
-            i: TensorArray = inputs,
-            o: TensorArray = outputs,
-            w: torch.Tensor | None = workspace,
-        ) -> None:
-            rc = lib.forward(i, o, w, stream)
-            if rc != 0:
-                raise RuntimeError(f"optiml_forward returned {rc}")
-
+        call = library_call(str(result.so_path), [a, b], [out], stream)
         try:
             call()
             torch.cuda.synchronize()

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gemm_sweep import configs_of, event_ms
+from gemm_sweep import configs_of, event_ms, library_call
 from result_file import write_result
 
-from optiml.evaluate.abi import KernelLibrary, TensorArray
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.task import load_task
@@ -70,22 +69,8 @@ def sweep(path: Path, compiler: Compiler, variants: list[str], reps: int, limit:
         if not result.ok:
             rows.append({**row, "status": "compile_error", "message": result.error_summary(3)[:300]})
             continue
-        library = KernelLibrary(str(result.so_path))
         outs = [torch.empty_like(e) for e in case.expected]
-        inputs, outputs = TensorArray(case.abi_inputs), TensorArray(outs)
-        needed = library.workspace_bytes(inputs)
-        workspace = torch.empty(needed, dtype=torch.uint8, device="cuda") if needed else None
-
-        def call(
-            lib: KernelLibrary = library,
-            i: TensorArray = inputs,
-            o: TensorArray = outputs,
-            w: torch.Tensor | None = workspace,
-        ) -> None:
-            rc = lib.forward(i, o, w, stream)
-            if rc != 0:
-                raise RuntimeError(f"optiml_forward returned {rc}")
-
+        call = library_call(str(result.so_path), case.abi_inputs, outs, stream)
         try:
             call()
             torch.cuda.synchronize()

@@ -608,29 +608,30 @@ static void emu_mma_tf32(float* c, const unsigned* a, const unsigned* b) {
 }
 // cp.async: a thread's copies land when a wait_group retires the commit group that holds them, as late as
 // the hardware may complete them; copies never committed never land (wait_group does not wait for them).
-struct emu_cp_queue {
+// One thread's asynchronous operations: the open ones, then committed groups retired oldest first.
+struct emu_async_queue {
   std::vector<std::function<void()>> open;
   std::vector<std::vector<std::function<void()>>> groups;
+  void commit() {
+    groups.push_back(std::move(open));
+    open.clear();
+  }
+  void wait(int pending) {
+    while ((int)groups.size() > pending) {
+      for (auto& op : groups.front()) op();
+      groups.erase(groups.begin());
+    }
+  }
 };
-static emu_cp_queue emu_cp[1024];
+static emu_async_queue emu_cp[1024];
 static void emu_cp_async(unsigned dst, const void* src, bool ok, size_t bytes) {
   emu_cp[threadIdx.x].open.push_back([=]() {
     if (ok) memcpy(emu_dyn_smem + dst, src, bytes);
     else memset(emu_dyn_smem + dst, 0, bytes);
   });
 }
-static void emu_cp_commit() {
-  emu_cp_queue& q = emu_cp[threadIdx.x];
-  q.groups.push_back(std::move(q.open));
-  q.open.clear();
-}
-static void emu_cp_wait(int pending) {
-  emu_cp_queue& q = emu_cp[threadIdx.x];
-  while ((int)q.groups.size() > pending) {
-    for (auto& copy : q.groups.front()) copy();
-    q.groups.erase(q.groups.begin());
-  }
-}
+static void emu_cp_commit() { emu_cp[threadIdx.x].commit(); }
+static void emu_cp_wait(int pending) { emu_cp[threadIdx.x].wait(pending); }
 static void emu_cp4(unsigned dst, const void* src, bool ok) { emu_cp_async(dst, src, ok, 4); }
 // ldmatrix: lane l's register q is the pair of halves of matrix q at (row l / 4, cols 2 (l % 4), +1) --
 // transposed: (rows 2 (l % 4), +1, col l / 4) -- where row r of matrix q starts at the address lane 8 q + r gave.
@@ -674,23 +675,9 @@ static float emu_smem_bf16(unsigned logical) {
 }
 // A warp group's MMAs run when a wait_group retires their commit group, as late as the hardware may read
 // shared memory: a kernel that hands a stage back before then sees it overwritten.
-struct emu_wg_queue {
-  std::vector<std::function<void()>> open;
-  std::vector<std::vector<std::function<void()>>> groups;
-};
-static emu_wg_queue emu_wg[1024];
-static void emu_wg_commit() {
-  emu_wg_queue& q = emu_wg[threadIdx.x];
-  q.groups.push_back(std::move(q.open));
-  q.open.clear();
-}
-static void emu_wg_wait(int pending) {
-  emu_wg_queue& q = emu_wg[threadIdx.x];
-  while ((int)q.groups.size() > pending) {
-    for (auto& mma : q.groups.front()) mma();
-    q.groups.erase(q.groups.begin());
-  }
-}
+static emu_async_queue emu_wg[1024];
+static void emu_wg_commit() { emu_wg[threadIdx.x].commit(); }
+static void emu_wg_wait(int pending) { emu_wg[threadIdx.x].wait(pending); }
 static void emu_wgmma_now(float* d, unsigned long long da, unsigned long long db, int n_cols, int tnsp) {
   const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
   const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;

@@ -218,14 +218,7 @@ def _b_staging(p: str, prob: ConvProblem, config: GroupConfig) -> tuple[str, str
         f"      const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));"
     )
     if tf32:
-        put = f"""\
-      unsigned big[4], small[4];
-      {p}_split(rb[l].x, big[0], small[0]);
-      {p}_split(rb[l].y, big[1], small[1]);
-      {p}_split(rb[l].z, big[2], small[2]);
-      {p}_split(rb[l].w, big[3], small[3]);
-      {p}_sts16(b_big + at, big[0], big[1], big[2], big[3]);
-      {p}_sts16(b_small + at, small[0], small[1], small[2], small[3]);"""
+        put = gemm_tf32_wgmma.split_float4(p, "rb[l]", 6) + "\n" + gemm_tf32_wgmma.store_split(p, "b", 6)
     else:
         put = f"      {p}_sts16(b_big + at, rb[l].x, rb[l].y, rb[l].z, rb[l].w);"
     stores = f"""\
@@ -301,13 +294,8 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
     for (int l = 0; l < 4; ++l) {{
       {where}
       {at}
-      unsigned big[4], small[4];
-      {p}_split(ra[l].x, big[0], small[0]);
-      {p}_split(ra[l].y, big[1], small[1]);
-      {p}_split(ra[l].z, big[2], small[2]);
-      {p}_split(ra[l].w, big[3], small[3]);
-      {p}_sts16(a_big + at, big[0], big[1], big[2], big[3]);
-      {p}_sts16(a_small + at, small[0], small[1], small[2], small[3]);
+{gemm_tf32_wgmma.split_float4(p, "ra[l]", 6)}
+{gemm_tf32_wgmma.store_split(p, "a", 6)}
     }}
 """
     return "  float4 ra[4];", loads, stores
@@ -338,18 +326,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str)
   float acc[{bn // 2}], part[{bn // 2}];
 #pragma unroll
   for (int i = 0; i < {bn // 2}; ++i) acc[i] = part[i] = 0.f;"""
-        mmas = f"""\
-    const unsigned a_big = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
-    const unsigned a_small = a_big + {a_bytes}u;
-    const unsigned b_big = s0 + (unsigned)(kt & 1) * {stage}u + {2 * a_bytes}u, b_small = b_big + {b_bytes}u;
-    {p}_wg_fence();
-#pragma unroll
-    for (unsigned ks = 0; ks < {bk // 8}; ++ks) {{  // small terms first; the slice's first MMA zeroes the partial
-      {p}_wgmma_tf32(part, {p}_desc(a_small + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), ks != 0);
-      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_small + ks * 32u, 16u, 1024u), 1);
-      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), 1);
-    }}
-    {p}_wg_commit();"""
+        mmas = gemm_tf32_wgmma.slice_mmas(p, stage, a_bytes, b_bytes)
         sum_partial = f"#pragma unroll\n    for (int i = 0; i < {bn // 2}; ++i) acc[i] += part[i];"
     else:
         addresses = f"""\

@@ -113,6 +113,36 @@ __device__ __forceinline__ void {p}_sts4(unsigned addr, unsigned x) {{
 """
 
 
+def split_float4(p: str, value: str, indent: int) -> str:
+    """Statements: ``big[4]`` and ``small[4]``, the TF32 parts of the float4 ``value``."""
+    lines = ["unsigned big[4], small[4];"]
+    lines += [f"{p}_split({value}.{c}, big[{i}], small[{i}]);" for i, c in enumerate("xyzw")]
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def store_split(p: str, name: str, indent: int) -> str:
+    """Statements storing ``big`` / ``small`` as 16-byte words at ``at`` past ``{name}_big`` / ``{name}_small``."""
+    lines = [f"{p}_sts16({name}_{part} + at, {part}[0], {part}[1], {part}[2], {part}[3]);" for part in ("big", "small")]
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def slice_mmas(p: str, stage: int, a_bytes: int, b_bytes: int) -> str:
+    """Statements: one 32-deep slice's 3xTF32 warp-group MMAs into ``part`` (stage ``kt & 1``; A big, A small,
+    B big, B small in that order), small terms first, the slice's first MMA zeroing the partial; committed."""
+    return f"""\
+    const unsigned a_big = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
+    const unsigned a_small = a_big + {a_bytes}u;
+    const unsigned b_big = s0 + (unsigned)(kt & 1) * {stage}u + {2 * a_bytes}u, b_small = b_big + {b_bytes}u;
+    {p}_wg_fence();
+#pragma unroll
+    for (unsigned ks = 0; ks < {BK // 8}; ++ks) {{  // small terms first; the slice's first MMA zeroes the partial
+      {p}_wgmma_tf32(part, {p}_desc(a_small + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), ks != 0);
+      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_small + ks * 32u, 16u, 1024u), 1);
+      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), 1);
+    }}
+    {p}_wg_commit();"""
+
+
 def _stage(p: str, name: str, outer: int, k_major: bool, nthreads: int, tile: dict[str, str]) -> tuple[str, str]:
     """(loads, stores): one operand's ``outer x 32`` slice from global memory into registers
     ``{name}v``, then split into the big and small tiles at shared addresses ``{name}_big`` /
@@ -125,10 +155,7 @@ def _stage(p: str, name: str, outer: int, k_major: bool, nthreads: int, tile: di
         where = "const int r = f >> 3, c = f & 7;"
         inside = f"{tile['o0']} + r < {tile['osize']} && k0 + c * 4 < kend"
         address = f"{tile['ptr']} + ({tile['o0']} + r) * {tile['so']} + k0 + c * 4"
-        store = f"""\
-        const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));
-        {p}_sts16({name}_big + at, big[0], big[1], big[2], big[3]);
-        {p}_sts16({name}_small + at, small[0], small[1], small[2], small[3]);"""
+        store = f"        const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));\n" + store_split(p, name, 8)
     else:  # chunk f: k = 8 (f / 8 / (outer / 4)) + f % 8, four outer values from 4 (f / 8 % (outer / 4))
         quads = outer // 4
         where = f"const int q = (f >> 3) % {quads}, k = ((f >> 3) / {quads}) * 8 + (f & 7);"
@@ -157,11 +184,7 @@ def _stage(p: str, name: str, outer: int, k_major: bool, nthreads: int, tile: di
         const int f = (int)threadIdx.x + l * {nthreads};
         if ({guard.removesuffix(" && ") or "true"}) {{
         {where}
-        unsigned big[4], small[4];
-        {p}_split({name}v[l].x, big[0], small[0]);
-        {p}_split({name}v[l].y, big[1], small[1]);
-        {p}_split({name}v[l].z, big[2], small[2]);
-        {p}_split({name}v[l].w, big[3], small[3]);
+{split_float4(p, f"{name}v[l]", 8)}
 {store}
         }}
       }}
@@ -211,17 +234,7 @@ __global__ void __launch_bounds__({nthreads}) {p}_tf32w_vec(const {p}_prob P) {{
   {p}_proxy_fence();
   __syncthreads();
   for (int64_t kt = 0; kt < KT; ++kt) {{
-    const unsigned a_big = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
-    const unsigned a_small = a_big + {a_bytes}u;
-    const unsigned b_big = s0 + (unsigned)(kt & 1) * {stage}u + {2 * a_bytes}u, b_small = b_big + {b_bytes}u;
-    {p}_wg_fence();
-#pragma unroll
-    for (unsigned ks = 0; ks < {BK // 8}; ++ks) {{  // small terms first; the slice's first MMA zeroes the partial
-      {p}_wgmma_tf32(part, {p}_desc(a_small + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), ks != 0);
-      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_small + ks * 32u, 16u, 1024u), 1);
-      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), 1);
-    }}
-    {p}_wg_commit();
+{slice_mmas(p, stage, a_bytes, b_bytes)}
     if (kt + 1 < KT) {{  // the other stage was read by slice kt - 1's MMAs, finished before the last barrier
       const int buf = (int)((kt + 1) & 1);
       const int64_t k0 = kbeg + (kt + 1) * {BK};
