@@ -346,6 +346,41 @@ def test_the_rule_takes_warp_group_mmas_on_hopper_and_tf32x3_where_its_wide_tile
     assert GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4) in seeds
 
 
+BIG_IMAGE = """import torch
+import torch.nn as nn
+
+B, C, D, H, W = 1, 64, 330, 330, 330  # 64 x 330^3 > 2^31 elements in one image
+OPTIML = {"dtype": "bfloat16", "shape_sets": [{"B": 1, "C": 8, "D": 5, "H": 6, "W": 7}]}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv3d(C, 64, 3, padding=1)
+
+    def forward(self, x):
+        return self.c(x)
+
+
+def get_inputs():
+    return [torch.randn(B, C, D, H, W)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_warp_group_kernels_are_left_out_where_an_image_overflows_their_32_bit_offsets(tmp_path: Path) -> None:
+    """The warp-group kernels address an image's channels of a group in 32 bits (their launch returns -4
+    beyond): a shape set past that gets the mma variant by rule, not a kernel that cannot run."""
+    path = tmp_path / "big_conv3d.py"
+    path.write_text(BIG_IMAGE, encoding="utf-8")
+    k = TemplateKernels.for_task(load_task(path), FACTS)
+    assert "wgmma" not in k.spaces[0].variants
+    assert k.default()[0].variant == "mma"
+
+
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "conv2d_bn_relu").spaces[0]
     bf16 = kernels_of(tasks, "h_conv2d").spaces[0]

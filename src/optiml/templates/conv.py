@@ -146,6 +146,7 @@ class Traced:
     cout: int
     kernel: tuple[int, int, int]
     out: tuple[int, int, int]
+    inp: tuple[int, int, int] = (1, 1, 1)
 
     @property
     def pixels(self) -> int:
@@ -203,7 +204,7 @@ class ConvProblem:
     def _traced(self, g: Graph) -> Traced:
         sx, sw, so = g.type(self.x).shape, g.type(self.w).shape, g.type(self.out).shape
         cout = sw[1] * self.groups if self.transposed else sw[0]
-        return Traced(sx[0], sx[1], cout, _pad3(sw[2:], 1), _pad3(so[2:], 1))
+        return Traced(sx[0], sx[1], cout, _pad3(sw[2:], 1), _pad3(so[2:], 1), _pad3(sx[2:], 1))
 
     @property
     def primary(self) -> Traced:
@@ -1028,7 +1029,10 @@ class ConvTemplate:
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
         table = all(_taps(t) <= MAX_TAPS for t in prob.traced)
         gemm = not prob.transposed and table
-        hopper = facts.arch == "sm_90a"  # warp-group MMAs
+        # warp-group MMAs: Hopper, and 32-bit offsets within one image's channels of a group (launch-checked)
+        hopper = facts.arch == "sm_90a" and all(
+            t.cin // prob.groups * t.inp[0] * t.inp[1] * t.inp[2] < 2**31 for t in prob.traced
+        )
         if gemm and prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
             if hopper:
