@@ -29,13 +29,10 @@ GEMM epilogue one element at a time, each column's output offset decoded once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_wgmma, gemm_wgmma
 from optiml.templates.base import GroupConfig
-
-if TYPE_CHECKING:
-    from optiml.templates.conv import ConvProblem
 
 ROW = 128  # bytes of a slice row: one 128-byte swizzle row
 ALIGN = 1024  # a 128-byte-swizzle atom (8 rows)
@@ -52,6 +49,15 @@ PROB_FIELDS = (
 )
 HALF_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
 TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
+
+
+class ConvGeometry(Protocol):
+    """What these kernels read of a convolution (:class:`optiml.templates.conv.ConvProblem` has it)."""
+
+    stride: tuple[int, int, int]
+    padding: tuple[int, int, int]
+    spatial: int
+    pointwise: bool
 
 
 def split(config: GroupConfig) -> bool:
@@ -105,7 +111,7 @@ def helpers(p: str, config: GroupConfig, dtype: str) -> str:
 
 
 # -- staging ---------------------------------------------------------------------------------------------
-def _decode_column(prob: ConvProblem, bn: int) -> str:
+def _decode_column(prob: ConvGeometry, bn: int) -> str:
     """Statements: this thread's im2col column ``n0 + tid % bn`` as its image's first input channel of the
     group (``X``) and, for a windowed convolution, the window's origin (``iz``, ``iy``, ``ix``; ``xo`` its
     offset in the plane, maybe in the padding). Chunk ``f = tid + l * threads`` of the ``bn x 8``-chunk B
@@ -131,7 +137,7 @@ def _decode_column(prob: ConvProblem, bn: int) -> str:
     )
 
 
-def _inside(prob: ConvProblem) -> str:
+def _inside(prob: ConvGeometry) -> str:
     """The bounds test of a gathered element at tap ``tp``: the conv's spatial dims only (a 1-D or 2-D
     convolution's leading extents are 1 and its taps' offsets there 0)."""
     tests = [
@@ -142,7 +148,7 @@ def _inside(prob: ConvProblem) -> str:
     return " && ".join(tests)
 
 
-def _gather_chunk(prob: ConvProblem, vec: int, ctype: str) -> str:
+def _gather_chunk(prob: ConvGeometry, vec: int, ctype: str) -> str:
     """Statements: ``e[0..vec)``, the im2col values at k = ``gk`` .. ``gk + vec - 1`` of this thread's
     column, zero outside ``K`` and the input. Offsets from the column's ``X`` are 32-bit (the launch checks
     ``Cin_g * DHW < 2^31``). Tap-major (``FAST``: ``Cin_g`` a multiple of ``vec``): the chunk is one tap of
@@ -193,7 +199,7 @@ def _gather_chunk(prob: ConvProblem, vec: int, ctype: str) -> str:
         }}"""
 
 
-def _b_staging(p: str, prob: ConvProblem, config: GroupConfig) -> tuple[str, str, str]:
+def _b_staging(p: str, prob: ConvGeometry, config: GroupConfig) -> tuple[str, str, str]:
     """(declarations, loads, stores) of the B tile: chunks gathered into registers ``rb``, then stored."""
     bn, nthreads, tf32 = int(config.get("bn")), threads(config), split(config)
     per, chunk = bn * 8 // nthreads, f"(int)threadIdx.x / {bn} + l * {nthreads // bn}"
@@ -302,7 +308,7 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
 
 
 # -- the kernel ------------------------------------------------------------------------------------------
-def kernel(p: str, config: GroupConfig, prob: ConvProblem, head: str, bias: str) -> str:
+def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str) -> str:
     """``{p}_wgmma_conv<FAST>`` (launch with :func:`smem_bytes` of dynamic shared memory, :func:`threads`).
     ``head``: statements decoding the block (``tmi``, ``tni``, ``gz``) and filling the tap table;
     ``bias``: the statement adding the convolution's bias of channel ``co`` to ``v``."""
@@ -439,7 +445,7 @@ __global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob
 """
 
 
-def launch(p: str, config: GroupConfig, prob: ConvProblem, max_taps: int) -> str:
+def launch(p: str, config: GroupConfig, prob: ConvGeometry, max_taps: int) -> str:
     """``{p}_launch``: the weights reordered, then the kernel's ``FAST`` instance where it applies (a windowed
     convolution: ``Cin_g`` a multiple of a chunk, so k is tap-major; a half pointwise one: pixels per image
     a multiple of 8 and the input 16-byte aligned, so B moves by 16-byte copies), else the general one."""
