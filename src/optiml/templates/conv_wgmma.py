@@ -8,23 +8,28 @@ Two variants, one structure:
   ``wgmma.mma_async.m64n{bn}k8.tf32`` (:mod:`optiml.templates.gemm_tf32_wgmma`): each value is split
   once, when staged, into a big and a small TF32 part stored in two tiles; 32-deep k slices.
 
-The GEMM is the conv template's (:mod:`optiml.templates.conv`): ``A[m][k]`` the weights as stored, ``B``
+The GEMM is the conv template's (:mod:`optiml.templates.conv`): ``A[m][k]`` the weights (reordered: below), ``B``
 the im2col matrix, never stored. A block is ``bm / 64`` warp groups (each owns 64 output channels) over a
 ``bm x bn`` tile. Both operands sit in shared memory k-major in the 128-byte swizzle the descriptors name
 (16-byte chunk ``c`` of row ``r`` at chunk ``c ^ (r % 8)``; tiles on 1024-byte boundaries), two stages:
 
-* the weights move in 16-byte words where ``K`` is a multiple of a word and the weight is aligned (the
-  kernel's ``AVEC`` instance: half values by ``cp.async`` straight into the stage, floats through
-  registers to be split), else element by element, packed into words;
-* each thread gathers 16-byte chunks (8 halves or 4 floats: consecutive k) of fixed im2col columns, lanes
-  on consecutive columns so a warp's loads are coalesced along the output row. A chunk costs one
-  multiply-high division of its first k by the tap count; the rest step through the shared tap table.
-  Only the bounds of the convolution's own spatial dims are tested.
+* the weights are copied into the workspace at every call (:func:`weight_kernel`: they are an input) with
+  rows padded to a 16-byte chunk, so a weight chunk is one aligned load (half values by ``cp.async``
+  straight into the stage, floats through registers to be split), and **tap-major** (``k = tap * Cin_g +
+  ci``) where ``Cin_g`` is a multiple of a chunk;
+* each thread gathers 16-byte chunks (8 halves or 4 floats: consecutive k) of one im2col column, lanes on
+  consecutive columns so a warp's loads are coalesced along the output row. In the kernel's ``FAST``
+  instance (tap-major) a chunk is one tap of consecutive channels: one tap-table read and one bounds test,
+  then loads a plane apart; otherwise k walks each channel's taps (a multiply-high division per chunk).
+  Offsets within an image's channels of a group are 32-bit (launch-checked). Only the bounds of the
+  convolution's own spatial dims are tested. A half pointwise convolution whose images hold a multiple of
+  8 pixels gathers nothing: its ``FAST`` instance copies 8 pixels at a time by ``cp.async`` into n-major
+  panels that the MMA reads transposed.
 
-A slice's MMAs are issued, then the next slice is loaded into registers and stored into the other stage
-while they run; the block waits for its MMAs and one barrier ends the slice (the stage the stores refill
-was read by the MMAs of the slice before, finished before that barrier). The accumulators go through the
-GEMM epilogue one element at a time, each column's output offset decoded once.
+A slice's MMAs are issued, then the next slice is loaded and stored into the other stage while they run;
+the block commits and waits for its copies (``cp.async.wait_group`` waits for committed groups only), waits
+for its MMAs, and one barrier ends the slice (the stage the stores refill was read by the MMAs of the slice
+before, finished before that barrier). The accumulators go through the GEMM epilogue one element at a time.
 """
 
 from __future__ import annotations
