@@ -423,7 +423,7 @@ def _phase_block_decode(phases: int) -> str:
   const int64_t phase = bid % {phases}u, gz = bid / {phases}u;"""
 
 
-def fast_division_host(divisor: str, into: str = "ks") -> list[str]:
+def _fast_division_host(divisor: str, into: str = "ks") -> list[str]:
     """Host statements: ``P.{into}_mul`` / ``P.{into}_shr`` with ``n / d == __umulhi(n, mul) >> shr`` for
     every ``n < 2^31`` (Granlund-Montgomery, as CUTLASS's FastDivmod); ``mul = 0`` marks ``d == 1``."""
     return [
@@ -984,8 +984,8 @@ def _space_check(prob: ConvProblem, config: GroupConfig) -> str | None:
         return _mma_check(config, tables)
     if config.variant == "tf32x3":
         return _tf32_check(config, tables)
-    if config.variant in ("wgmma", "tf32x3_wgmma"):
-        return conv_wgmma.check(config)
+    if config.variant in conv_wgmma.VARIANTS:
+        return conv_wgmma.check(config, tables)
     return None
 
 
@@ -1030,18 +1030,18 @@ class ConvTemplate:
         table = all(_taps(t) <= MAX_TAPS for t in prob.traced)
         gemm = not prob.transposed and table
         # warp-group MMAs: Hopper, and 32-bit offsets within one image's channels of a group (launch-checked)
-        hopper = facts.arch == "sm_90a" and all(
+        warp_group = facts.arch == "sm_90a" and all(
             t.cin // prob.groups * t.inp[0] * t.inp[1] * t.inp[2] < 2**31 for t in prob.traced
         )
         if gemm and prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
-            if hopper:
+            if warp_group:
                 knobs["wgmma"] = dict(conv_wgmma.HALF_KNOBS)
         elif gemm:
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
             if tensor_cores_take_tf32(facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
-            if hopper:
+            if warp_group:
                 knobs["tf32x3_wgmma"] = dict(conv_wgmma.TF32_KNOBS)
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
@@ -1133,7 +1133,7 @@ class ConvTemplate:
         # The GEMM epilogue reads only ``out`` and ``has_n`` of its problem; a ConvProblem has both.
         epi = Epilogue(group, cast(Problem, prob), ctx, self.sizes)
         ctype = c_type(prob.dtype)
-        warp_group = config.variant in ("wgmma", "tf32x3_wgmma")
+        warp_group = config.variant in conv_wgmma.VARIANTS
         extra = conv_wgmma.PROB_FIELDS if warp_group else ()
         device = [f"// ---- {p}: {group.describe()} {config.label()} ----", _prob_struct(p, ctype, epi, extra)]
         device.append(epi.device(p))
@@ -1166,7 +1166,7 @@ class ConvTemplate:
                 _mma_kernel(p, config, prob),
                 _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32, vec=8),
             ]
-        elif config.variant in ("wgmma", "tf32x3_wgmma"):
+        elif config.variant in conv_wgmma.VARIANTS:
             threads = conv_wgmma.threads(config)
             head = _block_decode() + "\n" + _tap_table(prob, threads)
             device += [
@@ -1185,7 +1185,7 @@ class ConvTemplate:
         host += self._shape_host(group, prob, ctx)
         host += epi.host(p)
         if warp_group:
-            host += conv_wgmma.host(config, ctx.workspace) + fast_division_host("P.Cin_g", "cg")
+            host += conv_wgmma.host(config, ctx.workspace) + _fast_division_host("P.Cin_g", "cg")
         host += [f"  const int {p}_err = {p}_launch(P, stream);", f"  if ({p}_err != 0) return {p}_err;", "}"]
         return KernelCode(
             device="\n".join(device), host="\n".join(host) + "\n", workspace_bytes=workspace, includes=includes
@@ -1233,7 +1233,7 @@ class ConvTemplate:
             "  P.K = P.Cin_g * P.KS;",
             "  P.N = 1;",
         ]
-        lines += fast_division_host("P.KS")
+        lines += _fast_division_host("P.KS")
         if prob.pointwise:
             lines.append("  if (P.KS != 1) return -5;  // built for a 1x1 kernel")
         return lines

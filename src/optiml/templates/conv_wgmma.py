@@ -42,7 +42,7 @@ from optiml.templates.base import GroupConfig
 ROW = 128  # bytes of a slice row: one 128-byte swizzle row
 ALIGN = 1024  # a 128-byte-swizzle atom (8 rows)
 MAX_SMEM = 227 * 1024
-TAP_TABLE_BYTES = 16 * 512  # the conv template's static tap table (conv.MAX_TAPS int4s)
+VARIANTS = ("wgmma", "tf32x3_wgmma")
 REORDER_THREADS = 256
 #: Fields of the conv template's problem struct only these kernels use (:func:`host` fills them).
 PROB_FIELDS = (
@@ -89,16 +89,16 @@ def vec(config: GroupConfig) -> int:
     return 4 if split(config) else 8
 
 
-def check(config: GroupConfig) -> str | None:
-    """Why ``config`` is illegal, or None."""
+def check(config: GroupConfig, tables: int) -> str | None:
+    """Why ``config`` is illegal, or None (``tables``: the conv template's static shared tables, bytes)."""
     bm, bn = int(config.get("bm")), int(config.get("bn"))
     knobs = TF32_KNOBS if split(config) else HALF_KNOBS
     if bm not in knobs["bm"] or bn not in knobs["bn"]:
         return f"{config.label()}: bm in {knobs['bm']} (warp groups of 64 rows), bn in {knobs['bn']}"
     if bn > threads(config):
         return f"{config.label()}: one im2col column a thread ({bn} columns, {threads(config)} threads)"
-    if smem_bytes(config) + TAP_TABLE_BYTES > MAX_SMEM:
-        return f"{config.label()}: {smem_bytes(config) + TAP_TABLE_BYTES} B of shared memory (at most {MAX_SMEM})"
+    if smem_bytes(config) + tables > MAX_SMEM:
+        return f"{config.label()}: {smem_bytes(config) + tables} B of shared memory (at most {MAX_SMEM})"
     return None
 
 
@@ -454,11 +454,21 @@ def launch(p: str, config: GroupConfig, prob: ConvGeometry, max_taps: int) -> st
     """``{p}_launch``: the weights reordered, then the kernel's ``FAST`` instance where it applies (a windowed
     convolution: ``Cin_g`` a multiple of a chunk, so k is tap-major; a half pointwise one: pixels per image
     a multiple of 8 and the input 16-byte aligned, so B moves by 16-byte copies), else the general one."""
-    if prob.pointwise:
-        fast = "false" if split(config) else "P.OS % 8 == 0 && ((uintptr_t)P.x & 15) == 0"
-    else:
-        fast = "P.tapmajor != 0"
     bm, bn, nthreads, smem = int(config.get("bm")), int(config.get("bn")), threads(config), smem_bytes(config)
+
+    def start(instance: str) -> str:
+        kernel = f"{p}_wgmma_conv<{instance}>"
+        return f"""\
+    // the shared-memory limit raised at every call (about a microsecond): no state kept across calls
+    const cudaError_t e = cudaFuncSetAttribute({kernel}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
+    if (e != cudaSuccess) return (int)e;
+    {kernel}<<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);"""
+
+    if prob.pointwise and split(config):  # no FAST instance: the 3xTF32 split needs the register path
+        body = f"  {{\n{start('false')}\n  }}"
+    else:
+        fast = "P.OS % 8 == 0 && ((uintptr_t)P.x & 15) == 0" if prob.pointwise else "P.tapmajor != 0"
+        body = f"  if ({fast}) {{\n{start('true')}\n  }} else {{\n{start('false')}\n  }}"
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.M <= 0 || P.NP <= 0) return 0;
@@ -466,7 +476,6 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.K > 2147483647LL || P.NP > 2147483647LL || P.Cin_g * P.DHW > 2147483647LL) return -4;
   if (P.KS > {max_taps}) return -5;  // more kernel taps than the shared table holds
   P.tapmajor = P.Cin_g % {vec(config)} == 0;
-  const bool fast = {fast};
   P.tiles_m = (P.M + {bm - 1}) / {bm};
   P.tiles_n = (P.NP + {bn - 1}) / {bn};
   const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
@@ -474,13 +483,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   const int64_t words = P.Cout * P.Kp;
   const int64_t reorder = (words + {REORDER_THREADS - 1}) / {REORDER_THREADS};
   {p}_wreorder<<<(unsigned)(reorder < 4096 ? reorder : 4096), {REORDER_THREADS}, 0, stream>>>(P);
-  // the shared-memory limit raised at every call (about a microsecond): no state kept across calls
-  const cudaError_t e = fast
-      ? cudaFuncSetAttribute({p}_wgmma_conv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem})
-      : cudaFuncSetAttribute({p}_wgmma_conv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
-  if (e != cudaSuccess) return (int)e;
-  if (fast) {p}_wgmma_conv<true><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
-  else {p}_wgmma_conv<false><<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);
+{body}
   {{ const cudaError_t err = cudaGetLastError(); if (err != cudaSuccess) return (int)err; }}
   return 0;
 }}

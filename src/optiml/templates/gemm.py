@@ -770,15 +770,15 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
 """
 
 
-def _launch_terms(p: str, prob: Problem, epi: Epilogue) -> tuple[str, str, str, str, str]:
+def _launch_terms(p: str, prob: Problem, epi: Epilogue) -> gemm_mma.LaunchTerms:
     """C terms of a tiled launch: each operand's leading stride and contiguous length, and the
     statements setting ``P.vec_out`` and ``P.pair_out``."""
     a_ld, a_len = ("P.sam", "P.K") if prob.a_k_major else ("P.sak", "P.M")
     b_ld, b_len = ("P.sbn", "P.K") if prob.b_k_major else ("P.sbk", "P.N")
     outs = " && ".join(f"{p}_aligned(P.o{k})" for k, _ in enumerate(epi.group.outputs)) or "true"
-    vec_out = f"P.vec_out = (P.N % 4 == 0 && {outs}) ? 1 : 0;" if epi.vector_outputs() else "P.vec_out = 0;"
-    vec_out += f"\n  P.pair_out = (P.N % 2 == 0 && {outs}) ? 1 : 0;"
-    return a_ld, a_len, b_ld, b_len, vec_out
+    flags = f"P.vec_out = (P.N % 4 == 0 && {outs}) ? 1 : 0;" if epi.vector_outputs() else "P.vec_out = 0;"
+    flags += f"\n  P.pair_out = (P.N % 2 == 0 && {outs}) ? 1 : 0;"
+    return gemm_mma.LaunchTerms(a_ld, a_len, b_ld, b_len, flags)
 
 
 def _simt_launch(p: str, prob: Problem, cfg: GroupConfig, facts: DeviceFacts, epi: Epilogue) -> str:
@@ -787,12 +787,13 @@ def _simt_launch(p: str, prob: Problem, cfg: GroupConfig, facts: DeviceFacts, ep
     workspace, added in slice order by ``{p}_splitk_sum``."""
     bm, bn, bk, tm, tn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
     threads = (bm // tm) * (bn // tn)
-    a_ld, a_len, b_ld, b_len, vec_out = _launch_terms(p, prob, epi)
+    terms = _launch_terms(p, prob, epi)
+    a_ld, a_len, b_ld, b_len = terms.a_ld, terms.a_len, terms.b_ld, terms.b_len
     return f"""\
 {_split_plan(p, bm, bn, bk, facts)}static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
 {_split_setup(p, bm, bn, bk)}
-  {vec_out}
+  {terms.out_flags}
   const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && {a_len} % 4 == 0 &&
                    {b_ld} % 4 == 0 && {b_len} % 4 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
                    {p}_strides_ok(P.bsb, {p}_nbd, 4);
@@ -1191,7 +1192,7 @@ def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts
         _split_plan(p, bm, bn, bk, facts),
         gemm_tf32.padding(p, prob.a_k_major, prob.b_k_major),
         gemm_tf32.launch(
-            p, tiles, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi), split_setup, vec_build=vec_build
+            p, tiles, prob.a_k_major, prob.b_k_major, _launch_terms(p, prob, epi), split_setup, vec_build=vec_build
         ),
     ]
 
@@ -1402,7 +1403,7 @@ class GemmTemplate:
                 gemm_mma.helpers(p),
                 gemm_mma.kernel(p, config, prob.a_k_major, prob.b_k_major),
                 _mma_kernel(p, fallback, prob, False, epi),
-                gemm_mma.launch(p, config, fallback, prob.a_k_major, prob.b_k_major, *_launch_terms(p, prob, epi)),
+                gemm_mma.launch(p, config, fallback, prob.a_k_major, prob.b_k_major, _launch_terms(p, prob, epi)),
             ]
         elif config.variant == "wgmma":
             fallback = gemm_mma.fallback_config(config)
@@ -1414,7 +1415,7 @@ class GemmTemplate:
                 gemm_wgmma.helpers(p, prob.dtype, int(config.get("bn")), prob.b_k_major),
                 gemm_wgmma.kernel(p, config, prob.b_k_major),
                 _mma_kernel(p, fallback, prob, False, epi),
-                gemm_wgmma.launch(p, config, fallback, *_launch_terms(p, prob, epi)),
+                gemm_wgmma.launch(p, config, fallback, _launch_terms(p, prob, epi)),
             ]
         elif config.variant == "wgmma_tma":
             fallback = gemm_mma.fallback_config(config)
@@ -1429,7 +1430,7 @@ class GemmTemplate:
                 gemm_wgmma.kernel(p, config, prob.b_k_major),
                 gemm_wgmma_tma.kernel(p, config, prob.b_k_major),
                 _mma_kernel(p, fallback, prob, False, epi),
-                gemm_wgmma_tma.launch(p, config, fallback, prob.b_k_major, *_launch_terms(p, prob, epi)),
+                gemm_wgmma_tma.launch(p, config, fallback, prob.b_k_major, _launch_terms(p, prob, epi)),
             ]
         elif config.variant in ("tf32x3", "tf32x3_wgmma"):
             device += _tf32_units(p, config, prob, epi, ctx.facts)

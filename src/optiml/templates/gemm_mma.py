@@ -14,6 +14,8 @@ with a tile that fits static shared memory (:func:`fallback_config`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from optiml.templates.base import GroupConfig
 
 PAD = 8  # halves of padding per shared-memory row
@@ -266,17 +268,24 @@ def launch(
     fallback: GroupConfig,
     a_k_major: bool,
     b_k_major: bool,
-    a_ld: str,
-    a_len: str,
-    b_ld: str,
-    b_len: str,
-    vec_out: str,
+    terms: LaunchTerms,
 ) -> str:
     """``{p}_launch``: the pipelined kernel when both operands allow 16-byte copies, else the scalar one."""
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
     smem = smem_bytes(bm, bn, bk, int(config.get("stages", 2)), a_k_major, b_k_major)
-    terms = (a_ld, a_len, b_ld, b_len, vec_out)
-    return tensor_core_launch(p, f"{p}_mma_vec", bm, bn, wm * wn * 32, smem, fallback, *terms)
+    return tensor_core_launch(p, f"{p}_mma_vec", bm, bn, wm * wn * 32, smem, fallback, terms)
+
+
+@dataclass(frozen=True)
+class LaunchTerms:
+    """C terms of a tiled GEMM launch: each operand's leading stride and contiguous length, and the host
+    statements setting the epilogue's vector-store flags (``P.vec_out``, ``P.pair_out``)."""
+
+    a_ld: str
+    a_len: str
+    b_ld: str
+    b_len: str
+    out_flags: str
 
 
 def tensor_core_launch(
@@ -287,11 +296,7 @@ def tensor_core_launch(
     threads: int,
     smem: int,
     fallback: GroupConfig,
-    a_ld: str,
-    a_len: str,
-    b_ld: str,
-    b_len: str,
-    vec_out: str,
+    terms: LaunchTerms,
     first: str = "",
 ) -> str:
     """``{p}_launch`` of a 16-byte tensor-core ``kernel`` (``bm x bn`` tiles, ``smem`` bytes of dynamic
@@ -302,9 +307,9 @@ def tensor_core_launch(
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   (void)ws;
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
-  {vec_out}
-  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 8 == 0 && {a_len} % 8 == 0 &&
-                   {b_ld} % 8 == 0 && {b_len} % 8 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 8) &&
+  {terms.out_flags}
+  const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {terms.a_ld} % 8 == 0 && {terms.a_len} % 8 == 0 &&
+                   {terms.b_ld} % 8 == 0 && {terms.b_len} % 8 == 0 && {p}_strides_ok(P.bsa, {p}_nbd, 8) &&
                    {p}_strides_ok(P.bsb, {p}_nbd, 8);
   const int64_t tile_m = vec ? {bm} : {fbm}, tile_n = vec ? {bn} : {fbn};
   P.tiles_m = (P.M + tile_m - 1) / tile_m;

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
+from optiml.templates.gemm_mma import LaunchTerms, fragment_epilogue, warp_grid_problem, zeroed_accumulators
 
 MAX_SMEM = 227 * 1024  # dynamic shared memory per block with the opt-in
 PAD_K = 4  # floats of padding on a row whose contiguous dim is k
@@ -298,11 +298,7 @@ def launch(
     config: GroupConfig,
     a_k_major: bool,
     b_k_major: bool,
-    a_ld: str,
-    a_len: str,
-    b_ld: str,
-    b_len: str,
-    vec_out: str,
+    terms: LaunchTerms,
     split_setup: str,
     vec_build: tuple[str, int, int] | None = None,
 ) -> str:
@@ -313,13 +309,14 @@ def launch(
     same block tile (the warp-group one)."""
     bm, bn, bk, wm, wn, stages = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn", "stages"))
     smem = smem_bytes(bm, bn, bk, stages, a_k_major, b_k_major)
+    a_ld, a_len, b_ld, b_len = terms.a_ld, terms.a_len, terms.b_ld, terms.b_len
     vec_kernel, vec_threads, vec_smem = vec_build or (f"{p}_tf32_vec", wm * wn * 32, smem)
     a_rows = "P.M" if a_k_major else "P.K"
     b_rows = "P.N" if b_k_major else "P.K"
     return f"""\
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
-  {vec_out}
+  {terms.out_flags}
 {split_setup}
   const bool pad = {p}_pad_bytes(P.M, P.N, P.K, P.batch) != 0;
   if (pad) {{  // an odd contiguous dim: padded copies in the workspace

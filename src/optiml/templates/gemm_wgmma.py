@@ -25,7 +25,7 @@ takes the scalar ``mma`` build (:func:`optiml.templates.gemm_mma.fallback_config
 from __future__ import annotations
 
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_mma import tensor_core_launch
+from optiml.templates.gemm_mma import LaunchTerms, tensor_core_launch
 
 BK = 64  # k per slice: one 128-byte swizzle row of 16-bit values
 PANEL = 64  # MN-major B: n per panel (one 128-byte row)
@@ -255,11 +255,8 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
 """
 
 
-def launch(
-    p: str, config: GroupConfig, fallback: GroupConfig, a_ld: str, a_len: str, b_ld: str, b_len: str, vec_out: str
-) -> str:
+def launch(p: str, config: GroupConfig, fallback: GroupConfig, terms: LaunchTerms) -> str:
     """``{p}_launch``: the wgmma kernel when both operands allow 16-byte copies, else the scalar mma one."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     smem = smem_bytes(bm, bn, stages)
-    terms = (a_ld, a_len, b_ld, b_len, vec_out)
-    return tensor_core_launch(p, f"{p}_wgmma_vec", bm, bn, (bm // 64) * 128, smem, fallback, *terms)
+    return tensor_core_launch(p, f"{p}_wgmma_vec", bm, bn, (bm // 64) * 128, smem, fallback, terms)

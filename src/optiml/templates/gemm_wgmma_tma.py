@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from optiml.templates import gemm_wgmma
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_mma import tensor_core_launch
+from optiml.templates.gemm_mma import LaunchTerms, tensor_core_launch
 from optiml.templates.gemm_wgmma import ALIGN, BK, MAX_SMEM, PANEL, stage_bytes, stored_accumulators
 
 PRODUCER_REGISTERS = 40  # setmaxnreg.dec: the producer only counts slices and issues copies
@@ -221,17 +221,12 @@ def launch(
     config: GroupConfig,
     fallback: GroupConfig,
     b_k_major: bool,
-    a_ld: str,
-    a_len: str,
-    b_ld: str,
-    b_len: str,
-    vec_out: str,
+    terms: LaunchTerms,
 ) -> str:
     """``{p}_launch``: the TMA kernel for a single aligned product, the ``wgmma`` kernel of the same tile for
     an aligned batch, the scalar ``mma`` build otherwise."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     smem = gemm_wgmma.smem_bytes(bm, bn, stages)
-    terms = (a_ld, a_len, b_ld, b_len, vec_out)
     return tensor_core_launch(
-        p, f"{p}_wgmma_vec", bm, bn, (bm // 64) * 128, smem, fallback, *terms, first=tma_launch(p, config, b_k_major)
+        p, f"{p}_wgmma_vec", bm, bn, (bm // 64) * 128, smem, fallback, terms, first=tma_launch(p, config, b_k_major)
     )
