@@ -130,6 +130,13 @@ SPECS: dict[str, dict[str, Any]] = {
         body="return torch.relu(a @ b + c) * 0.5",
         inputs="torch.randn(M, K), torch.randn(K, N), torch.randn(N)",
     ),
+    "nt_deep": dict(  # x @ W.T over several k slices: B k-major through a ring of TMA stages that wraps
+        sizes={"M": 37, "N": 45, "K": 300},
+        sets=[{"M": 64, "N": 64, "K": 352}],
+        args="a, b",
+        body="return a @ b.t()",
+        inputs="torch.randn(M, K), torch.randn(N, K)",
+    ),
     "two_outputs": dict(
         args="a, b",
         body="y = a @ b\n        return y, torch.relu(y) * 2.0",
@@ -352,7 +359,8 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
 def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     fp32 = kernels_of(tasks, "mm").spaces[0]
     bf16 = kernels_of(tasks, "h_mm_relu").spaces[0]
-    assert fp32.variants == ("simt", "tf32x3", "tf32x3_wgmma", "gemv")
+    assert fp32.variants == ("simt", "tf32x3", "tf32x3_wgmma", "tf32x3_tma", "gemv")
+    assert "tf32x3_tma" not in kernels_of(tasks, "mm_tn").spaces[0].variants  # A's fragments need it k-major
     assert bf16.variants == ("mma", "wgmma", "wgmma_tma", "gemv")
     assert kernels_of(tasks, "mm", DeviceFacts(arch="sm_75")).spaces[0].variants == ("simt", "gemv")  # no TF32 MMA
     ampere = kernels_of(tasks, "mm", DeviceFacts(arch="sm_80")).spaces[0]
@@ -503,6 +511,11 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("mm_nt", GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)),
         ("linear3d_gelu_res", GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)),
     ],
+    "tf32x3_tma": [
+        ("mm", GroupConfig.of("tf32x3_tma", bm=128, bn=128, stages=4)),
+        ("mm_nt", GroupConfig.of("tf32x3_tma", bm=64, bn=128, stages=3)),
+        ("linear3d_gelu_res", GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=2)),
+    ],
     "wgmma_tma": [
         ("h_mm_relu", GroupConfig.of("wgmma_tma", bm=128, bn=256, stages=4)),
         ("h_mm_nt", GroupConfig.of("wgmma_tma", bm=128, bn=192, stages=5)),
@@ -536,6 +549,7 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
 # -- numerics on the CPU (g++ and the fiber emulator) ------------------------------------------------
 EXTRAS = r"""
 // What the GEMM kernels use beyond the scan emulator (test-only).
+#include <array>
 #include <cmath>
 #include <map>
 #define __grid_constant__
@@ -677,7 +691,8 @@ static float emu_smem_bf16(unsigned logical) {
 // shared memory: a kernel that hands a stage back before then sees it overwritten.
 static emu_async_queue emu_wg[1024];
 static void emu_wg_commit() { emu_wg[threadIdx.x].commit(); }
-static void emu_wg_wait(int pending) { emu_wg[threadIdx.x].wait(pending); }
+static void emu_wg_wait_any(int pending);  // (below: A operands in registers)
+static void emu_wg_wait(int pending) { emu_wg_wait_any(pending); }
 static void emu_wgmma_now(float* d, unsigned long long da, unsigned long long db, int n_cols, int tnsp) {
   const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
   const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
@@ -725,6 +740,60 @@ static void emu_wgmma_tf32_now(float* d, unsigned long long da, unsigned long lo
 }
 static void emu_wgmma_tf32(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
   emu_wg[threadIdx.x].open.push_back([=]() { emu_wgmma_tf32_now(d, da, db, n_cols, accumulate); });
+}
+// The same MMA with A in registers: register v of thread t (warp w, lane l) holds A(16 w + l / 4 + 8 (v & 1),
+// l % 4 + 4 (v >> 1)). The MMA reads the issuing threads' registers when it runs, as late as the wait that
+// retires it: the warp group meets before and after that wait (the instructions are .sync.aligned), so every
+// thread's registers are read as they stand at the wait, and one overwritten before it is caught.
+static std::map<std::pair<unsigned, long>, std::array<const unsigned*, 128>> emu_rs_a;
+static long emu_rs_seq[1024];
+static bool emu_rs_pending[1024];
+static emu_barrier emu_wg_bars[8];
+static void emu_wg_sync() {
+  emu_barrier& b = emu_wg_bars[threadIdx.x / 128];
+  b.need = 128;
+  emu_wait(b);
+}
+static void emu_wgmma_tf32_rs_now(float* d, unsigned group, long seq, unsigned long long db, int n_cols,
+                                  int accumulate) {
+  const std::array<const unsigned*, 128>& a = emu_rs_a.at({group, seq});
+  const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
+  const unsigned b0 = (unsigned)(db & 0x3FFF) << 4, bsbo = (unsigned)((db >> 32) & 0x3FFF) << 4;
+  for (int j = 0; j < n_cols / 8; ++j)
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q) {
+        const unsigned row = warp * 16 + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4) + q;
+        double sum = accumulate ? d[4 * j + 2 * h + q] : 0.0;
+        for (unsigned k = 0; k < 8; ++k) {
+          const unsigned owner = (row / 16) * 32 + (row % 8) * 4 + k % 4, reg = ((row % 16) >= 8) + 2 * (k >= 4);
+          sum += (double)__uint_as_float(a[owner][reg] & 0xffffe000u) *
+                 (double)emu_smem_tf32(b0 + (col / 8) * bsbo + (col % 8) * 128 + 4 * k);
+        }
+        d[4 * j + 2 * h + q] = (float)sum;
+      }
+}
+static void emu_wgmma_tf32_rs(float* d, const unsigned* a, unsigned long long db, int n_cols, int accumulate) {
+  const unsigned group = threadIdx.x / 128;
+  const long seq = emu_rs_seq[threadIdx.x]++;
+  emu_rs_a[{group, seq}][threadIdx.x % 128] = a;
+  emu_rs_pending[threadIdx.x] = true;
+  emu_wg[threadIdx.x].open.push_back([=]() { emu_wgmma_tf32_rs_now(d, group, seq, db, n_cols, accumulate); });
+}
+static void emu_wg_wait_any(int pending) {
+  const bool rs = emu_rs_pending[threadIdx.x];
+  if (rs) emu_wg_sync();
+  emu_wg[threadIdx.x].wait(pending);
+  if (rs) {
+    emu_wg_sync();
+    emu_rs_pending[threadIdx.x] = !emu_wg[threadIdx.x].groups.empty() || !emu_wg[threadIdx.x].open.empty();
+  }
+}
+// Named barriers (bar.sync id, count): the first `count` threads to arrive pass together.
+static emu_barrier emu_named_bars[16];
+static void emu_named_sync(int id, unsigned count) {
+  emu_barrier& b = emu_named_bars[id];
+  b.need = (int)count;
+  emu_wait(b);
 }
 // mbarriers (by shared-memory address): a phase ends when its arrivals and its expected copy bytes are all in.
 struct emu_mbar {
@@ -862,6 +931,12 @@ PIPELINE_ASM = [  # the pipelined kernel's PTX helpers -> the emulator's
     (re.compile(r'asm volatile\("mbarrier\.arrive\.shared.*?"memory"\);'), "emu_mbar_arrive(bar);"),
     (re.compile(r'asm volatile\("cp\.async\.bulk\.tensor\.2d.*?\);', re.S), "emu_tma_load(dst, map, c0, c1, bar);"),
 ]
+WGMMA_TF32_RS_ASM = re.compile(  # A in registers: "{d...}, {a0, a1, a2, a3}, db"
+    r'asm volatile\("\{\\n\.reg \.pred p;[^"]*"\s*"wgmma[^"]*m64n(\d+)k8\.f32\.tf32\.tf32 "\s*"\{[^}]*\}, \{[^}]*\}, '
+    r"%\d+, p, 1, 1;.*?\);\n",
+    re.S,
+)
+NAMED_BARRIER_ASM = re.compile(r'asm volatile\("bar\.sync %0, %1;\\n" :: "n"\((\d+)\), "r"\(count\) : "memory"\);')
 WGMMA_TF32_ASM = re.compile(
     r'asm volatile\("\{\\n\.reg \.pred p;.*?m64n(\d+)k8\.f32\.tf32\.tf32.*?, p, 1, 1;.*?\);\n', re.S
 )
@@ -899,6 +974,8 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
     for pattern, replacement in PIPELINE_ASM:
         host = pattern.sub(replacement, host)
     host = WGMMA_ASM.sub(lambda m: f"emu_wgmma(d, da, db, {m.group(1)}, {m.group(2)});\n", host)
+    host = WGMMA_TF32_RS_ASM.sub(lambda m: f"emu_wgmma_tf32_rs(d, a, db, {m.group(1)}, accumulate);\n", host)
+    host = NAMED_BARRIER_ASM.sub(lambda m: f"emu_named_sync({m.group(1)}, count);", host)
     host = WGMMA_TF32_ASM.sub(lambda m: f"emu_wgmma_tf32(d, da, db, {m.group(1)}, accumulate);\n", host)
     for pattern, replacement in STS_ASM:
         host = pattern.sub(replacement, host)
@@ -1062,6 +1139,24 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("bcast", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)]),
     ("linear3d_gelu_res", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=64)]),
     ("deep_k", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)]),
+    # 3xTF32 fed by TMA (A k-major): B n-major (transposed by the split) and k-major, one and two consumer warp
+    # groups, fewer stages than slices (the rings wrap), split-K; a batch and misaligned operands take the
+    # mma.sync builds of the same tile
+    (
+        "mm",
+        [GroupConfig.of("tf32x3_tma", bm=64, bn=64, stages=2), GroupConfig.of("tf32x3_tma", bm=128, bn=128, stages=3)],
+    ),
+    (
+        "mm_nt",
+        [GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=4), GroupConfig.of("tf32x3_tma", bm=64, bn=128, stages=2)],
+    ),
+    ("bcast", [GroupConfig.of("tf32x3_tma", bm=64, bn=64, stages=3)]),
+    ("linear3d_gelu_res", [GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=2)]),
+    ("deep_k", [GroupConfig.of("tf32x3_tma", bm=64, bn=128, stages=3)]),
+    (
+        "nt_deep",
+        [GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=3), GroupConfig.of("tf32x3_tma", bm=64, bn=64, stages=4)],
+    ),
 ]
 MISALIGNED = {"mm": 1, "mm_nt": 1, "gemv": 2}  # task -> an aligned shape set it also runs misaligned
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
@@ -1236,6 +1331,45 @@ def test_emulator_catches_a_warp_group_tf32x3_kernel_with_a_wrong_layout_or_with
     lib = emulated_library(tmp_path, [k_major, transposed, plain])
     case = TaskRuntime(tasks["mm"], "cpu").case(8, 1)
     for k in range(3):
+        (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
+        want = case.expected[0].double().numpy().reshape(-1)
+        assert not np.allclose(got, want, rtol=1e-4, atol=1e-4), k
+
+
+@needs_gxx
+def test_emulator_catches_a_tma_tf32x3_kernel_with_a_wrong_fragment_split_or_register_reuse(
+    tasks: dict[str, Task], tmp_path: Path
+) -> None:
+    """Not vacuous for the TMA 3xTF32 kernel, on the 16-byte shape set where it runs: A fragments read one row
+    off, a k-major B chunk split from the wrong raw chunk, an n-major one transposed from the wrong one, plain
+    TF32 (the small terms dropped), and the next slice's A fragments loaded into registers that the MMAs in
+    flight still read (the emulator reads A registers at the wait that retires the MMAs)."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    config = GroupConfig.of("tf32x3_tma", bm=64, bn=64, stages=2)
+    mm = kernels_of(tasks, "mm", EMULATED).render([config]).code
+    nt = kernels_of(tasks, "mm_nt", EMULATED).render([config]).code
+    deep = (
+        kernels_of(tasks, "deep_k", EMULATED)
+        .render([config, *kernels_of(tasks, "deep_k", EMULATED).default()[1:]])
+        .code
+    )
+    row = mm.replace("const int r = arow + 8 * (v & 1)", "const int r = arow + (v & 1)")
+    k_major = nt.replace("*)(base + raw_b + at);", "*)(base + raw_b + (at ^ 16u));")  # the wrong raw chunk
+    n_major = mm.replace("((((n & 31) >> 2) ^ (k & 7)) << 4)", "((((n & 31) >> 2) ^ (k & 3)) << 4)")
+    plain = re.sub(r"\n *\w+_wgmma_tf32_rs\(part, ab\[ks\], [^\n]*b_small[^\n]*\n", "\n", mm)
+    plain = re.sub(r"(\w+_wgmma_tf32_rs\(part, )as_(\[ks\], [^\n]*b_big)", r"\1ab\2", plain)
+    # the wait and the partial's sum moved after the next slice's A fragments are loaded
+    waited = re.search(
+        r"\n( *\w+_wg_wait<0>\(\);\n#pragma unroll\n *for \(int i = 0; i < \d+; \+\+i\) acc\[i\] \+= part\[i\];)", deep
+    )
+    fragments = re.search(r"\n *if \(next < KT\) \{  // the MMAs are done.*?\n    \}\n", deep, re.S)
+    assert waited and fragments
+    early = deep.replace(waited.group(0), "").replace(fragments.group(0), fragments.group(0) + waited.group(1) + "\n")
+    assert len({mm, row, k_major, n_major, plain, early}) == 6
+    lib = emulated_library(tmp_path, [row, k_major, n_major, plain, early])
+    for k, name in enumerate(("mm", "mm_nt", "mm", "mm", "deep_k")):  # deep_k: several k slices a block
+        case = TaskRuntime(tasks[name], "cpu").case(8, 1)
         (got,) = run_emulated(lib, k, case.abi_inputs, case.expected)
         want = case.expected[0].double().numpy().reshape(-1)
         assert not np.allclose(got, want, rtol=1e-4, atol=1e-4), k

@@ -82,7 +82,7 @@ from typing import Any
 from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import TRIANGULAR
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_wgmma, gemm_wgmma, gemm_wgmma_tma
+from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_tma, gemm_tf32_wgmma, gemm_wgmma, gemm_wgmma_tma
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -122,6 +122,7 @@ TF32_KNOBS: dict[str, tuple[Any, ...]] = {
     "stages": (2, 3, 4),
 }
 TF32_WGMMA_KNOBS: dict[str, tuple[Any, ...]] = {"bm": (64, 128), "bn": (64, 128)}
+TF32_TMA_KNOBS: dict[str, tuple[Any, ...]] = {"bm": (64, 128), "bn": (64, 128), "stages": (2, 3, 4)}
 #: the fastest tf32x3 tile at 4096^3 (a @ b), within 1.5 % of the best for a.T @ b (H200, gemm_sweep_tf32x3.json)
 TF32_DEFAULT = GroupConfig.of("tf32x3", bm=64, bn=128, bk=32, wm=2, wn=2, stages=4)
 GEMV_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "rows": (1, 2, 4, 8, 16)}
@@ -1167,14 +1168,14 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
 
 
 def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts: DeviceFacts) -> list[str]:
-    """Device code of the 3xTF32 variants: the 16-byte build (``mma.sync``, or the warp-group kernel of
-    ``tf32x3_wgmma``), the ``mma.sync`` 4-byte build of the same block tile, split-K, padding, launch."""
-    wgmma = config.variant == "tf32x3_wgmma"
-    tiles = gemm_tf32_wgmma.fallback_config(config) if wgmma else config
+    """Device code of the 3xTF32 variants: the 16-byte build (``mma.sync``, the warp-group kernel of
+    ``tf32x3_wgmma``, or the TMA kernel of ``tf32x3_tma`` ahead of the ``mma.sync`` one), the ``mma.sync``
+    4-byte build of the same block tile, split-K, padding, launch."""
+    tiles = config if config.variant == "tf32x3" else gemm_tf32_wgmma.fallback_config(config)
     bm, bn, bk = (int(tiles.get(k)) for k in ("bm", "bn", "bk"))
     units = [gemm_mma.helpers(p), gemm_tf32.helpers(p)]
-    vec_build = None
-    if wgmma:
+    vec_build, first = None, ""
+    if config.variant == "tf32x3_wgmma":
         units += [
             gemm_wgmma.descriptor_helper(p),
             gemm_wgmma.fence_helpers(p),
@@ -1183,6 +1184,15 @@ def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts
         ]
         vec_build = (f"{p}_tf32w_vec", gemm_tf32_wgmma.threads(config), gemm_tf32_wgmma.smem_bytes(bm, bn))
     else:
+        if config.variant == "tf32x3_tma":
+            units += [
+                gemm_wgmma.descriptor_helper(p),
+                gemm_wgmma.fence_helpers(p),
+                gemm_wgmma_tma.helpers(p, prob.dtype),
+                gemm_tf32_tma.helpers(p, bn),
+                gemm_tf32_tma.kernel(p, config, prob.b_k_major),
+            ]
+            first = gemm_tf32_tma.tma_launch(p, config, prob.b_k_major)
         units.append(gemm_tf32.kernel(p, tiles, prob.a_k_major, prob.b_k_major, vec=True))
     split_setup = _split_setup(p, bm, bn, bk)
     return [
@@ -1192,7 +1202,14 @@ def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts
         _split_plan(p, bm, bn, bk, facts),
         gemm_tf32.padding(p, prob.a_k_major, prob.b_k_major),
         gemm_tf32.launch(
-            p, tiles, prob.a_k_major, prob.b_k_major, _launch_terms(p, prob, epi), split_setup, vec_build=vec_build
+            p,
+            tiles,
+            prob.a_k_major,
+            prob.b_k_major,
+            _launch_terms(p, prob, epi),
+            split_setup,
+            vec_build=vec_build,
+            first=first,
         ),
     ]
 
@@ -1243,6 +1260,8 @@ def _space_check(config: GroupConfig) -> str | None:
         return gemm_tf32.check(config)
     if config.variant == "tf32x3_wgmma":
         return gemm_tf32_wgmma.check(config)
+    if config.variant == "tf32x3_tma":
+        return gemm_tf32_tma.check(config)
     return None
 
 
@@ -1284,6 +1303,8 @@ class GemmTemplate:
                 knobs["tf32x3"] = dict(TF32_KNOBS)
             if facts.arch == "sm_90a":  # TF32 warp-group MMA: Hopper
                 knobs["tf32x3_wgmma"] = dict(TF32_WGMMA_KNOBS)
+                if prob.a_k_major:  # A's fragments are read from a k-major raw slice
+                    knobs["tf32x3_tma"] = dict(TF32_TMA_KNOBS)
         knobs["gemv"] = dict(GEMV_KNOBS)
         return Space(knobs=knobs, check=_space_check)
 
@@ -1432,7 +1453,9 @@ class GemmTemplate:
                 _mma_kernel(p, fallback, prob, False, epi),
                 gemm_wgmma_tma.launch(p, config, fallback, prob.b_k_major, _launch_terms(p, prob, epi)),
             ]
-        elif config.variant in ("tf32x3", "tf32x3_wgmma"):
+        elif config.variant in ("tf32x3", "tf32x3_wgmma", "tf32x3_tma"):
+            if config.variant == "tf32x3_tma":
+                includes += ('"optiml_tma.h"',)
             device += _tf32_units(p, config, prob, epi, ctx.facts)
         else:
             device.append(_gemv_code(p, config, prob, ctx.facts))
@@ -1444,7 +1467,7 @@ class GemmTemplate:
             f"  if ({p}_err != 0) return {p}_err;",
             "}",
         ]
-        if config.variant in ("gemv", "simt", "tf32x3", "tf32x3_wgmma"):
+        if config.variant in ("gemv", "simt", "tf32x3", "tf32x3_wgmma", "tf32x3_tma"):
             m, n, k, batch = self._size_exprs(prob, ctx)
             workspace = f"{p}_ws_bytes({m}, {n}, {k}, {batch})"
             if config.variant.startswith("tf32x3"):  # the partial sums, then the padded copies (256-byte aligned)

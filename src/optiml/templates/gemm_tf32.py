@@ -115,21 +115,35 @@ def _copy(p: str, outer: int, inner: int, threads: int, width: int, tile: dict[s
 """
 
 
-def split_k_head(p: str, bm: int, bn: int) -> str:
-    """Device statements of a tiled fp32 GEMM kernel's block (SIMT, 3xTF32 and its warp-group form): its
+def split_k_head(p: str, bm: int, bn: int, operands: bool = True) -> str:
+    """Device statements of a tiled fp32 GEMM kernel's block (SIMT, 3xTF32 and its warp-group forms): its
     batch ``z``, tile origin ``m0``, ``n0``, split-K slice ``split`` and k range ``[kbeg, kend)``, and
-    the operands ``A``, ``B`` of its batch."""
-    return f"""\
-  int64_t z, tmi, tni, oa, ob;
+    (``operands``; a kernel fed by TMA reads them through its tensor maps) the operands ``A``, ``B`` of its
+    batch."""
+    head = f"""\
+  int64_t z, tmi, tni{", oa, ob" if operands else ""};
   {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
   const int64_t split = z / P.batch;  // the split-K slice (0 without a split)
   z -= split * P.batch;
+"""
+    pointers = f"""\
   {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
+"""
+    tile = f"""\
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
   const int64_t kbeg = split * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
+"""
+    if not operands:
+        return head + tile
+    return (
+        head
+        + pointers
+        + tile
+        + """\
   const float* __restrict__ A = P.a + oa;
   const float* __restrict__ B = P.b + ob;
 """
+    )
 
 
 def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool, vec: bool) -> str:
@@ -301,12 +315,14 @@ def launch(
     terms: LaunchTerms,
     split_setup: str,
     vec_build: tuple[str, int, int] | None = None,
+    first: str = "",
 ) -> str:
     """``{p}_launch``: the 16-byte build when both operands allow 16-byte copies (after :func:`padding`
     where one has an odd contiguous dim), else the 4-byte one; ``split_setup`` (the GEMM template's)
     sets the grid and the split of K, whose partial sums ``{p}_splitk_launch`` adds. ``vec_build``
     (kernel, threads, dynamic shared memory) replaces the 16-byte build with another kernel of the
-    same block tile (the warp-group one)."""
+    same block tile (the warp-group one); ``first``: host statements tried before it once ``vec`` is
+    known, which return when they launch (the TMA kernel)."""
     bm, bn, bk, wm, wn, stages = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn", "stages"))
     smem = smem_bytes(bm, bn, bk, stages, a_k_major, b_k_major)
     a_ld, a_len, b_ld, b_len = terms.a_ld, terms.a_len, terms.b_ld, terms.b_len
@@ -334,7 +350,7 @@ static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   const bool vec = {p}_aligned(P.a) && {p}_aligned(P.b) && {a_ld} % 4 == 0 && ({a_len} % 4 == 0 || padded_a) &&
                    {b_ld} % 4 == 0 && ({b_len} % 4 == 0 || padded_b) && {p}_strides_ok(P.bsa, {p}_nbd, 4) &&
                    {p}_strides_ok(P.bsb, {p}_nbd, 4);
-  // every call (about a microsecond): no state kept across calls
+{first}  // every call (about a microsecond): no state kept across calls
   const auto kernel = vec ? {vec_kernel} : {p}_tf32_any;
   const int threads = vec ? {vec_threads} : {wm * wn * 32}, smem = vec ? {vec_smem} : {smem};
   {{

@@ -64,7 +64,7 @@ def check(config: GroupConfig) -> str | None:
 
 def helpers(p: str, dtype: str) -> str:
     """mbarrier, TMA copy and register-reallocation PTX, one small function each; the operands' TMA type."""
-    tma_type = "OPTIML_TMA_BFLOAT16" if dtype == "bfloat16" else "OPTIML_TMA_FLOAT16"
+    tma_type = {"bfloat16": "OPTIML_TMA_BFLOAT16", "float32": "OPTIML_TMA_FLOAT32"}.get(dtype, "OPTIML_TMA_FLOAT16")
     return f"""\
 static const int {p}_tma_type = {tma_type};
 __device__ __forceinline__ void {p}_mbar_init(unsigned bar, unsigned count) {{
