@@ -335,15 +335,20 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     assert first["h_mm_relu"].variant == "wgmma_tma" and first["h_gemv"].variant == "gemv"
     big = kernels_of(tasks, "mm").plan.groups[0]
     big_facts = DeviceFacts(sm_count=1)  # the 128x128 tiles cover every SM
-    # an odd single product takes tf32x3 (its odd operands padded in the workspace) where TF32 MMAs exist;
-    # the warp-group kernel is a seed on Hopper (A k-major), not the rule
-    assert gemm.default(big, big_facts) == TF32_DEFAULT
-    assert GroupConfig.of("tf32x3_wgmma", bm=128, bn=128) in gemm.seeds(big, big_facts)
-    nt = kernels_of(tasks, "mm_nt").plan.groups[0]
-    assert GroupConfig.of("tf32x3_wgmma", bm=64, bn=64) in gemm.seeds(nt, big_facts)
-    tn = kernels_of(tasks, "mm_tn").plan.groups[0]  # A m-major: no warp-group seed
-    assert not any(c.variant == "tf32x3_wgmma" for c in gemm.seeds(tn, big_facts))
-    assert not any(c.variant == "tf32x3_wgmma" for c in gemm.seeds(big, DeviceFacts(sm_count=1, arch="sm_80")))
+    # an odd single product (its odd operands padded in the workspace) with A k-major takes the TMA 3xTF32 kernel
+    # on Hopper, with the mma.sync 3xTF32 kernel among its seeds; tf32x3 where TF32 MMAs exist but not TMA
+    tma = GroupConfig.of("tf32x3_tma", bm=128, bn=128, stages=4)
+    assert gemm.default(big, big_facts) == tma
+    assert gemm.seeds(big, big_facts)[:3] == [tma, tma.with_params(bn=64), TF32_DEFAULT]
+    ampere = DeviceFacts(sm_count=1, arch="sm_80")
+    assert gemm.default(big, ampere) == TF32_DEFAULT
+    assert not any(c.variant.startswith("tf32x3_") for c in gemm.seeds(big, ampere))
+    tn = kernels_of(tasks, "mm_tn").plan.groups[0]  # A m-major: the mma.sync kernel, and no warp-group seed
+    assert gemm.default(tn, big_facts) == TF32_DEFAULT
+    assert not any(c.variant.startswith("tf32x3_") for c in gemm.seeds(tn, big_facts))
+    deep = kernels_of(tasks, "deep_k").plan.groups[0]  # one tile, a long K: split-K fills the GPU
+    assert gemm.default(deep, FACTS) == tma.with_params(bm=64, bn=64)
+    assert gemm.default(kernels_of(tasks, "mm_nt").plan.groups[0], FACTS).variant == "simt"  # one small tile
     before_tf32 = DeviceFacts(sm_count=1, arch="sm_75")
     assert gemm.default(big, before_tf32) == GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
     batched = kernels_of(tasks, "bcast").plan.groups[0]  # odd sizes and a batch: no padded copies, SIMT

@@ -42,6 +42,10 @@ Variants (structural choices):
   (:mod:`optiml.templates.gemm_tf32_wgmma`); the ``tf32x3`` 4-byte build of the same tile when the
   operands do not allow 16-byte loads. A seed, not the rule: on the suite the ``mma.sync`` kernel
   measured faster once its split took two integer operations (compute_quality_suite.json).
+* ``tf32x3_tma`` (float32 on sm_90a, A k-major): the same arithmetic fed by TMA copies of the raw fp32
+  slices from a producer warp group; the consumers split A into registers (the MMA reads A from
+  registers) and B once into shared big / small tiles (:mod:`optiml.templates.gemm_tf32_tma`). A
+  batch, or operands TMA cannot address, run the ``tf32x3`` builds of the same tile.
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
   small batch, ``A @ v``) one to all of a block's warps own one big index, each over one part of its
@@ -63,7 +67,10 @@ screening rule rejects it otherwise).
 
 The planner's rule (:meth:`GemmTemplate.default`) on the primary (first) shape set:
 ``min(M, N) <= 16`` → ``gemv`` (``rows`` = the small side rounded up to a power of two, at most 16);
-else float32 → ``tf32x3`` 64×128×32 on 2×2 warps, 4 stages, when TF32 MMAs exist, both operands'
+else float32 on sm_90a with A k-major, a single product → ``tf32x3_tma`` with 4 stages, the first of
+128×128, 128×64, 64×64 whose tiles cover every SM, else 64×64 when K is long enough to split; other
+float32 → ``tf32x3`` 64×128×32 on 2×2
+warps, 4 stages, when TF32 MMAs exist, both operands'
 contiguous dims are multiples of 4 (or it is a single product, whose odd operand is padded) and its
 tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when
 there are at least four 64×64 tiles per SM, 128×128×8 / 8×8 when the 128×128 tiles cover every SM,
@@ -1329,6 +1336,14 @@ class GemmTemplate:
             if t.batch * _cdiv(t.m, 128) * _cdiv(t.n, 128) >= sms:  # best at 4096^3 on the H200 (gemm_sweep)
                 return GroupConfig.of("mma", bm=128, bn=128, bk=64, wm=2, wn=2, stages=3)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2, stages=4)
+        if facts.arch == "sm_90a" and prob.a_k_major and t.batch == 1:
+            # 3xTF32 fed by TMA: 1.82-1.98x exact-fp32 cuBLAS at 4096^3 where the mma.sync kernel reaches 1.16x
+            # (gemm_sweep_tf32x3_tma.json); a single product (an odd operand is padded first)
+            for bm, bn in ((128, 128), (128, 64), (64, 64)):
+                if _cdiv(t.m, bm) * _cdiv(t.n, bn) >= sms:
+                    return GroupConfig.of("tf32x3_tma", bm=bm, bn=bn, stages=4)
+            if t.k >= 2 * SPLIT_MIN_K:  # few tiles, a long K: split-K fills the GPU
+                return GroupConfig.of("tf32x3_tma", bm=64, bn=64, stages=4)
         if (
             tensor_cores_take_tf32(facts)
             and (prob.vector_friendly() or t.batch == 1)  # a single product pads an odd operand
@@ -1363,7 +1378,9 @@ class GemmTemplate:
         else:
             variants = self.space(group, facts).variants
             tf32 = "tf32x3" in variants
+            tma = "tf32x3_tma" in variants and prob.primary.batch == 1
             tiled = [
+                *([GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=4)] if tma else []),
                 *([TF32_DEFAULT, GroupConfig.of("tf32x3", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2)] if tf32 else []),
                 *([tf32_wgmma_seed(prob.b_k_major)] if "tf32x3_wgmma" in variants and prob.a_k_major else []),
                 GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8),

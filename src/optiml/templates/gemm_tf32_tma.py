@@ -297,8 +297,8 @@ def tma_launch(p: str, config: GroupConfig, b_k_major: bool) -> str:
     {b_box}
     const int swizzle = OPTIML_TMA_SWIZZLE_128B;
     // a map the driver refuses (or no driver function to encode it) leaves the mma.sync kernel below
-    if (optiml_tensor_map_encode(&ta, OPTIML_TMA_FLOAT32, 2, P.a, adims, astride, abox, swizzle) == 0 &&
-        optiml_tensor_map_encode(&tb, OPTIML_TMA_FLOAT32, 2, P.b, bdims, bstride, bbox, swizzle) == 0) {{
+    if (optiml_tensor_map_encode(&ta, {p}_tma_type, 2, P.a, adims, astride, abox, swizzle) == 0 &&
+        optiml_tensor_map_encode(&tb, {p}_tma_type, 2, P.b, bdims, bstride, bbox, swizzle) == 0) {{
       const cudaError_t e = cudaFuncSetAttribute({p}_tf32_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
       if (e != cudaSuccess) return (int)e;
       {p}_tf32_tma<<<(unsigned)blocks, {threads(bm)}, {smem}, stream>>>(P, ta, tb);
