@@ -121,7 +121,8 @@ def test_no_counters_falls_back_to_static_and_timing(raw_rows: dict[str, NcuRow]
     assert d.bound == "unknown"
     assert any("ncu (Nsight Compute) not found" in m for m in d.missing_evidence)
     assert d.bottlenecks[0].name == "no_operand_reuse"  # from SASS alone
-    assert d.roofline_fraction == pytest.approx(0.082, abs=0.002)
+    # of the 3xTF32 roof (989 / 6 TFLOP/s): 0.082 of the FMA rate
+    assert d.roofline_fraction == pytest.approx(0.033, abs=0.001)
     assert d.proxy_score == d.roofline_fraction
     assert "Missing evidence" in d.render()
 

@@ -219,7 +219,7 @@ def test_diagnose_without_ncu_uses_static_facts_and_timing(
     assert any("ncu (Nsight Compute) not found" in m for m in d.missing_evidence)
     assert any(m.startswith("SASS") for m in d.missing_evidence)  # no cuobjdump here, and no real .so
     assert d.roofline is not None and d.roofline.min_bytes == 3 * 2048 * 2048 * 4  # from shapes on meta
-    assert d.roofline_fraction == pytest.approx(2 * 2048**3 / 67e12 * 1e3 / 3.129312)
+    assert d.roofline_fraction == pytest.approx(2 * 2048**3 / (989e12 / 6) * 1e3 / 3.129312)  # the 3xTF32 roof
     assert d.proxy_score == d.roofline_fraction
 
 

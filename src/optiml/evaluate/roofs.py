@@ -5,9 +5,11 @@ compute roof a GEMM whose answer is replayed from a cache runs at copy speed and
 physical. The roof is the GPU's measured peak (:mod:`optiml.peaks`' probe, cached per GPU), never
 below its datasheet figure: the floor must be a bound no honest kernel beats, so the higher of
 the two is used. Which peak applies follows the task's dtype and tolerance: fp32 tasks with a
-tight tolerance get the FP32 FMA rate (TF32 and half precision are refused by screening there),
-fp32 tasks with a loose tolerance the TF32 tensor-core rate, fp16/bf16 tasks their tensor-core
-rate, fp64 the FP64 rate. Only the task's own ``OPTIML['flops']`` counts as work: flops counted
+tight tolerance get the faster of the FP32 FMA rate and a quarter of the half-precision tensor-core
+rate (fp32 accuracy on tensor cores splits each operand: three TF32 products, a sixth of that rate,
+run the template's ``tf32x3_tma`` GEMM at 1.4-1.5x the FMA rate on the H200; slicing schemes on int8
+units reach about a fifth), fp32 tasks with a loose tolerance the TF32 tensor-core rate, fp16/bf16
+tasks their tensor-core rate, fp64 the FP64 rate. Only the task's own ``OPTIML['flops']`` counts as work: flops counted
 from the reference's ops overstate it wherever an honest kernel may skip work the reference
 does (a diagonal or triangular matmul), and would reject such kernels.
 """
@@ -38,7 +40,7 @@ def roof_rate(meta: TaskMeta, fp32: float, fp16_tensor: float, bf16_tensor: floa
     if meta.dtype == "float64":
         return fp64 or fp32 / 2
     if is_fp32_strict(meta):
-        return fp32
+        return max(fp32, fp16_tensor / 4)  # split products on tensor cores (see the module docstring)
     return max(fp32, fp16_tensor / 2)  # a loose fp32 tolerance admits TF32 tensor cores (half the fp16 rate)
 
 

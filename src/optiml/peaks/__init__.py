@@ -39,14 +39,16 @@ class Peaks:
     source: str = "datasheet"  # "measured …" or "datasheet …"
 
     def compute_peak(self, dtype: str) -> float:
-        """The compute roof that applies to a task of ``dtype`` (flop/s)."""
+        """The compute roof that applies to a task of ``dtype`` (flop/s). float32: the faster of the FMA
+        rate and three TF32 tensor-core products per product (3xTF32, fp32 accuracy: a sixth of the
+        half-precision tensor rate), which the GEMM template's ``tf32x3_tma`` kernel runs."""
         if dtype == "float16":
             return self.fp16_tensor_flops or self.fp32_flops
         if dtype == "bfloat16":
             return self.bf16_tensor_flops or self.fp16_tensor_flops or self.fp32_flops
         if dtype == "float64":
             return self.fp64_flops or self.fp32_flops / 2
-        return self.fp32_flops
+        return max(self.fp32_flops, self.fp16_tensor_flops / 6)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
