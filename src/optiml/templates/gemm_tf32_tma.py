@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from optiml.templates import gemm_tf32
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_tf32_wgmma import fallback_config
+from optiml.templates.gemm_tf32_wgmma import fallback_config, split_k_store
 from optiml.templates.gemm_wgmma import accumulator_epilogue
+from optiml.templates.gemm_wgmma_tma import producer_head
 
 BK = 32  # k per slice: one 128-byte swizzle row of floats
 ROW = BK * 4  # bytes per tile row
@@ -171,7 +172,7 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
     a_raw, stage = bm * ROW, raw_stage_bytes(bm, bn)
     split0 = stages * stage
     regs = bn // 2
-    rebalance = consumers > 1  # 384 threads leave 170 registers a thread: the producer gives most of its share
+    rebalance = consumers > 1  # the producer gave registers back (producer_head): the consumers take them
     if b_k_major:
         b_copy = f"{p}_tma_load(sb, &TB, (int)k0, (int)n0, bar);"
     else:
@@ -179,6 +180,7 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
 #pragma unroll
         for (int panel = 0; panel < {bn // PANEL}; ++panel)
           {p}_tma_load(sb + (unsigned)panel * {PANEL * ROW}u, &TB, (int)(n0 + panel * {PANEL}), (int)k0, bar);"""
+    producer = producer_head(p, stages, consumers, stage, a_raw, f"kbeg + kt * {BK}")
     b_split = _b_split(p, bn, b_k_major, consumers)
     a_split = _a_fragments(p)
     mmas = f"""\
@@ -191,12 +193,6 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
         {p}_wgmma_tf32_rs(part, ab[ks], {p}_desc(s0 + b_big + ks * 32u, 16u, 1024u), 1);
       }}
       {p}_wg_commit();"""
-    store = f"""\
-        if (n >= P.N) continue;
-        if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
-          P.part[(split * P.batch * P.M + r) * P.N + n] = acc[4 * j + 2 * h + q];
-        else
-          {p}_epi1(P, r, n, acc[4 * j + 2 * h + q]);"""
     return f"""\
 // 3xTF32 fed by TMA: {bm}x{bn} tile per block, a producer warp group copying raw {BK}-deep fp32 slices into
 // {stages} stages, {consumers} consumer warp group(s) of 64 rows that split A into registers and B into big /
@@ -212,25 +208,7 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
   const unsigned full = s0 + {split0 + split_bytes(bn)}u, empty = full + {8 * stages}u;
   const int group = (int)threadIdx.x >> 7;
 {gemm_tf32.split_k_head(p, bm, bn, operands=False)}  const int64_t KT = (kend - kbeg + {BK - 1}) / {BK};
-  if (threadIdx.x == 0) {{
-#pragma unroll
-    for (int s = 0; s < {stages}; ++s) {{
-      {p}_mbar_init(full + 8u * s, 1u);
-      {p}_mbar_init(empty + 8u * s, {consumers}u);
-    }}
-    {p}_mbar_init_fence();
-  }}
-  __syncthreads();
-  if (group == 0) {{  // the producer
-{f"    {p}_regs_producer();" if rebalance else ""}
-    if (threadIdx.x == 0) {{
-      for (int64_t kt = 0; kt < KT; ++kt) {{
-        const int s = (int)(kt % {stages});
-        {p}_mbar_wait(empty + 8u * s, ((unsigned)(kt / {stages}) & 1u) ^ 1u);
-        const unsigned sa = s0 + (unsigned)s * {stage}u, sb = sa + {a_raw}u, bar = full + 8u * s;
-        const int64_t k0 = kbeg + kt * {BK};
-        {p}_mbar_expect(bar, {stage}u);
-        {p}_tma_load(sa, &TA, (int)k0, (int)m0, bar);
+{producer}        {p}_tma_load(sa, &TA, (int)k0, (int)m0, bar);
         {b_copy}
       }}
     }}
@@ -270,7 +248,7 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
     {p}_consumers_sync({consumers * 128}u);  // B's split is whole, and every warp group's MMAs of slice kt are done
     if (next < KT && (ct & 127) == 0) {p}_mbar_arrive(empty + 8u * (unsigned)s);
   }}
-{accumulator_epilogue(bn, store)}}}
+{accumulator_epilogue(bn, split_k_store(p))}}}
 """
 
 

@@ -192,6 +192,17 @@ def _stage(p: str, name: str, outer: int, k_major: bool, nthreads: int, tile: di
     return f"    float4 {name}v[{per}];\n" + loads, stores
 
 
+def split_k_store(p: str) -> str:
+    """The accumulator loop's element (:func:`optiml.templates.gemm_wgmma.accumulator_epilogue`): a partial
+    sum into the workspace when K is split, else the epilogue (shared with the TMA 3xTF32 kernel)."""
+    return f"""\
+        if (n >= P.N) continue;
+        if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
+          P.part[(split * P.batch * P.M + r) * P.N + n] = acc[4 * j + 2 * h + q];
+        else
+          {p}_epi1(P, r, n, acc[4 * j + 2 * h + q]);"""
+
+
 def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str:
     """``{p}_tf32w_vec`` (launch with :func:`smem_bytes` of dynamic shared memory and :func:`threads`)."""
     bm, bn = int(config.get("bm")), int(config.get("bn"))
@@ -208,12 +219,7 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str
       const unsigned b_big = a_small + {a_bytes}u, b_small = b_big + {b_bytes}u;
 {load_a}{load_b}{store_a}{store_b}    }}
 """
-    store = f"""\
-        if (n >= P.N) continue;
-        if (P.splits > 1)  // a partial sum: {p}_splitk_sum adds the slices and applies the epilogue
-          P.part[(split * P.batch * P.M + r) * P.N + n] = acc[4 * j + 2 * h + q];
-        else
-          {p}_epi1(P, r, n, acc[4 * j + 2 * h + q]);"""
+    store = split_k_store(p)
     layouts = f"A {'k' if a_k_major else 'm'}-major, B {'k' if b_k_major else 'n'}-major in memory"
     return f"""\
 // 3xTF32 on warp-group MMAs: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 rows, m64n{bn}k8 from

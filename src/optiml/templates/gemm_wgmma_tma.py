@@ -106,6 +106,35 @@ __device__ __forceinline__ void {p}_regs_consumer() {{
 """
 
 
+def producer_head(p: str, stages: int, consumers: int, stage: int, a_bytes: int, k0: str) -> str:
+    """Kernel statements: thread 0 sets up the *full* / *empty* mbarrier rings, then the producer warp group
+    (group 0; it gives registers back when there are several consumer warp groups) starts its loop over
+    the ``KT`` slices: a free stage ``s`` at ``sa`` (A's box, ``sb`` past its ``a_bytes``), its barrier
+    ``bar`` armed for ``stage`` bytes, slice start ``k0`` (an expression of ``kt``); the caller issues the
+    copies and closes the loop, the producer's branch and its ``return`` (shared with the 3xTF32 TMA kernel)."""
+    rebalance = consumers > 1  # 384 threads leave 170 registers a thread: the producer gives most of its share
+    return f"""\
+  if (threadIdx.x == 0) {{
+#pragma unroll
+    for (int s = 0; s < {stages}; ++s) {{
+      {p}_mbar_init(full + 8u * s, 1u);
+      {p}_mbar_init(empty + 8u * s, {consumers}u);
+    }}
+    {p}_mbar_init_fence();
+  }}
+  __syncthreads();
+  if (group == 0) {{  // the producer
+{f"    {p}_regs_producer();" if rebalance else ""}
+    if (threadIdx.x == 0) {{
+      for (int64_t kt = 0; kt < KT; ++kt) {{
+        const int s = (int)(kt % {stages});
+        {p}_mbar_wait(empty + 8u * s, ((unsigned)(kt / {stages}) & 1u) ^ 1u);
+        const unsigned sa = s0 + (unsigned)s * {stage}u, sb = sa + {a_bytes}u, bar = full + 8u * s;
+        const int64_t k0 = {k0};
+        {p}_mbar_expect(bar, {stage}u);
+"""
+
+
 def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
     """``{p}_wgmma_tma`` (launch with :func:`threads` threads and :func:`smem_bytes` of dynamic shared memory)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
@@ -137,25 +166,7 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
   {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
   const int64_t KT = (P.K + {BK - 1}) / {BK};
-  if (threadIdx.x == 0) {{
-#pragma unroll
-    for (int s = 0; s < {stages}; ++s) {{
-      {p}_mbar_init(full + 8u * s, 1u);
-      {p}_mbar_init(empty + 8u * s, {consumers}u);
-    }}
-    {p}_mbar_init_fence();
-  }}
-  __syncthreads();
-  if (group == 0) {{  // the producer
-{f"    {p}_regs_producer();" if rebalance else ""}
-    if (threadIdx.x == 0) {{
-      for (int64_t kt = 0; kt < KT; ++kt) {{
-        const int s = (int)(kt % {stages});
-        {p}_mbar_wait(empty + 8u * s, ((unsigned)(kt / {stages}) & 1u) ^ 1u);
-        const unsigned sa = s0 + (unsigned)s * {stage}u, sb = sa + {a_bytes}u, bar = full + 8u * s;
-        const int64_t k0 = kt * {BK};
-        {p}_mbar_expect(bar, {stage}u);
-        {p}_tma_load(sa, &TA, (int)k0, (int)m0, bar);
+{producer_head(p, stages, consumers, stage, a_bytes, f"kt * {BK}")}        {p}_tma_load(sa, &TA, (int)k0, (int)m0, bar);
         {b_copy}
       }}
     }}
