@@ -728,9 +728,10 @@ static float emu_smem_tf32(unsigned logical) {
   memcpy(&v, emu_dyn_smem + phys, 4);
   return __uint_as_float(v & 0xffffe000u);
 }
-static void emu_wgmma_tf32_now(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
+// One thread's share of an m64nNk8 TF32 MMA, A(row, k) from `a` (shared memory or registers), B k-major.
+template <class ReadA>
+static void emu_wgmma_tf32_rows(float* d, ReadA a, unsigned long long db, int n_cols, int accumulate) {
   const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
-  const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
   const unsigned b0 = (unsigned)(db & 0x3FFF) << 4, bsbo = (unsigned)((db >> 32) & 0x3FFF) << 4;
   for (int j = 0; j < n_cols / 8; ++j)
     for (int h = 0; h < 2; ++h)
@@ -738,10 +739,16 @@ static void emu_wgmma_tf32_now(float* d, unsigned long long da, unsigned long lo
         const unsigned row = warp * 16 + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4) + q;
         double sum = accumulate ? d[4 * j + 2 * h + q] : 0.0;
         for (unsigned k = 0; k < 8; ++k)
-          sum += (double)emu_smem_tf32(a0 + (row / 8) * asbo + (row % 8) * 128 + 4 * k) *
-                 (double)emu_smem_tf32(b0 + (col / 8) * bsbo + (col % 8) * 128 + 4 * k);
+          sum += (double)a(row, k) * (double)emu_smem_tf32(b0 + (col / 8) * bsbo + (col % 8) * 128 + 4 * k);
         d[4 * j + 2 * h + q] = (float)sum;
       }
+}
+static void emu_wgmma_tf32_now(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
+  const unsigned a0 = (unsigned)(da & 0x3FFF) << 4, asbo = (unsigned)((da >> 32) & 0x3FFF) << 4;
+  const auto a = [=](unsigned row, unsigned k) {
+    return emu_smem_tf32(a0 + (row / 8) * asbo + (row % 8) * 128 + 4 * k);
+  };
+  emu_wgmma_tf32_rows(d, a, db, n_cols, accumulate);
 }
 static void emu_wgmma_tf32(float* d, unsigned long long da, unsigned long long db, int n_cols, int accumulate) {
   emu_wg[threadIdx.x].open.push_back([=]() { emu_wgmma_tf32_now(d, da, db, n_cols, accumulate); });
@@ -761,21 +768,12 @@ static void emu_wg_sync() {
 }
 static void emu_wgmma_tf32_rs_now(float* d, unsigned group, long seq, unsigned long long db, int n_cols,
                                   int accumulate) {
-  const std::array<const unsigned*, 128>& a = emu_rs_a.at({group, seq});
-  const unsigned t = threadIdx.x % 128, lane = t % 32, warp = t / 32;
-  const unsigned b0 = (unsigned)(db & 0x3FFF) << 4, bsbo = (unsigned)((db >> 32) & 0x3FFF) << 4;
-  for (int j = 0; j < n_cols / 8; ++j)
-    for (int h = 0; h < 2; ++h)
-      for (int q = 0; q < 2; ++q) {
-        const unsigned row = warp * 16 + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4) + q;
-        double sum = accumulate ? d[4 * j + 2 * h + q] : 0.0;
-        for (unsigned k = 0; k < 8; ++k) {
-          const unsigned owner = (row / 16) * 32 + (row % 8) * 4 + k % 4, reg = ((row % 16) >= 8) + 2 * (k >= 4);
-          sum += (double)__uint_as_float(a[owner][reg] & 0xffffe000u) *
-                 (double)emu_smem_tf32(b0 + (col / 8) * bsbo + (col % 8) * 128 + 4 * k);
-        }
-        d[4 * j + 2 * h + q] = (float)sum;
-      }
+  const std::array<const unsigned*, 128>& regs = emu_rs_a.at({group, seq});
+  const auto a = [&](unsigned row, unsigned k) {
+    const unsigned owner = (row / 16) * 32 + (row % 8) * 4 + k % 4, reg = ((row % 16) >= 8) + 2 * (k >= 4);
+    return __uint_as_float(regs[owner][reg] & 0xffffe000u);
+  };
+  emu_wgmma_tf32_rows(d, a, db, n_cols, accumulate);
 }
 static void emu_wgmma_tf32_rs(float* d, const unsigned* a, unsigned long long db, int n_cols, int accumulate) {
   const unsigned group = threadIdx.x / 128;

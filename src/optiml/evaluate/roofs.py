@@ -9,9 +9,9 @@ tight tolerance get the faster of the FP32 FMA rate and a quarter of the half-pr
 rate (fp32 accuracy on tensor cores splits each operand: three TF32 products, a sixth of that rate,
 run the template's ``tf32x3_tma`` GEMM at 1.4-1.5x the FMA rate on the H200; slicing schemes on int8
 units reach about a fifth), fp32 tasks with a loose tolerance the TF32 tensor-core rate, fp16/bf16
-tasks their tensor-core rate, fp64 the FP64 rate. Only the task's own ``OPTIML['flops']`` counts as work: flops counted
-from the reference's ops overstate it wherever an honest kernel may skip work the reference
-does (a diagonal or triangular matmul), and would reject such kernels.
+tasks their tensor-core rate, fp64 the FP64 rate. Only the task's own ``OPTIML['flops']`` counts as
+work: flops counted from the reference's ops overstate it wherever an honest kernel may skip work the
+reference does (a diagonal or triangular matmul), and would reject such kernels.
 """
 
 from __future__ import annotations

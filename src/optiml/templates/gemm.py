@@ -69,8 +69,7 @@ The planner's rule (:meth:`GemmTemplate.default`) on the primary (first) shape s
 ``min(M, N) <= 16`` → ``gemv`` (``rows`` = the small side rounded up to a power of two, at most 16);
 else float32 on sm_90a with A k-major, a single product → ``tf32x3_tma`` with 4 stages, the first of
 128×128, 128×64, 64×64 whose tiles cover every SM, else 64×64 when K is long enough to split; other
-float32 → ``tf32x3`` 64×128×32 on 2×2
-warps, 4 stages, when TF32 MMAs exist, both operands'
+float32 → ``tf32x3`` 64×128×32 on 2×2 warps, 4 stages, when TF32 MMAs exist, both operands'
 contiguous dims are multiples of 4 (or it is a single product, whose odd operand is padded) and its
 tiles cover every SM, else ``simt`` 64×64×16 / 8×8 when
 there are at least four 64×64 tiles per SM, 128×128×8 / 8×8 when the 128×128 tiles cover every SM,
@@ -1190,16 +1189,16 @@ def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts
             gemm_tf32_wgmma.kernel(p, config, prob.a_k_major, prob.b_k_major),
         ]
         vec_build = (f"{p}_tf32w_vec", gemm_tf32_wgmma.threads(config), gemm_tf32_wgmma.smem_bytes(bm, bn))
-    else:
-        if config.variant == "tf32x3_tma":
-            units += [
-                gemm_wgmma.descriptor_helper(p),
-                gemm_wgmma.fence_helpers(p),
-                gemm_wgmma_tma.helpers(p, prob.dtype),
-                gemm_tf32_tma.helpers(p, bn),
-                gemm_tf32_tma.kernel(p, config, prob.b_k_major),
-            ]
-            first = gemm_tf32_tma.tma_launch(p, config, prob.b_k_major)
+    elif config.variant == "tf32x3_tma":  # tried first; the mma.sync 16-byte build stays for what TMA cannot take
+        units += [
+            gemm_wgmma.descriptor_helper(p),
+            gemm_wgmma.fence_helpers(p),
+            gemm_wgmma_tma.helpers(p, prob.dtype),
+            gemm_tf32_tma.helpers(p, bn),
+            gemm_tf32_tma.kernel(p, config, prob.b_k_major),
+        ]
+        first = gemm_tf32_tma.tma_launch(p, config, prob.b_k_major)
+    if vec_build is None:
         units.append(gemm_tf32.kernel(p, tiles, prob.a_k_major, prob.b_k_major, vec=True))
     split_setup = _split_setup(p, bm, bn, bk)
     return [

@@ -120,30 +120,16 @@ def split_k_head(p: str, bm: int, bn: int, operands: bool = True) -> str:
     batch ``z``, tile origin ``m0``, ``n0``, split-K slice ``split`` and k range ``[kbeg, kend)``, and
     (``operands``; a kernel fed by TMA reads them through its tensor maps) the operands ``A``, ``B`` of its
     batch."""
-    head = f"""\
+    offsets = f"  {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);\n" if operands else ""
+    pointers = "  const float* __restrict__ A = P.a + oa;\n  const float* __restrict__ B = P.b + ob;\n"
+    return f"""\
   int64_t z, tmi, tni{", oa, ob" if operands else ""};
   {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
   const int64_t split = z / P.batch;  // the split-K slice (0 without a split)
   z -= split * P.batch;
-"""
-    pointers = f"""\
-  {p}_offsets(P.bsz, P.bsa, P.bsb, z, oa, ob);
-"""
-    tile = f"""\
-  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
+{offsets}  const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
   const int64_t kbeg = split * P.kslice, kend = kbeg + P.kslice < P.K ? kbeg + P.kslice : P.K;
-"""
-    if not operands:
-        return head + tile
-    return (
-        head
-        + pointers
-        + tile
-        + """\
-  const float* __restrict__ A = P.a + oa;
-  const float* __restrict__ B = P.b + ob;
-"""
-    )
+{pointers if operands else ""}"""
 
 
 def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool, vec: bool) -> str:
