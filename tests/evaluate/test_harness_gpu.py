@@ -123,3 +123,18 @@ def test_retime_interleaves_and_returns_one_timing_per_kernel() -> None:
     # share the GPU and widen them; one -n 8 run read a ratio outside 0.8-1.25, 2026-12-02)
     overlap = first.q1_ms <= second.q3_ms and second.q1_ms <= first.q3_ms
     assert 0.8 < ratio < 1.25 or overlap, (first, second)
+
+
+def test_retime_times_references_in_the_same_rounds() -> None:
+    task = load_task(ROOT / "tasks" / "silu.py")
+    naive = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    with Evaluator(task, FAST) as evaluator:
+        evaluator.prepare()
+        eager_at_start = evaluator.reference["eager"]
+        retimed = evaluator.retime_interleaved([naive], rounds=3, references=("eager",), settle=2)
+    (kernel,) = retimed.kernels
+    eager = retimed.references["eager"]
+    assert kernel.trials == len(retimed.samples[0]) >= 9
+    assert eager.trials == len(retimed.reference_samples["eager"]) >= 9
+    # the same eager call as the prepare step timed, in another minute: the same time within noise
+    assert 0.5 < eager.median_ms / eager_at_start.median_ms < 2.0, (eager, eager_at_start)

@@ -46,6 +46,17 @@ class TaskFacts:
         return max(times) if times else None
 
 
+@dataclass(frozen=True)
+class Retiming:
+    """An interleaved re-timing: each kernel's and each reference mode's timing over the same rounds,
+    and the samples behind them in the order taken."""
+
+    kernels: list[TimingStats]
+    references: dict[str, TimingStats]
+    samples: list[list[float]]
+    reference_samples: dict[str, list[float]]
+
+
 def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, screen: bool = True) -> EvalResult:
     """Screen and compile ``kernel``, nothing more (no GPU, no worker): ``ok`` means it compiled, with
     its ptxas resources in ``compile``; it is neither verified nor timed (``verify`` and ``timing`` stay
@@ -148,6 +159,14 @@ class Evaluator:
 
     def retime(self, kernels: Sequence[KernelSource], rounds: int = 5) -> list[TimingStats]:
         """Interleaved re-timing (A B A B …) of verified kernels, in the given order."""
+        return self.retime_interleaved(kernels, rounds).kernels
+
+    def retime_interleaved(
+        self, kernels: Sequence[KernelSource], rounds: int = 5, references: Sequence[str] = (), settle: int = 1
+    ) -> Retiming:
+        """Interleaved re-timing of verified kernels and of the reference ``references`` modes (eager,
+        eager_tf32, compile) in the same rounds, so a speedup over a reference is read in one state of
+        the GPU; ``settle`` untimed calls start every turn (see the worker's ``retime``)."""
         compiled = self.compiler.compile_many(list(kernels))
         paths = [c.so_path for c in compiled]
         if not all(paths):
@@ -160,11 +179,18 @@ class Evaluator:
                     "task": str(self.task.path),
                     "so": paths,
                     "rounds": rounds,
+                    "settle": settle,
+                    "references": list(references),
                     "config": self.config.to_dict(),
                 },
-                timeout_s=self.config.timeout_s * max(1, len(paths)) * rounds / 2,
+                timeout_s=self.config.timeout_s * max(1, len(paths) + len(references)) * rounds / 2,
             )
-        return [TimingStats(**t) for t in reply["timings"]]
+        return Retiming(
+            kernels=[TimingStats(**t) for t in reply["timings"]],
+            references={mode: TimingStats(**t) for mode, t in reply["reference_timings"].items()},
+            samples=reply["samples"],
+            reference_samples=reply["reference_samples"],
+        )
 
     # -- internals ---------------------------------------------------------------------------
     def _screen(self, kernel: KernelSource) -> EvalResult | None:

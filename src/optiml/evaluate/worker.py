@@ -8,7 +8,8 @@ Requests::
     {"op": "prepare", "task": PATH, "config": {...}}       → reference timings, bytes, flops, round trip
     {"op": "evaluate", "task": PATH, "so": PATH, "config": {...}, "peaks": {...}, "incumbent": {...}}
                                                            → {"evaluation": EvalResult, "judge": evidence}
-    {"op": "retime", "task": PATH, "so": [PATH, ...], "rounds": N, "config": {...}}
+    {"op": "retime", "task": PATH, "so": [PATH, ...], "rounds": N, "settle": N, "references": [MODE, ...],
+     "config": {...}}                                      → interleaved timings of candidates and references
     {"op": "shutdown"}
 
 Replies follow :mod:`optiml.evaluate.wire`: ``{"ok": true, "result": {...}}`` or
@@ -159,13 +160,23 @@ class Worker:
         return {"evaluation": judged.result.to_dict(), "judge": judged.judge}
 
     def retime(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Interleaved timing (A B C A B C …) of already verified candidates, each in its own process."""
+        """Interleaved timing (A B C A B C …) of already verified candidates, each in its own process,
+        and of the reference modes named in ``references`` (timed here, after the candidates, each round).
+
+        Each turn in a round starts with ``settle`` untimed calls (at least one in the first round):
+        the first window after another process's turn runs cold. The reply's ``samples`` and
+        ``reference_samples`` are the per-sample times in the order taken."""
         runtime = self.runtime(request["task"])
         config = EvalConfig.from_dict(request.get("config", {}))
         rounds = int(request.get("rounds", 5))
+        settle = int(request.get("settle", 1))
         per_round = StopRule(min_trials=max(3, config.min_trials // 2), max_trials=config.min_trials, seconds=0.0)
         calibration = self.judge.calibration()
         deadline = time.monotonic() + max(1.0, config.timeout_s * max(1, len(request["so"])) * rounds / 2 - 3)
+        stream = torch.cuda.Stream(device=self.device)
+        timer = DeviceTimer(stream, flush_l2=config.flush_l2)
+        modes = request.get("references", [])
+        references = {mode: self._reference_calls(runtime, mode, config, stream) for mode in modes}
         sessions: list[CandidateSession] = []
         try:
             benches = []
@@ -175,16 +186,25 @@ class Worker:
                 session.load(path)
                 benches.append(TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + index))
             samples: list[list[float]] = [[] for _ in benches]
+            reference_samples: dict[str, list[float]] = {mode: [] for mode in references}
             for round_ in range(rounds):
+                warmup = max(settle, 1 if round_ == 0 else 0)
                 for index, bench in enumerate(benches):
-                    series = bench.series(calibration, warmup=1 if round_ == 0 else 0, rule=per_round)
-                    samples[index].extend(series.event_ms)
+                    samples[index].extend(bench.series(calibration, warmup=warmup, rule=per_round).event_ms)
+                for mode, calls in references.items():
+                    with _precision(mode):
+                        reference_samples[mode].extend(run_trials(timer, calls, warmup=warmup, rule=per_round).event_ms)
         except CandidateFailure as failure:
             raise CandidateFailure(failure.status, f"while re-timing: {failure.message}") from failure
         finally:
             for session in sessions:
                 session.close()
-        return {"timings": [asdict(TimingStats.from_samples(s)) for s in samples]}
+        return {
+            "timings": [asdict(TimingStats.from_samples(s)) for s in samples],
+            "samples": samples,
+            "reference_timings": {m: asdict(TimingStats.from_samples(s)) for m, s in reference_samples.items()},
+            "reference_samples": reference_samples,
+        }
 
     # -- helpers -----------------------------------------------------------------------------
     def runtime(self, task_path: str) -> TaskRuntime:
@@ -199,24 +219,30 @@ class Worker:
         key = (str(runtime.task.path), mode)
         if key in self.references:
             return self.references[key]
-        if mode not in REFERENCE_MODES:
-            raise ValueError(f"unknown reference mode {mode!r} ({', '.join(REFERENCE_MODES)})")
         stream = torch.cuda.Stream(device=self.device)
         timer = DeviceTimer(stream, flush_l2=config.flush_l2)
-        calls: list[TimedCall] = []
-        for i in range(max(1, config.timing_inputs)):
-            case = runtime.case(config.base_seed + i)
-            forward: Callable[..., Any] = torch.compile(case.model) if mode == "compile" else case.model
-            calls.append((functools.partial(_run_reference, forward, case.args, stream), None, None))
+        calls = self._reference_calls(runtime, mode, config, stream)
         rule = StopRule(config.min_trials, config.max_trials, config.timing_seconds, config.timing_precision)
-        precision = torch_default_precision() if mode == "eager_tf32" else contextlib.nullcontext()
-        with precision:
+        with _precision(mode):
             samples = run_trials(
                 timer, calls, warmup=max(config.warmup_calls, 3 if mode == "compile" else 1), rule=rule
             )
         stats = TimingStats.from_samples(samples.event_ms, samples.wall_ms, stop=samples.stop)
         self.references[key] = stats
         return stats
+
+    def _reference_calls(
+        self, runtime: TaskRuntime, mode: str, config: EvalConfig, stream: torch.cuda.Stream
+    ) -> list[TimedCall]:
+        """The reference's calls in ``mode`` (eager, eager_tf32, compile) on ``stream``, one per timing input."""
+        if mode not in REFERENCE_MODES:
+            raise ValueError(f"unknown reference mode {mode!r} ({', '.join(REFERENCE_MODES)})")
+        calls: list[TimedCall] = []
+        for i in range(max(1, config.timing_inputs)):
+            case = runtime.case(config.base_seed + i)
+            forward: Callable[..., Any] = torch.compile(case.model) if mode == "compile" else case.model
+            calls.append((functools.partial(_run_reference, forward, case.args, stream), None, None))
+        return calls
 
     def bandwidth(self) -> float:
         """Device-to-device copy bandwidth in bytes/s (read + write), measured once per worker."""
@@ -235,6 +261,11 @@ class Worker:
             self._bandwidth = 2 * n * 10 / (start.elapsed_time(end) / 1e3)
             del src, dst
         return self._bandwidth
+
+
+def _precision(mode: str) -> contextlib.AbstractContextManager[Any]:
+    """PyTorch's default matmul/conv precision for ``eager_tf32``; the exact fp32 set-up otherwise."""
+    return torch_default_precision() if mode == "eager_tf32" else contextlib.nullcontext()
 
 
 def _run_reference(forward: Callable[..., Any], args: list[Any], stream: torch.cuda.Stream) -> None:
