@@ -57,6 +57,7 @@ def retimings(evaluator: Evaluator, kernels: list[KernelSource], rounds: int) ->
             "eager_ms": round(retimed.references["eager"].median_ms, 4),
             "speedup_vs_eager": round(retimed.references["eager"].median_ms / retimed.kernels[0].median_ms, 3),
             "kernel_samples": [round(x, 4) for x in retimed.samples[0]],
+            "window_calls": retimed.window_calls,
             "gpu": gpu_state(),
         }
     return out

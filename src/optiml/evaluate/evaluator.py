@@ -55,6 +55,7 @@ class Retiming:
     references: dict[str, TimingStats]
     samples: list[list[float]]
     reference_samples: dict[str, list[float]]
+    window_calls: list[int]  # each kernel's calls per timed window
 
 
 def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, screen: bool = True) -> EvalResult:
@@ -190,6 +191,7 @@ class Evaluator:
             references={mode: TimingStats(**t) for mode, t in reply["reference_timings"].items()},
             samples=reply["samples"],
             reference_samples=reply["reference_samples"],
+            window_calls=reply["window_calls"],
         )
 
     # -- internals ---------------------------------------------------------------------------

@@ -286,6 +286,11 @@ class TimingBench:
 
     def series(self, calibration: Calibration, warmup: int, rule: StopRule) -> TimedSeries:
         if not self.sized:  # sized on the candidate's own claim: a false one only makes its windows noisier
+            # The first call in a freshly loaded process runs cold (lazy module loading, first launch) and
+            # claims too long a call: a window sized on it is too narrow, and the per-window cost the
+            # calibration leaves (see above) is shared by too few calls (re-timings read 5-20 % slow,
+            # benchmarks/results/retime_consistency.json). The second call sizes the window.
+            self.call(calibration)
             self.size_window(self.call(calibration)[2])
         for _ in range(warmup):
             self.call(calibration)

@@ -202,6 +202,7 @@ class Worker:
         return {
             "timings": [asdict(TimingStats.from_samples(s)) for s in samples],
             "samples": samples,
+            "window_calls": [bench.width for bench in benches],
             "reference_timings": {m: asdict(TimingStats.from_samples(s)) for m, s in reference_samples.items()},
             "reference_samples": reference_samples,
         }
