@@ -9,7 +9,8 @@ the same file: the LLM layer adds ``llm_calls``)::
     nodes        every evaluated candidate of a run: parent, edit, depth, reward, closed reason
     evaluations  the full EvalResult of each node, as JSON (the crash-safety point)
     profiles     the profiler diagnosis of the nodes worth profiling
-    retimes      the final interleaved re-timing of the top candidates
+    retimes      the final interleaved re-timing of the top candidates, and of the PyTorch references
+                 timed in the same rounds (rows keyed ``reference:<mode>`` instead of a digest)
 
 The file is opened in WAL mode with a busy timeout, so a second connection (the LLM layer's,
 or ``optiml runs`` in another terminal) can read and write while a search runs. Every write is
@@ -45,6 +46,8 @@ EDIT_UNTRIED = "untried"  # proposed and applied, waiting for an evaluation slot
 EDIT_EVALUATED = "evaluated"  # its kernel became a node
 EDIT_NOT_APPLIED = "not_applied"  # the proposer could not produce a kernel (Proposal.error)
 EDIT_DUPLICATE = "duplicate"  # its kernel was already evaluated or queued (transposition)
+
+_REFERENCE_KEY = "reference:"  # a retimes row of a PyTorch reference, not a kernel: "reference:eager"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_versions (
@@ -526,16 +529,33 @@ class RunStore(SqliteDatabase):
             for r in rows
         }
 
-    def record_retimes(self, run_id: str, rounds: int, timings: Sequence[tuple[str, TimingStats]]) -> None:
+    def record_retimes(
+        self,
+        run_id: str,
+        rounds: int,
+        timings: Sequence[tuple[str, TimingStats]],
+        references: dict[str, TimingStats] | None = None,
+    ) -> None:
+        """The final re-timing: (digest, timing) per kernel, and the references timed in the same rounds."""
         now = time.time()
+        keyed = [*timings, *((_REFERENCE_KEY + mode, t) for mode, t in (references or {}).items())]
         with self._write() as conn:
             conn.execute("DELETE FROM retimes WHERE run_id = ?", (run_id,))
             conn.executemany(
                 "INSERT INTO retimes VALUES (?, ?, ?, ?, ?)",
-                [(run_id, digest, rounds, json.dumps(_timing_dict(t)), now) for digest, t in timings],
+                [(run_id, key, rounds, json.dumps(_timing_dict(t)), now) for key, t in keyed],
             )
 
     def retimes(self, run_id: str) -> dict[str, TimingStats]:
+        """The final re-timing's kernels: digest → timing."""
+        return {k: t for k, t in self._retime_rows(run_id).items() if not k.startswith(_REFERENCE_KEY)}
+
+    def retimed_references(self, run_id: str) -> dict[str, TimingStats]:
+        """The references timed in the final re-timing's rounds: mode → timing ({} where none was)."""
+        rows = self._retime_rows(run_id).items()
+        return {k.removeprefix(_REFERENCE_KEY): t for k, t in rows if k.startswith(_REFERENCE_KEY)}
+
+    def _retime_rows(self, run_id: str) -> dict[str, TimingStats]:
         rows = self._read("SELECT digest, timing_json FROM retimes WHERE run_id = ?", (run_id,))
         return {r["digest"]: TimingStats(**json.loads(r["timing_json"])) for r in rows}
 

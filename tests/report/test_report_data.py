@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from report_helpers import N, make_run, manual_run
 
 from optiml.errors import OptimlError
 from optiml.profile.profiler import gpu_name
-from optiml.report import load_run_report
+from optiml.report import load_run_report, render_run_html
 from optiml.report.run_data import NOT_APPLIED
 from optiml.search import best_path
 from optiml.store import RunStore
@@ -149,3 +150,19 @@ def test_unknown_runs_and_missing_stores_are_one_line_errors(tmp_path: Path) -> 
     store_path, _ = manual_run(tmp_path)
     with pytest.raises(OptimlError, match="no run 'nope'"):
         load_run_report(store_path, "nope")
+
+
+def test_references_retimed_with_root_and_best_replace_the_start_ones(tmp_path: Path) -> None:
+    store_path, run_id = make_run(tmp_path, evaluations=12, llm_calls=0)
+    before = load_run_report(store_path, run_id)
+    assert before.retimed and not before.references_retimed
+    assert "in the same rounds" not in render_run_html(before)
+    with RunStore(store_path) as store:
+        kernels = list(store.retimes(run_id).items())
+        eager = replace(before.references["eager"], median_ms=before.references["eager"].median_ms * 1.1)
+        store.record_retimes(run_id, 10, kernels, {"eager": eager})
+    after = load_run_report(store_path, run_id)
+    assert after.references_retimed and after.references == {"eager": eager}
+    assert after.root_timing == before.root_timing and after.best_timing == before.best_timing
+    assert after.reference_speedup("eager") == Speedup.between(eager, after.best_timing)
+    assert "the PyTorch references" in render_run_html(after)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.console import Console, RenderableType
 from search_helpers import KnobProfiler
 
@@ -103,6 +105,15 @@ def test_summary_shows_times_speedups_roofline_and_the_path() -> None:
     assert "2:00, $0.42" in row(out, "time, LLM cost")
     step = row(out, "1")
     assert "[tiling] tile rows by [32] in shared memory" in step and "llm:gpt" in step and "2.00x" in step
+
+
+def test_the_summary_says_when_the_references_were_timed() -> None:
+    start = outcome(confirmed=True)
+    shown = text(render_summary(replace(start, reference_timings={"eager": timing(4.5)})), width=160)
+    assert "(4.5000 ms, timed at the start)" in row(shown, "speedup vs PyTorch eager")
+    retimed = replace(start, reference_timings={"eager": timing(4.5)}, references_retimed=True)
+    shown = text(render_summary(retimed), width=160)
+    assert "(4.5000 ms, re-timed with the best)" in row(shown, "speedup vs PyTorch eager")
 
 
 def test_an_unconfirmed_summary_says_why() -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from search_helpers import BrokenRetimeEvaluator
 
+from optiml.kernel.source import KernelSource
 from optiml.search import Budgets, SearchConfig, run_search
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
 from optiml.store import RunStore
 from optiml.task import Task
+from optiml.values import TimingStats
 
 CONFIG = SearchConfig(parallel_evaluations=1, parallel_proposals=1, reproducible=True, budgets=Budgets(30))
 
@@ -56,3 +59,33 @@ def test_retiming_can_be_disabled(task: Task, store: RunStore) -> None:
         task, landscape_kernel(), evaluator, [KnobProposer(2)], None, store, replace(CONFIG, retime_top_k=0)
     )
     assert evaluator.retimes == [] and outcome.note == "re-timing is disabled" and not outcome.confirmed
+
+
+class RetimedReferences(LandscapeEvaluator):
+    """A landscape whose re-timing also times eager in the same rounds, reading it 20 % slower than at the start."""
+
+    def retime_with_references(
+        self, kernels: Sequence[KernelSource], rounds: int
+    ) -> tuple[list[TimingStats], dict[str, TimingStats]]:
+        eager = self.reference["eager"]
+        slower = replace(eager, median_ms=eager.median_ms * 1.2, q1_ms=eager.q1_ms * 1.2, q3_ms=eager.q3_ms * 1.2)
+        return self.retime(kernels, rounds), {"eager": slower}
+
+
+def test_references_timed_in_the_final_rounds_are_what_the_speedups_divide(task: Task, store: RunStore) -> None:
+    evaluator = RetimedReferences(Landscape(seed=2))
+    outcome = run_search(task, landscape_kernel(), evaluator, [KnobProposer(2)], None, store, CONFIG)
+    eager = outcome.reference_timings["eager"]
+    assert outcome.references_retimed
+    assert eager.median_ms == evaluator.reference["eager"].median_ms * 1.2
+    assert outcome.reference_speedups["eager"].value == eager.median_ms / outcome.best_timing.median_ms
+    assert store.retimed_references(outcome.run_id) == {"eager": eager}
+    assert not any(key.startswith("reference:") for key in store.retimes(outcome.run_id))
+
+
+def test_without_retimed_references_the_start_ones_stand(task: Task, store: RunStore) -> None:
+    evaluator = LandscapeEvaluator(Landscape(seed=2))
+    outcome = run_search(task, landscape_kernel(), evaluator, [KnobProposer(2)], None, store, CONFIG)
+    assert not outcome.references_retimed
+    assert outcome.reference_timings == evaluator.reference
+    assert store.retimed_references(outcome.run_id) == {}

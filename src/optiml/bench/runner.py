@@ -275,6 +275,8 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         row.status = "verified"
         row.root = best.label
         row.best_ms = outcome.best_timing.median_ms
+        if outcome.references_retimed:  # timed in the same rounds as the best: the row's ratios read one state
+            row.baselines_ms = {mode: t.median_ms for mode, t in outcome.reference_timings.items()}
         row.evaluations = outcome.evaluations + len(offline.candidates)
         row.confirmed = outcome.confirmed
         row.run_id = outcome.run_id

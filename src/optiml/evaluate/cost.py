@@ -53,6 +53,14 @@ class CostFunction(Protocol):
         """Time already-verified kernels interleaved (A B C A B C …); results in the given order."""
         ...
 
+    def retime_with_references(
+        self, kernels: Sequence[KernelSource], rounds: int
+    ) -> tuple[list[TimingStats], dict[str, TimingStats]]:
+        """:meth:`retime`, and the references of :attr:`reference` timed again in the same rounds, so a
+        speedup over them is read in one state of the GPU. The default times no reference (``{}``: the
+        caller keeps the ones timed at the start); the real evaluator times them all."""
+        return self.retime(kernels, rounds), {}
+
     def prefetch(self, kernels: Sequence[KernelSource]) -> None:
         """A hint: these will likely be evaluated soon (the real evaluator starts compiling them on its
         compile pool, off the critical path, while the GPU times others). Returns at once."""
@@ -114,6 +122,11 @@ class EvaluationCache(CostFunction):
 
     def retime(self, kernels: Sequence[KernelSource], rounds: int) -> list[TimingStats]:
         return self.inner.retime(kernels, rounds)
+
+    def retime_with_references(
+        self, kernels: Sequence[KernelSource], rounds: int
+    ) -> tuple[list[TimingStats], dict[str, TimingStats]]:
+        return self.inner.retime_with_references(kernels, rounds)
 
     def prefetch(self, kernels: Sequence[KernelSource]) -> None:
         with self._lock:

@@ -162,6 +162,14 @@ class Evaluator:
         """Interleaved re-timing (A B A B …) of verified kernels, in the given order."""
         return self.retime_interleaved(kernels, rounds).kernels
 
+    def retime_with_references(
+        self, kernels: Sequence[KernelSource], rounds: int = 5
+    ) -> tuple[list[TimingStats], dict[str, TimingStats]]:
+        """:meth:`retime`, with every reference mode the task was prepared with timed in the same rounds."""
+        self.prepare()  # the reference modes are known once prepared
+        retimed = self.retime_interleaved(kernels, rounds, references=tuple(self.reference))
+        return retimed.kernels, retimed.references
+
     def retime_interleaved(
         self, kernels: Sequence[KernelSource], rounds: int = 5, references: Sequence[str] = (), settle: int = 1
     ) -> Retiming:

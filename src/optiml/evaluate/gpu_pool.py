@@ -79,6 +79,11 @@ class GPUPool(CostFunction):
     def retime(self, kernels: Sequence[KernelSource], rounds: int) -> list[TimingStats]:
         return self.primary.retime(kernels, rounds)
 
+    def retime_with_references(
+        self, kernels: Sequence[KernelSource], rounds: int
+    ) -> tuple[list[TimingStats], dict[str, TimingStats]]:
+        return self.primary.retime_with_references(kernels, rounds)
+
     def prefetch(self, kernels: Sequence[KernelSource]) -> None:
         self.primary.prefetch(kernels)  # the members share the primary's compiler
 

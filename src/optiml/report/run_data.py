@@ -95,7 +95,8 @@ class RunReport:
     root_timing: TimingStats | None  # re-timed where available
     best_timing: TimingStats | None
     retimed: bool  # root_timing and best_timing come from the final re-timing
-    references: dict[str, TimingStats]  # "eager", "compile": timed with the root
+    references: dict[str, TimingStats]  # "eager", "compile": re-timed with root and best, else timed at the start
+    references_retimed: bool  # references come from the final re-timing's rounds
     edit_counts: dict[str, int]
     failures: tuple[FailureKind, ...]
     llm: LLMSection | None
@@ -137,6 +138,7 @@ def load_run_report(store_path: Path, run_id: str) -> RunReport:
             raise OptimlError(f"run {run.id} has no evaluated kernel yet: nothing to report")
         chosen = best_path(store, run.id)
         retimes = store.retimes(run.id)
+        retimed_references = store.retimed_references(run.id)
         edit_records = store.edits(run.id)
         root_kernel, best_kernel = store.kernel(run.root_digest), chosen.best_kernel
     by_digest = {n.digest: n for n in nodes}
@@ -149,7 +151,8 @@ def load_run_report(store_path: Path, run_id: str) -> RunReport:
     root_timing = retimes[root.digest] if retimed else root.timing
     best_timing = retimes[best.digest] if retimed else best.timing
     task = load_task_info(run)
-    references = dict(root.result.reference)
+    references_retimed = retimed and bool(retimed_references)
+    references = retimed_references if references_retimed else dict(root.result.reference)
     points = {"root": root_timing, "best": best_timing, **{reference_name(k): v for k, v in references.items()}}
     return RunReport(
         run=run,
@@ -164,6 +167,7 @@ def load_run_report(store_path: Path, run_id: str) -> RunReport:
         best_timing=best_timing,
         retimed=retimed,
         references=references,
+        references_retimed=references_retimed,
         edit_counts=dict(Counter(r.outcome for r in edit_records)),
         failures=_failures(nodes, edit_records),
         llm=load_llm_section(store_path, run.id),

@@ -49,6 +49,8 @@ class SearchOutcome:
     root_roofline_fraction: float | None = None
     retimed: tuple[Retimed, ...] = field(default=())
     note: str = ""  # why the result is unconfirmed, when it is
+    reference_timings: dict[str, TimingStats] = field(default_factory=dict)  # what reference_speedups divide
+    references_retimed: bool = False  # reference_timings come from the final re-timing's rounds
 
     @property
     def improved(self) -> bool:
@@ -106,6 +108,8 @@ def build_outcome(
         reference_speedups={
             name: Speedup.between(timing, verdict.best_timing) for name, timing in sorted(references.items())
         },
+        reference_timings=dict(sorted(references.items())),
+        references_retimed=bool(verdict.references),
         path=path_steps(path_nodes),
         status_counts=dict(sorted(status_counts.items())),
         evaluations=sum(status_counts.values()),

@@ -166,6 +166,7 @@ def _drive(
                 run_id,
                 config.retime_rounds,
                 [(tree.root.digest, verdict.root_timing)] + [(r.digest, r.timing) for r in verdict.retimed],
+                verdict.references,
             )
         engine.emit(EventKind.RETIMED, verdict.note or f"best {verdict.best.digest[:8]} confirmed")
         outcome = build_outcome(
@@ -175,7 +176,7 @@ def _drive(
             stop_reason=stop_reason,
             verdict=verdict,
             path_nodes=[(n.edit, n.digest, n.time_ms) for n in tree.path(verdict.best)],
-            references=dict(evaluator.reference) or dict(root_result.reference),
+            references=verdict.references or dict(evaluator.reference) or dict(root_result.reference),
             status_counts=dict(Counter(n.result.status.value for n in tree if n.result is not None)),
             elapsed_s=budget.elapsed_s,
             cost_usd=budget.cost_usd,

@@ -3,15 +3,17 @@
 Search-time timings are single measurements taken minutes apart, under whatever the machine was
 doing then; the fastest of many such numbers is biased towards a lucky one. So before a run
 ends, the ``retime_top_k`` fastest verified candidates and the root are timed again, interleaved
-(root A B C root A B C …, ``retime_rounds`` rounds) by the cost function's ``retime``, and a
-candidate is accepted only when it is faster than the root *in that re-timing* beyond the noise
-(:func:`optiml.search.reward.compare`). If none is, the root stays the best and the outcome
+(root A B C root A B C …, ``retime_rounds`` rounds) by the cost function's
+``retime_with_references``, which also times the PyTorch references in the same rounds where it can
+(the real evaluator), so the run's speedups over eager and torch.compile are read in one state of
+the GPU. A candidate is accepted only when it is faster than the root *in that re-timing* beyond
+the noise (:func:`optiml.search.reward.compare`). If none is, the root stays the best and the outcome
 says so. If re-timing fails, the search-time figures are used and the result is unconfirmed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optiml.evaluate.cost import CostFunction
 from optiml.search.config import SearchConfig
@@ -38,6 +40,7 @@ class Verdict:
     confirmed: bool  # best is not the root, and beats it beyond the noise in an interleaved re-timing
     retimed: tuple[Retimed, ...] = ()
     note: str = ""  # why the result is unconfirmed, when it is
+    references: dict[str, TimingStats] = field(default_factory=dict)  # re-timed in the same rounds; {}: none
 
 
 def confirm_best(tree: Tree, evaluator: CostFunction, config: SearchConfig) -> Verdict:
@@ -50,7 +53,7 @@ def confirm_best(tree: Tree, evaluator: CostFunction, config: SearchConfig) -> V
         return _from_search_timings(root, tree.ranked(), config, note)
     kernels = [root.kernel] + [n.kernel for n in contenders]
     try:
-        timings = evaluator.retime(kernels, config.retime_rounds)
+        timings, references = evaluator.retime_with_references(kernels, config.retime_rounds)
     except Exception as exc:  # a failed re-timing must not lose the run: fall back, unconfirmed
         return _from_search_timings(root, contenders, config, f"re-timing failed ({type(exc).__name__}: {exc})")
     if len(timings) != len(kernels):
@@ -75,6 +78,7 @@ def confirm_best(tree: Tree, evaluator: CostFunction, config: SearchConfig) -> V
             confirmed=False,
             retimed=entries,
             note="no candidate beat the root beyond the noise when re-timed",
+            references=references,
         )
     index = winners[0][1]
     return Verdict(
@@ -83,6 +87,7 @@ def confirm_best(tree: Tree, evaluator: CostFunction, config: SearchConfig) -> V
         best_timing=entries[index].timing,
         confirmed=True,
         retimed=entries,
+        references=references,
     )
 
 

@@ -129,7 +129,12 @@ def render_summary(outcome: SearchOutcome, spend: LLMSpend | None = None) -> Ren
     text_row(table, "best", best)
     text_row(table, "speedup vs root", _speedup(outcome.speedup))
     for name in _reference_order(list(outcome.reference_speedups)):
-        text_row(table, f"speedup vs {REFERENCE_NAMES.get(name, name)}", _speedup(outcome.reference_speedups[name]))
+        speedup = _speedup(outcome.reference_speedups[name])
+        reference = outcome.reference_timings.get(name)
+        if reference is not None:
+            when = "re-timed with the best" if outcome.references_retimed else "timed at the start"
+            speedup.append(f"  ({reference.median_ms:.4f} ms, {when})", style="dim")
+        text_row(table, f"speedup vs {REFERENCE_NAMES.get(name, name)}", speedup)
     if outcome.roofline_fraction is not None:
         root = outcome.root_roofline_fraction
         was = f" (root {root:.0%})" if root is not None else ""
