@@ -45,7 +45,7 @@ from optiml.task import load_task
 from optiml.values import EvalResult, TimingStats
 
 ROOT = Path(__file__).resolve().parent.parent
-PHASES = ("load", "verify", "time", "recheck")
+PHASES = ("load", "verify", "time", "recheck", "close")
 
 
 def judge_side(task_path: Path, kernel: KernelSource, config: EvalConfig, repeats: int) -> dict[str, Any]:

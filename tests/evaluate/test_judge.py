@@ -194,7 +194,7 @@ def test_honest_candidate_is_verified_and_timed_by_the_judge(
     assert len(report.verify.trials) == 5 and report.verify.passed  # 3 seeds, shape set 1, after timing
     assert report.timing is not None and 5 <= report.timing.trials <= 12
     assert report.timing.stop in ("tight", "time", "trials")
-    assert set(report.phase_seconds) == {"load", "verify", "time", "recheck"}
+    assert set(report.phase_seconds) == {"load", "verify", "time", "recheck", "close"}
 
 
 def test_workspace_size_is_asked_with_shapes_only(

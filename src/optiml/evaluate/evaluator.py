@@ -2,7 +2,7 @@
 
 Compiles run in parallel on CPU threads; GPU work is serialised through one isolated
 worker per GPU. Every failure is a typed :class:`EvalResult`, never an exception, and
-the per-phase wall times are recorded (compile, load, verify, time, recheck, total).
+the per-phase wall times are recorded (compile, load, verify, time, recheck, close, total).
 """
 
 from __future__ import annotations

@@ -447,7 +447,9 @@ def evaluate_candidate(
         judged.fatal = True
     finally:
         if session is not None:
-            session.close()
+            clock = time.perf_counter()
+            session.close()  # kills and reaps the candidate process: its CUDA context's teardown is waited for
+            result.phase_seconds["close"] = _lap(clock)
     if result.verify is not None and (not result.verify.passed or result.status is EvalStatus.WRONG_ANSWER):
         result.verify = VerifyReport(passed=False, trials=result.verify.trials, message=result.message)
     return judged
