@@ -20,7 +20,7 @@ from optiml.evaluate.wire import KIND_NO_GPU, Reply, encode, failure, success
 from optiml.integrity.sandbox import ResourceLimits, WorkerLaunch, build_worker_launch
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
-from optiml.values import CompileResult, EvalStatus
+from optiml.values import CompileResult, EvalStatus, TimingStats
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,7 +68,15 @@ class StubWorker:
             result.verify = VerifyReport(passed=False, trials=trials, message=result.message)
         self.unusable = name == "fatal"
         return {"evaluation": result.to_dict(), "judge": {"claimed_stream_ms": 0.9}}
-    def retime(self, request): return {"timings": []}
+    def retime(self, request):  # each kernel 1 ms, each reference its mode's length in ms, over the rounds
+        def stats(ms):
+            return {"median_ms": ms, "q1_ms": ms, "q3_ms": ms, "min_ms": ms, "max_ms": ms, "trials": request["rounds"]}
+        modes = request.get("references", [])
+        return {"timings": [stats(1.0) for _ in request["so"]],
+                "samples": [[1.0] * request["rounds"] for _ in request["so"]],
+                "reference_timings": {m: stats(float(len(m))) for m in modes},
+                "reference_samples": {m: [float(len(m))] * request["rounds"] for m in modes},
+                "window_calls": [request["settle"] + 1 for _ in request["so"]]}
 
 if MODE == "no_gpu":
     w.Worker = lambda: (_ for _ in ()).throw(w.NoCudaDevice("no CUDA device is visible to the worker"))
@@ -89,6 +97,9 @@ class StubCompiler:
         )
 
     def prefetch(self, kernels: list[KernelSource]) -> list[CompileResult]:
+        return [self.compile(k) for k in kernels]
+
+    def compile_many(self, kernels: list[KernelSource]) -> list[CompileResult]:
         return [self.compile(k) for k in kernels]
 
 
@@ -132,6 +143,16 @@ def test_the_judges_result_reaches_the_evaluator_whole() -> None:
     assert {"compile", "gpu_wait", "load", "verify", "total"} <= set(result.phase_seconds)
     assert result.reference["eager"].median_ms == 2.0 and result.task_notes[0] == "stub"
     assert result.speedup("eager").value == pytest.approx(2.0)
+
+
+def test_a_retiming_brings_back_the_prepared_references_timed_in_its_rounds() -> None:
+    with _evaluator() as evaluator:
+        timings, references = evaluator.retime_with_references([KernelSource("// a\n"), KernelSource("// b\n")], 4)
+        retimed = evaluator.retime_interleaved([KernelSource("// a\n")], 3, references=("eager", "compile"), settle=2)
+    assert [t.median_ms for t in timings] == [1.0, 1.0] and all(t.trials == 4 for t in timings)
+    assert references == {"eager": TimingStats(5.0, 5.0, 5.0, 5.0, 5.0, 4)}  # the modes the task was prepared with
+    assert retimed.references["compile"].median_ms == 7.0 and retimed.reference_samples["eager"] == [5.0] * 3
+    assert retimed.window_calls == [3] and retimed.samples == [[1.0] * 3]
 
 
 def test_a_wrong_answer_keeps_its_trials_and_message() -> None:
