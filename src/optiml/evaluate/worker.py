@@ -172,10 +172,11 @@ class Worker:
         settle = int(request.get("settle", 1))
         per_round = StopRule(min_trials=max(3, config.min_trials // 2), max_trials=config.min_trials, seconds=0.0)
         calibration = self.judge.calibration()
-        deadline = time.monotonic() + max(1.0, config.timeout_s * max(1, len(request["so"])) * rounds / 2 - 3)
+        modes = request.get("references", [])
+        turns = max(1, len(request["so"]) + len(modes))  # the client's timeout counts the same turns
+        deadline = time.monotonic() + max(1.0, config.timeout_s * turns * rounds / 2 - 3)
         stream = torch.cuda.Stream(device=self.device)
         timer = DeviceTimer(stream, flush_l2=config.flush_l2)
-        modes = request.get("references", [])
         references = {mode: self._reference_calls(runtime, mode, config, stream) for mode in modes}
         sessions: list[CandidateSession] = []
         try:
