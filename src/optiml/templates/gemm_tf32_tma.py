@@ -36,7 +36,7 @@ from optiml.templates import gemm_tf32
 from optiml.templates.base import GroupConfig
 from optiml.templates.gemm_tf32_wgmma import fallback_config, split_k_store
 from optiml.templates.gemm_wgmma import accumulator_epilogue
-from optiml.templates.gemm_wgmma_tma import producer_head
+from optiml.templates.gemm_wgmma_tma import producer_head, tensor_map_declarations
 
 BK = 32  # k per slice: one 128-byte swizzle row of floats
 ROW = BK * 4  # bytes per tile row
@@ -259,20 +259,11 @@ def tma_launch(p: str, config: GroupConfig, b_k_major: bool) -> str:
     ``mma.sync`` kernel of the same tile."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     smem = smem_bytes(bm, bn, stages)
-    if b_k_major:
-        b_map = "const uint64_t bdims[2] = {(uint64_t)P.K, (uint64_t)P.N}, bstride[1] = {(uint64_t)P.sbn * 4};"
-        b_box = f"const unsigned bbox[2] = {{{BK}u, {bn}u}};"
-    else:
-        b_map = "const uint64_t bdims[2] = {(uint64_t)P.N, (uint64_t)P.K}, bstride[1] = {(uint64_t)P.sbk * 4};"
-        b_box = f"const unsigned bbox[2] = {{{PANEL}u, {BK}u}};"
+    maps = "\n    ".join(tensor_map_declarations(bm, bn, b_k_major, BK, PANEL, 4))
     return f"""\
   // One product whose sizes fit TMA coordinates: the TMA kernel (tensor maps encoded per call).
   if (vec && P.batch == 1 && P.M < 2147483647LL && P.N < 2147483647LL && P.K < 2147483647LL) {{
-    optiml_tensor_map ta, tb;
-    const uint64_t adims[2] = {{(uint64_t)P.K, (uint64_t)P.M}}, astride[1] = {{(uint64_t)P.sam * 4}};
-    const unsigned abox[2] = {{{BK}u, {bm}u}};
-    {b_map}
-    {b_box}
+    {maps}
     const int swizzle = OPTIML_TMA_SWIZZLE_128B;
     // a map the driver refuses (or no driver function to encode it) leaves the mma.sync kernel below
     if (optiml_tensor_map_encode(&ta, {p}_tma_type, 2, P.a, adims, astride, abox, swizzle) == 0 &&

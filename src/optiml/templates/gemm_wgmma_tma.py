@@ -194,25 +194,34 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
 """
 
 
+def tensor_map_declarations(bm: int, bn: int, b_k_major: bool, bk: int, panel: int, element_bytes: int) -> list[str]:
+    """The host lines a TMA launch encodes its tensor maps from: A k-major in ``bk`` × ``bm`` boxes, B k-major in
+    ``bk`` × ``bn`` boxes or n-major in ``panel`` × ``bk`` ones; strides in bytes of ``element_bytes`` elements."""
+    if b_k_major:
+        b_dims, b_stride, b_box = "(uint64_t)P.K, (uint64_t)P.N", "P.sbn", f"{bk}u, {bn}u"
+    else:
+        b_dims, b_stride, b_box = "(uint64_t)P.N, (uint64_t)P.K", "P.sbk", f"{panel}u, {bk}u"
+    return [
+        "optiml_tensor_map ta, tb;",
+        "const uint64_t adims[2] = {(uint64_t)P.K, (uint64_t)P.M}, "
+        f"astride[1] = {{(uint64_t)P.sam * {element_bytes}}};",
+        f"const unsigned abox[2] = {{{bk}u, {bm}u}};",
+        f"const uint64_t bdims[2] = {{{b_dims}}}, bstride[1] = {{(uint64_t){b_stride} * {element_bytes}}};",
+        f"const unsigned bbox[2] = {{{b_box}}};",
+    ]
+
+
 def tma_launch(p: str, config: GroupConfig, b_k_major: bool) -> str:
     """Host statements that launch ``{p}_wgmma_tma`` and return where the product allows it and the driver
     encodes its tensor maps; otherwise they fall through to the ``wgmma`` kernel (inside the 16-byte branch
     of :func:`~optiml.templates.gemm_mma.tensor_core_launch`)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     smem = smem_bytes(bm, bn, stages)
-    if b_k_major:
-        b_map = "const uint64_t bdims[2] = {(uint64_t)P.K, (uint64_t)P.N}, bstride[1] = {(uint64_t)P.sbn * 2};\n"
-        b_box = f"const unsigned bbox[2] = {{{BK}u, {bn}u}};"
-    else:
-        b_map = "const uint64_t bdims[2] = {(uint64_t)P.N, (uint64_t)P.K}, bstride[1] = {(uint64_t)P.sbk * 2};\n"
-        b_box = f"const unsigned bbox[2] = {{{PANEL}u, {BK}u}};"
+    maps = "\n      ".join(tensor_map_declarations(bm, bn, b_k_major, BK, PANEL, 2))
     return f"""\
     // One product whose sizes fit TMA coordinates: the TMA kernel (tensor maps encoded per call).
     if (P.batch == 1 && P.M < 2147483647LL && P.N < 2147483647LL && P.K < 2147483647LL) {{
-      optiml_tensor_map ta, tb;
-      const uint64_t adims[2] = {{(uint64_t)P.K, (uint64_t)P.M}}, astride[1] = {{(uint64_t)P.sam * 2}};
-      const unsigned abox[2] = {{{BK}u, {bm}u}};
-      {b_map}      {b_box}
+      {maps}
       const int swizzle = OPTIML_TMA_SWIZZLE_128B;
       // a map the driver refuses (or no driver function to encode it) leaves the cp.async kernel below
       if (optiml_tensor_map_encode(&ta, {p}_tma_type, 2, P.a, adims, astride, abox, swizzle) == 0 &&
