@@ -6,8 +6,10 @@ timed four ways on the same inputs (after a warm-up that builds the kernel and i
 * ``kernel_ms``: CUDA events around one raw ABI call (pre-built descriptors, one ctypes call): the
   kernel's own time, the floor of any wrapper;
 * ``model_new_ms`` / ``op_ms``: CUDA events around one ``model_new(*inputs)`` / ``torch.ops.ns.op(...)``
-  call, as KernelBench times a ``ModelNew``; the forms take turns within each trial, and
-  ``*_overhead_us`` is the median of the per-trial differences to the raw call: what the wrapper costs;
+  call, as KernelBench times a ``ModelNew`` (calls made by the C++ launcher); ``model_new_ctypes_ms``
+  the same ModelNew with the launcher off (OPTIML_EXPORT_LAUNCHER=ctypes); the forms take turns within
+  each trial, and ``*_overhead_us`` is the median of the per-trial differences to the raw call: what the
+  wrapper costs;
 * ``*_host_us``: host wall time per call of a burst of calls queued without synchronising (fewer calls
   than the launch queue holds), i.e. the Python and ctypes work of one call;
 * ``host_breakdown_us``: host time per call of each step of a ModelNew call (and of alternatives);
@@ -134,6 +136,7 @@ def host_breakdown(module: ModuleType, model_new: Any, args: list[Any]) -> dict[
         "new_empty_output": lambda: first.new_empty(shape, dtype=dtype),
         "data_ptr": first.data_ptr,
         "block_call": lambda: block(values),
+        "launcher_call": lambda: module.cpp_launcher().call(id(model_new), values),
         "forward": lambda: model_new.forward(*args),
         "module_call": lambda: model_new(*args),
     }
@@ -150,6 +153,8 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
     op_file.write_text(render_op(task, kernel, namespace=namespace), encoding="utf-8")
     model_module, op_module = import_file(model_file), import_file(op_file)
     del op_module  # importing it registered the op
+    ctypes_module = import_file(model_file)
+    ctypes_module._LAUNCHER.append(None)  # this copy's calls go through ctypes, as OPTIML_EXPORT_LAUNCHER=ctypes
     op = getattr(getattr(torch.ops, namespace), default_op_name(task))
 
     runtime = TaskRuntime(task, "cuda")
@@ -158,30 +163,29 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
     torch.manual_seed(0)
     model_new = model_module.ModelNew(*module.get_init_inputs()).cuda().eval()
     model_new.load_state_dict(case.model.state_dict())
+    through_ctypes = ctypes_module.ModelNew(*module.get_init_inputs()).cuda().eval()
+    through_ctypes.load_state_dict(case.model.state_dict())
     args, values = case.args, case.abi_inputs
     with torch.no_grad():
-        model_new(*args)  # builds the kernel (nvcc) and the first argument block
+        model_new(*args)  # builds the kernel (nvcc), the launcher (once) and the first argument block
         op(*values)
         block = model_module.argument_block(model_new, *args)
         raw = RawCall(block, [*args, *model_module._state_tensors(model_new)])
-        for call in (raw, lambda: model_new(*args), lambda: op(*values)):  # warm-up
+        forms: dict[str, Callable[[], Any]] = {
+            "raw": raw,
+            "model_new": lambda: model_new(*args),
+            "model_new_ctypes": lambda: through_ctypes(*args),
+            "op": lambda: op(*values),
+        }
+        for call in forms.values():  # warm-up
             for _ in range(5):
                 call()
-        times = event_ms(
-            {
-                "raw": raw,
-                "model_new": lambda: model_new(*args),
-                "op": lambda: op(*values),
-                "eager": lambda: case.model(*args),
-            },
-            trials,
-        )
+        launcher = model_module.cpp_launcher()
+        if launcher is None or launcher.count(id(model_new)) != 1:
+            raise SystemExit("the C++ launcher did not take over the ModelNew's calls (see the warning above)")
+        times = event_ms({**forms, "eager": lambda: case.model(*args)}, trials)
         kernel, wrapped, as_op, eager = times["raw"], times["model_new"], times["op"], times["eager"]
-        hosts = {
-            "raw_host_us": host_us(raw, burst, 5),
-            "model_new_host_us": host_us(lambda: model_new(*args), burst, 5),
-            "op_host_us": host_us(lambda: op(*values), burst, 5),
-        }
+        hosts = {f"{name}_host_us": host_us(call, burst, 5) for name, call in forms.items()}
         breakdown = host_breakdown(model_module, model_new, list(args))
         other = [args[0][:-1], *args[1:]]  # one row fewer: a signature not seen yet
         torch.cuda.synchronize()
@@ -199,9 +203,11 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
         "input_shapes": [list(a.shape) for a in args if isinstance(a, torch.Tensor)],
         "kernel_ms": median(kernel),
         "model_new_ms": median(wrapped),
+        "model_new_ctypes_ms": median(times["model_new_ctypes"]),
         "op_ms": median(as_op),
         "eager_ms": median(eager),
         "model_new_overhead_us": paired_overhead_us(wrapped, kernel),
+        "model_new_ctypes_overhead_us": paired_overhead_us(times["model_new_ctypes"], kernel),
         "op_overhead_us": paired_overhead_us(as_op, kernel),
         **hosts,
         "first_call_ms": first_call_ms,
@@ -211,8 +217,8 @@ def measure(name: str, shape_set: int, work: Path, trials: int, burst: int) -> d
     print(
         f"{name} set {shape_set}: kernel {row['kernel_ms']:.4f} ms, ModelNew {row['model_new_ms']:.4f} ms "
         f"(+{row['model_new_overhead_us']:.1f} us), op {row['op_ms']:.4f} ms (+{row['op_overhead_us']:.1f} us); "
-        f"host per call: raw {hosts['raw_host_us']:.1f} us, ModelNew {hosts['model_new_host_us']:.1f} us, "
-        f"op {hosts['op_host_us']:.1f} us",
+        f"host per call: raw {hosts['raw_host_us']:.1f} us, ModelNew {hosts['model_new_host_us']:.1f} us "
+        f"(ctypes {hosts['model_new_ctypes_host_us']:.1f} us), op {hosts['op_host_us']:.1f} us",
         flush=True,
     )
     return row
@@ -243,6 +249,9 @@ def main() -> None:
         "median_op_host_us": statistics.median(r["op_host_us"] for r in rows),
         "median_raw_host_us": statistics.median(r["raw_host_us"] for r in rows),
         "median_model_new_host_over_raw_us": statistics.median(r["model_new_host_us"] - r["raw_host_us"] for r in rows),
+        "median_model_new_ctypes_host_over_raw_us": statistics.median(
+            r["model_new_ctypes_host_us"] - r["raw_host_us"] for r in rows
+        ),
         "median_op_host_over_raw_us": statistics.median(r["op_host_us"] - r["raw_host_us"] for r in rows),
     }
     write_result(args.out, "export_overhead", commit, tasks=rows, **summary)

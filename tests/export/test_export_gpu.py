@@ -75,6 +75,7 @@ def test_model_new_matches_the_reference_and_survives_moves_and_copies(
         block = module.argument_block(model_new, *inputs)
         assert_close(model_new(*inputs), expected, task)  # the same block, the built library reused
         assert module.argument_block(model_new, *inputs) is block and block.library is not None
+        assert module.cpp_launcher().count(id(model_new)) == 1  # the second call was the C++ launcher's
 
         model_new.cpu()  # what harnesses do after a forward: move, copy, reload
         model_new.to("cuda")
@@ -92,17 +93,48 @@ def test_model_new_matches_the_reference_and_survives_moves_and_copies(
     torch.cuda.synchronize()
 
 
+@pytest.mark.parametrize("launcher", ["cpp", "ctypes"])
+def test_calls_launch_on_the_current_stream_and_capture_in_a_cuda_graph(
+    launcher: str, tmp_path: Path, kernel_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Graph capture runs on a side stream and refuses work on any other: a kernel launched anywhere but the
+    current stream fails the capture. A replay on new data gives the reference's result."""
+    import torch
+
+    if launcher == "ctypes":
+        monkeypatch.setenv("OPTIML_EXPORT_LAUNCHER", "ctypes")
+    task, kernel = load("layernorm")
+    module = import_file(write(tmp_path, "layernorm_model_new.py", render_model_new(task, kernel)))
+    case = small_case(task)
+    model_new = module.ModelNew(*module.get_init_inputs()).cuda()
+    model_new.load_state_dict(case.model.state_dict())
+    x = case.args[0].clone()
+    with torch.no_grad():
+        model_new(x)
+        model_new(x)
+        assert (module.cpp_launcher() is None) == (launcher == "ctypes")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = model_new(x)
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(captured, case.model(x), task)
+
+
 @pytest.mark.parametrize("name", STARTERS)
 def test_the_op_matches_the_reference(name: str, tmp_path: Path, kernel_cache: Path) -> None:
     import torch
 
     task, kernel = load(name)
     namespace = unique_namespace()
-    import_file(write(tmp_path, f"{name}_op.py", render_op(task, kernel, namespace=namespace)))
+    module = import_file(write(tmp_path, f"{name}_op.py", render_op(task, kernel, namespace=namespace)))
     op = getattr(getattr(torch.ops, namespace), name)
     case = small_case(task)
-    got = op(*case.abi_inputs)
-    assert_close(list(got) if isinstance(got, tuple) else [got], case.expected, task)
+    for _ in range(2):  # the first call through Python, the second through the C++ launcher
+        got = op(*case.abi_inputs)
+        assert_close(list(got) if isinstance(got, tuple) else [got], case.expected, task)
+    assert module.cpp_launcher().count(module._OWNER) == 1
 
 
 def test_the_op_refuses_a_call_autograd_would_record(tmp_path: Path, kernel_cache: Path) -> None:

@@ -52,5 +52,6 @@ def common_context(
         "libraries": repr([f"-l{name}" for name in task.meta.libraries]),
         "input_specs": repr(signature.specs_record()),
         "state_accessors": signature.state_accessors(),
+        "launcher_source": repr(render("_launcher.cpp.j2")),
         **statement(task, kernel, verification, store),
     }
