@@ -291,6 +291,20 @@ def test_a_hang_is_killed_at_the_deadline(judge: Judge, runtime: TaskRuntime, li
     assert report.status is EvalStatus.TIMEOUT and "no answer within" in report.message
 
 
+def test_a_finished_candidates_process_is_killed_at_once_and_reaped_before_the_next_window(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    """The evaluation does not wait for the candidate process's teardown; the next timed window does."""
+    process = judge.take_process()
+    judge.close_in_background(process)
+    assert process.proc.returncode is None or process.proc.returncode == -9  # SIGKILLed, maybe not reaped yet
+    report = _evaluate(judge, runtime, libraries["honest"])  # its timed windows wait for the reap
+    assert report.status is EvalStatus.OK, report.message
+    assert process.proc.returncode == -9 and not process.stderr_path.exists()
+    judge.wait_for_closes()  # the honest candidate's own process, closed in the background
+    assert not judge._closing
+
+
 def test_calibration_is_measured_on_a_process_of_the_judges_own(judge: Judge) -> None:
     calibration = judge.calibration()
     assert calibration.calls >= 40

@@ -105,8 +105,10 @@ def test_calls_launch_on_the_current_stream_and_capture_in_a_cuda_graph(
         monkeypatch.setenv("OPTIML_EXPORT_LAUNCHER", "ctypes")
     task, kernel = load("layernorm")
     module = import_file(write(tmp_path, "layernorm_model_new.py", render_model_new(task, kernel)))
-    case = small_case(task)
-    model_new = module.ModelNew(*module.get_init_inputs()).cuda()
+    runtime = TaskRuntime(task, "cuda")
+    shape_set = smallest_shape_set(runtime)
+    case = runtime.case(0, shape_set)
+    model_new = module.ModelNew(*task.namespace(shape_set).get_init_inputs()).cuda()
     model_new.load_state_dict(case.model.state_dict())
     x = case.args[0].clone()
     with torch.no_grad():

@@ -52,7 +52,7 @@ def test_optimize_transpose_end_to_end(tmp_path: Path, kernel_cache: Path) -> No
     assert shown.exit_code == 0 and run.id in shown.output
 
     model_file = tmp_path / "transpose_model_new.py"
-    exported = runner.invoke(app, ["export", task, str(best), "-o", str(model_file)])
+    exported = runner.invoke(app, ["export", task, str(best), "-o", str(model_file), "--store", str(store)])
     assert exported.exit_code == 0, exported.output
     spec = importlib.util.spec_from_file_location(model_file.stem, model_file)
     assert spec is not None and spec.loader is not None

@@ -108,13 +108,17 @@ class CandidateProcess:
             return ""
         return " | ".join(text[-lines:])
 
-    def kill(self) -> None:
-        """End the process and everything it started (its whole session), and reap it."""
+    def stop(self) -> None:
+        """Send SIGKILL to the process and everything it started (its whole session); no wait."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
                 self.proc.kill()
+
+    def kill(self) -> None:
+        """End the process and everything it started, and reap it."""
+        self.stop()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
         for stream in (self.proc.stdin, self.proc.stdout):

@@ -448,7 +448,7 @@ def evaluate_candidate(
     finally:
         if session is not None:
             clock = time.perf_counter()
-            session.close()  # kills and reaps the candidate process: its CUDA context's teardown is waited for
+            session.close()  # kills the candidate process; it is reaped (its CUDA context torn down) off this path
             result.phase_seconds["close"] = _lap(clock)
     if result.verify is not None and (not result.verify.passed or result.status is EvalStatus.WRONG_ANSWER):
         result.verify = VerifyReport(passed=False, trials=result.verify.trials, message=result.message)
