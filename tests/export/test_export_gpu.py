@@ -205,6 +205,43 @@ def kernelbench_eval() -> Callable[..., Any] | None:
 
 
 @pytest.mark.parametrize("name", ["layernorm", "softmax"])  # with and without parameters
+def test_kernelbench_s_flow_on_the_export_exec_d_into_dicts(name: str, tmp_path: Path, kernel_cache: Path) -> None:
+    """eval_kernel_against_ref's flow, step by step, where KernelBench itself is not installed: both sources
+    exec()d into plain dicts (the ModelNew after a TORCH_EXTENSIONS_DIR line), both models built under the same
+    seed and moved to the GPU, outputs compared over fresh seeded inputs, then CUDA-event timing of ModelNew."""
+    import warnings
+
+    import torch
+
+    task, kernel = load(name)
+    reference_context: dict = {}
+    exec(compile(task.source, "<string>", "exec"), reference_context)
+    custom = f"import os\nos.environ['TORCH_EXTENSIONS_DIR'] = {str(tmp_path)!r}\n" + render_model_new(task, kernel)
+    context: dict = {}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*exported UNVERIFIED.*")
+        exec(compile(custom, "<string>", "exec"), context)
+    init = reference_context["get_init_inputs"]()
+    torch.manual_seed(42)
+    reference = reference_context["Model"](*init).cuda()
+    torch.manual_seed(42)
+    model_new = context["ModelNew"](*init).cuda()
+    with torch.no_grad():
+        for trial in range(3):
+            torch.manual_seed(trial)
+            inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in reference_context["get_inputs"]()]
+            assert_close(model_new(*inputs), reference(*inputs), task)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(10):
+            start.record()
+            model_new(*inputs)
+            end.record()
+            torch.cuda.synchronize()
+            assert start.elapsed_time(end) > 0
+    assert context["cpp_launcher"]().count(id(model_new)) == 1
+
+
+@pytest.mark.parametrize("name", ["layernorm", "softmax"])  # with and without parameters
 def test_kernelbench_judges_the_exported_model_new_correct(name: str, tmp_path: Path, kernel_cache: Path) -> None:
     import torch
 

@@ -184,12 +184,12 @@ def test_workspace_and_kernel_errors(export, launcher, stand_in) -> None:
 def test_without_ninja_the_export_warns_and_calls_through_ctypes(
     export: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A launcher that cannot be built (here: no ninja on PATH, and a source no process has built) is a
+    """A launcher the toolchain cannot build (here: no ninja on PATH, and a source no process has built) is a
     warning and None, never an error: the ctypes path needs none of it."""
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(export, "LAUNCHER_SOURCE", export.LAUNCHER_SOURCE + "\n// another build\n")
     monkeypatch.setattr(export, "_LAUNCHER", [])
-    with pytest.warns(UserWarning, match="the C.. launcher could not be built .*calls go through ctypes"):
+    with pytest.warns(UserWarning, match="cannot be built here: ninja is not installed.*calls go through ctypes"):
         assert export.cpp_launcher() is None
     assert export._LAUNCHER == [None]  # decided once per export
 

@@ -118,3 +118,20 @@ def test_inferred_output_shapes_are_the_references(name: str, tmp_path: Path) ->
     block = module.argument_block(model, *args)
     assert block.output_specs == [(tuple(t.shape), t.dtype) for t in expected]
     assert block.device == torch.device("meta")
+
+
+def test_the_export_runs_when_exec_d_into_a_dict_as_kernelbench_loads_it(tmp_path: Path) -> None:
+    """KernelBench's eval_kernel_against_ref exec()s the ModelNew source into a plain dict (no module), after a
+    line that sets TORCH_EXTENSIONS_DIR; the export must define and build everything it needs that way."""
+    task = load_task(TASKS / "layernorm.py")
+    source = render_model_new(task, KernelSource.from_file(TASKS / "layernorm.naive.cu"))
+    source = f"import os\nos.environ['TORCH_EXTENSIONS_DIR'] = {str(tmp_path)!r}\n" + source
+    context: dict = {}
+    with pytest.warns(UserWarning, match="exported UNVERIFIED"):
+        exec(compile(source, "<string>", "exec"), context)
+    model_new = context["ModelNew"](*context["get_init_inputs"]())
+    x = torch.randn(4, context["N"])
+    block = context["argument_block"](model_new, x)
+    assert block.output_specs == [((4, context["N"]), torch.float32)]
+    with pytest.raises(RuntimeError, match="runs on CUDA tensors"):
+        model_new(x)

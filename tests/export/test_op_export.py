@@ -86,7 +86,7 @@ def test_calls_the_kernel_was_not_verified_for_fail_clearly(tmp_path: Path) -> N
         ln(torch.randn(5, 7), torch.randn(7), torch.randn(7))
     with pytest.raises(TypeError, match=r"input 'x' is float64; the kernel was verified for float32"):
         ln(meta(5, 7, dtype=torch.float64), w, w)
-    with pytest.raises(ValueError, match=r"input 'x' is not contiguous; pass x.contiguous\(\)"):
+    with pytest.raises(ValueError, match=r"input 'x' is not contiguous; give it x.contiguous\(\)"):
         ln(meta(7, 5).t(), w, w)
     with pytest.raises(ValueError, match=r"parameter 'ln.weight' has 2 dims; the kernel was verified with 1"):
         ln(meta(5, 7), meta(1, 7), w)
