@@ -7,7 +7,9 @@ task, ``--repeats`` fresh copies (a unique comment, so no cache hits) are built 
 * ``serial``      — :meth:`Compiler.compile` with ``parallel_steps=False``: that build in the compile
   sandbox, with ``--keep`` and the binary digest, nvcc running its steps one after the other;
 * ``new``         — :meth:`Compiler.compile` as it runs by default: nvcc's host chain (preprocessing,
-  cudafe++) and device chain (preprocessing, cicc, ptxas) at once (:mod:`optiml.kernel.nvcc_steps`);
+  cudafe++) and device chain (preprocessing, cicc, ptxas) at once (:mod:`optiml.kernel.nvcc_steps`),
+  the host code at ``HOST_OPTIMIZATION`` and linked by a fast linker where there is one;
+* ``previous``    — the same schedule with the host code at ``-O3`` and GNU ld (before 2026-12-03);
 * ``pool``        — all copies at once through :meth:`Compiler.compile_many` (the compile pool,
   one build per CPU core): wall time divided by the number of builds, i.e. the cost per candidate
   when the pool is kept busy while the GPU times others;
@@ -55,7 +57,17 @@ def nvcc_seconds(code: str, arch_flag: str) -> float:
     with tempfile.TemporaryDirectory(prefix="optiml-nvcc-") as tmp:
         source = Path(tmp) / "kernel.cu"
         source.write_text(code, encoding="utf-8")
-        cmd = [find_nvcc(), "--shared", *BASE_FLAGS, arch_flag, f"-I{include_dir()}", "-o", f"{tmp}/k.so", str(source)]
+        cmd = [
+            find_nvcc(),
+            "--shared",
+            "-O3",
+            *BASE_FLAGS,
+            arch_flag,
+            f"-I{include_dir()}",
+            "-o",
+            f"{tmp}/k.so",
+            str(source),
+        ]
         start = time.perf_counter()
         subprocess.run(cmd, capture_output=True, check=True, cwd=tmp)
         return time.perf_counter() - start
@@ -84,18 +96,20 @@ def main() -> None:
     cache = Path(tempfile.mkdtemp(prefix="optiml-bench-kernels-"))
     compiler = Compiler(CompilerConfig(arch=args.arch, cache_dir=cache))
     serial = Compiler(CompilerConfig(arch=args.arch, cache_dir=cache, parallel_steps=False))
+    previous = Compiler(CompilerConfig(arch=args.arch, cache_dir=cache, host_optimization="-O3", fast_linker=False))
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     for name, code in sources.items():
-        row: dict[str, Any] = {"task": name, "gencode_s": [], "serial_s": [], "new_s": []}
+        row: dict[str, Any] = {"task": name, "gencode_s": [], "serial_s": [], "previous_s": [], "new_s": []}
         for _ in range(args.repeats):
             row["gencode_s"].append(round(nvcc_seconds(fresh(code), gencode(args.arch)), 3))
-            for key, builder in (("serial_s", serial), ("new_s", compiler)):
+            for key, builder in (("serial_s", serial), ("previous_s", previous), ("new_s", compiler)):
                 built = builder.compile(KernelSource(fresh(code)))
                 assert built.ok, built.error_summary()
                 row[key].append(round(built.seconds, 3))
             row["sandbox"] = built.sandbox
         row["new_over_serial"] = round(statistics.median(row["new_s"]) / statistics.median(row["serial_s"]), 3)
+        row["new_over_previous"] = round(statistics.median(row["new_s"]) / statistics.median(row["previous_s"]), 3)
         if name in args.inline_tasks:
             try:
                 row["load_inline_s"] = round(load_inline_build_seconds(name, code), 3)
@@ -118,7 +132,10 @@ def main() -> None:
         "median_gencode_s": median("gencode_s"),
         "median_serial_s": median("serial_s"),
         "median_new_s": median("new_s"),
+        "median_previous_s": median("previous_s"),
         "new_over_serial": round(median("new_s") / median("serial_s"), 3),
+        "new_over_previous": round(median("new_s") / median("previous_s"), 3),
+        "host_flags": list(compiler.host_flags),
         "new_over_gencode": round(median("new_s") / median("gencode_s"), 3),
         "pool_jobs": compiler.jobs,
         "pool_builds": len(batch),

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.compiler import HOST_OPTIMIZATION, Compiler, CompilerConfig, fast_linker
+from optiml.kernel.identity import elf_sections
 from optiml.kernel.skeleton import render_skeleton
 from optiml.kernel.source import KernelSource, normalize_source
 from optiml.task import load_task
@@ -54,6 +55,35 @@ def test_cache_hit_is_fast_and_keyed_by_flags(compiler: Compiler) -> None:
     assert time.perf_counter() - start < 0.2
     other = compiler.compile(KernelSource(SCALE, flags=("-DUNUSED_FLAG=1",)))
     assert not other.cached and other.so_path != first.so_path
+
+
+def test_host_code_gets_its_own_level_and_a_fast_linker(compiler: Compiler, tmp_path: Path) -> None:
+    """nvcc's -O is the host code's level: the build passes HOST_OPTIMIZATION and no other -O; a fast
+    linker the host compiler has links the library (gold leaves its version note), and both are part
+    of the cache key."""
+    result = compiler.compile(KernelSource(SCALE))
+    assert result.ok, result.log
+    levels = [flag for flag in result.command if flag.startswith("-O")]
+    assert levels == [HOST_OPTIMIZATION]
+    linker = fast_linker("g++")
+    sections = {name for name, *_ in elf_sections(Path(str(result.so_path)).read_bytes())}
+    if linker == "gold":
+        assert "-fuse-ld=gold" in result.command and ".note.gnu.gold-version" in sections
+    elif linker is None:
+        assert not any(flag.startswith("-fuse-ld") for flag in result.command)
+    plain = Compiler(
+        CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache", host_optimization="-O3", fast_linker=False)
+    )
+    assert plain.host_flags == ("-O3",)
+    assert plain.cache_key(KernelSource(SCALE)) != compiler.cache_key(KernelSource(SCALE))
+    other = plain.compile(KernelSource(SCALE))
+    assert other.ok and not other.cached
+    assert ".note.gnu.gold-version" not in {name for name, *_ in elf_sections(Path(str(other.so_path)).read_bytes())}
+
+
+def test_no_fast_linker_without_a_host_compiler(tmp_path: Path) -> None:
+    assert fast_linker(None) is None
+    assert fast_linker(str(tmp_path / "no-such-g++")) is None
 
 
 def test_a_new_compiler_reuses_the_kept_nvcc_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

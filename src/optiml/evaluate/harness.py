@@ -285,6 +285,8 @@ class TimingBench:
         )
 
     def series(self, calibration: Calibration, warmup: int, rule: StopRule) -> TimedSeries:
+        """``warmup`` untimed windows, then timed ones. The two windows that size the window count among
+        them, but at least one of the warm-up windows has the final width (its new slots' first use)."""
         if not self.sized:  # sized on the candidate's own claim: a false one only makes its windows noisier
             # The first call in a freshly loaded process runs cold (lazy module loading, first launch) and
             # claims too long a call: a window sized on it is too narrow, and the per-window cost the
@@ -292,6 +294,7 @@ class TimingBench:
             # benchmarks/results/retime_consistency.json). The second call sizes the window.
             self.call(calibration)
             self.size_window(self.call(calibration)[2])
+            warmup = min(warmup, max(1, warmup - 2))
         for _ in range(warmup):
             self.call(calibration)
         samples = TimedSeries()
