@@ -51,8 +51,9 @@ class SessionOptions:
 
 
 class LockedProfiler:
-    """The profiler, built on first use (once the evaluator knows the task's bytes) and holding the
-    evaluator's GPU lock, so ncu never runs during a timing."""
+    """The profiler, built on first use (once the evaluator knows the task's bytes) and sharing the
+    evaluator's GPU lock: it holds it for its GPU work only (each ncu launch from when its target is
+    ready), so ncu never runs during a timing while ncu's own start overlaps them."""
 
     def __init__(self, task: Task, evaluator: Evaluator, config: ProfileConfig | None = None) -> None:
         self._task = task
@@ -61,20 +62,17 @@ class LockedProfiler:
         self._profiler: Profiler | None = None
 
     def diagnose(self, kernel: KernelSource, result: EvalResult) -> Diagnosis:
-        with self._evaluator.gpu_lock:
-            return self.profiler().diagnose(kernel, result)
+        return self.profiler().diagnose(kernel, result)
 
     def diagnose_many(self, items: Sequence[tuple[KernelSource, EvalResult]]) -> list[Diagnosis]:
         """Several candidates in one ncu launch (the search batches those that wait)."""
-        with self._evaluator.gpu_lock:
-            return list(self.profiler().diagnose_many(items))
+        return list(self.profiler().diagnose_many(items))
 
     def report(self, kernel: KernelSource, result: EvalResult) -> ProfileReport:
         """The evaluated ``kernel``'s profile report (``optiml profile``)."""
         from optiml.profile import build_report
 
-        with self._evaluator.gpu_lock:
-            return build_report(self.profiler(), kernel, result)
+        return build_report(self.profiler(), kernel, result)
 
     def profiler(self) -> Profiler:
         if self._profiler is None:
@@ -83,7 +81,9 @@ class LockedProfiler:
             facts = self._evaluator.facts
             io_bytes = facts.input_bytes + facts.output_bytes if facts is not None else None
             config = self._config or ProfileConfig()
-            self._profiler = Profiler(self._task, self._evaluator.compiler, config, io_bytes=io_bytes)
+            self._profiler = Profiler(
+                self._task, self._evaluator.compiler, config, io_bytes=io_bytes, gpu_lock=self._evaluator.gpu_lock
+            )
         return self._profiler
 
 

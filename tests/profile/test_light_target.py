@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,37 @@ def test_a_failing_call_is_an_event_not_a_crash(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in report.read_text().splitlines()]
     assert events[1] == {"event": "failed", "index": 0, "label": "candidate 0", "error": "optiml_forward returned 5"}
+
+
+@pytest.mark.nvcc
+def test_with_a_gate_nothing_of_a_candidate_runs_before_its_turn(tmp_path: Path) -> None:
+    """--gate: the target says 'ready' once the case is up, and loads and calls no candidate (no warm-up,
+    no marker) until the gate file exists; then it carries on as without one."""
+    data = Path(__file__).resolve().parent / "data"
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _gcc(lib / "libcuda.so.1", data / "fake_libcuda.c")
+    candidate = _gcc(tmp_path / "candidate.so", data / "host_candidate.c")
+    task = tmp_path / "scaled.py"
+    task.write_text(SCALED_TASK)
+    dump_case(str(task), 1000, 0, tmp_path / "case", device="cpu")
+    log, report, gate = tmp_path / "driver.log", tmp_path / "events.jsonl", tmp_path / "turn"
+    env = {"LD_LIBRARY_PATH": str(lib), "FAKE_CUDA_LOG": str(log), "PATH": os.environ.get("PATH", "")}
+    argv = [sys.executable, "-I", "-S", str(LIGHT), "--case", str(tmp_path / "case"), "--so", str(candidate)]
+    proc = subprocess.Popen([*argv, "--report", str(report), "--gate", str(gate)], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while '"ready"' not in (report.read_text() if report.exists() else ""):
+            assert proc.poll() is None and time.monotonic() < deadline, "the target never said it was ready"
+            time.sleep(0.01)
+        time.sleep(0.3)
+        assert proc.poll() is None  # waiting for its turn
+        assert not log.exists()  # no call, no marker, no profiler range yet
+        gate.touch()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    events = [json.loads(line)["event"] for line in report.read_text().splitlines()]
+    assert events == ["case", "ready", "profiling", "profiled", "done"]
+    calls = " ".join(log.read_text().split())
+    assert calls.startswith("sum ") and " start marker sum " in calls and calls.endswith(" stop")  # warm-up first

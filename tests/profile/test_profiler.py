@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -134,6 +135,25 @@ def test_kernels_are_attributed_to_their_candidates(
     assert profiles[1].totals.duration_ms == pytest.approx(0.976224 + 3.129312)
     assert profiles[1].totals.kernels == 2
     assert profiles[0].seconds > 0
+
+
+def test_with_the_evaluators_lock_an_ncu_launch_waits_for_it(
+    task: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The torch target has no gate: the launch takes the lock before it starts and frees it after."""
+    install_fake_ncu(tmp_path, monkeypatch, csv=multi_candidate_csv([["vecadd"], ["smem_conflict"]]))
+    lock = threading.Lock()
+    lock.acquire()  # a timing in progress
+    peaks = datasheet_peaks("NVIDIA H200")
+    config = ProfileConfig(peaks=peaks, light_target=False)
+    prof = Profiler(task, FakeCompiler(), config, launch=plain_launch, gpu_lock=lock)  # type: ignore[arg-type]
+    releaser = threading.Timer(1.0, lock.release)
+    start = time.perf_counter()
+    releaser.start()
+    profiles = prof.profile([kernel("a")], reference=True)
+    assert time.perf_counter() - start >= 0.9
+    assert all(p.ok for p in profiles)
+    assert prof.gpu_held_s > 0 and not lock.locked()
 
 
 def test_compile_failures_and_warm_up_failures_are_per_candidate(

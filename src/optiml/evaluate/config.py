@@ -13,10 +13,10 @@ class EvalConfig:
     Verification: ``seeds`` trials on the default shape set (fresh seeded inputs, input
     distributions cycling through the task's list), one trial on every extra shape set, and a
     fresh-seed trial again after timing. Timing: ``warmup_calls`` untimed calls (the two that size
-    the timing window among them), then between ``min_trials`` and ``max_trials`` timed calls (stopping early once the median is known within
-    ``timing_precision``, or is clearly slower than the incumbent, and once ``timing_seconds`` have passed),
-    rotating among ``timing_inputs`` input sets, L2 flushed and persisting L2 reset before
-    each call, every timed call's output checked.
+    the timing window among them), then between ``min_trials`` and ``max_trials`` timed calls
+    (stopping early once the median is known within ``timing_precision``, or is clearly slower than
+    the incumbent, and once ``timing_seconds`` have passed), rotating among ``timing_inputs`` input
+    sets, L2 flushed and persisting L2 reset before each call, every timed call's output checked.
     """
 
     seeds: int = 3

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,9 @@ from optiml.integrity.sandbox import kill_group
 
 #: A launch builder: (argv, workdir) → a WorkerLaunch (argv, env, cwd, preexec_fn, report).
 LaunchBuilder = Callable[[list[str], Path], Any]
+#: Entered once the process has started, exited once it has ended: ``hold(process, deadline)`` may wait
+#: (for the process to be ready, for a lock) and yields the seconds it waited, which extend the timeout.
+Hold = Callable[["subprocess.Popen[bytes]", float], contextlib.AbstractContextManager[float]]
 
 
 def sandbox_launch(isolate_filesystem: bool = True) -> LaunchBuilder:
@@ -53,30 +57,44 @@ class Outcome:
 
 
 def run(
-    argv: list[str], launch: LaunchBuilder, workdir: Path, timeout_s: float, extra_env: dict[str, str] | None = None
+    argv: list[str],
+    launch: LaunchBuilder,
+    workdir: Path,
+    timeout_s: float,
+    extra_env: dict[str, str] | None = None,
+    hold: Hold | None = None,
 ) -> Outcome:
+    """Run ``argv`` to its end or ``timeout_s`` (its process group killed then). With ``hold``, its
+    standard error goes to a file, so a process that writes much while ``hold`` waits never blocks."""
     spec = launch(argv, workdir)
     env = dict(spec.env)
     env.update(extra_env or {})
     start = time.perf_counter()
-    try:
-        proc = subprocess.Popen(
-            spec.argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.cwd,
-            env=env,
-            preexec_fn=_own_process_group(spec.preexec_fn),
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return Outcome("", "", None, False, 0.0, start_error=str(exc))
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc)
-        out, err = proc.communicate()
+    with tempfile.TemporaryFile() as spill, contextlib.ExitStack() as held:
+        try:
+            proc = subprocess.Popen(
+                spec.argv,
+                stdout=subprocess.PIPE,
+                stderr=spill if hold is not None else subprocess.PIPE,
+                cwd=spec.cwd,
+                env=env,
+                preexec_fn=_own_process_group(spec.preexec_fn),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return Outcome("", "", None, False, 0.0, start_error=str(exc))
+        deadline = start + timeout_s
+        if hold is not None:
+            deadline += held.enter_context(hold(proc, deadline))
+        timed_out = False
+        try:
+            out, err = proc.communicate(timeout=max(0.0, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+            out, err = proc.communicate()
+        if hold is not None:
+            spill.seek(0)
+            err = spill.read()
     describe = getattr(spec, "describe_exit", None)  # a pid namespace reports signals as 128 + N
     return Outcome(
         stdout=out.decode(errors="replace"),

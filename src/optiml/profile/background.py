@@ -3,13 +3,16 @@
 A search node is final once it is timed; its diagnosis only feeds later proposals. So the engine
 hands each timed candidate to a :class:`DiagnosisQueue` and carries on::
 
-    queue = DiagnosisQueue(profiler, batch=3, gpu_lock=evaluator.gpu_lock)
+    profiler = Profiler(task, compiler, gpu_lock=evaluator.gpu_lock)   # holds it for its GPU work only
+    queue = DiagnosisQueue(profiler, batch=3)
     future = queue.submit(kernel, result)          # returns at once
     future.add_done_callback(lambda f: inbox.put((node, f)))   # runs on the queue's thread
 
 One background thread takes up to ``batch`` waiting candidates — as soon as ``batch`` wait, or
 ``max_wait_s`` after the first of them arrived — and runs :meth:`Profiler.diagnose_many` on them
-(one ncu launch) while holding ``gpu_lock``, so a profile never overlaps a timing. A failure of
+(one ncu launch). A profiler built with the evaluator's lock holds it for its GPU work only, so a
+profile never overlaps a timing; ``gpu_lock`` is for one built without (the queue then holds it over
+the whole diagnosis) and must never be the lock the profiler holds itself. A failure of
 the whole batch becomes each future's exception; a candidate ncu could not profile still gets a
 diagnosis from static facts and timing, as :meth:`Profiler.diagnose` gives.
 """

@@ -2,7 +2,11 @@
 
 Run once per profiler (task, seed, shape set) in the worker's sandbox::
 
-    python -m optiml.profile.case_dump --task TASK.py --seed N --shape-set S --out DIR [--device cuda]
+    python -m optiml.profile.case_dump --task TASK.py --seed N --shape-set S --out DIR [--device cuda] \\
+        [--report EVENTS.jsonl --gate FILE]
+
+With ``--report`` and ``--gate`` it loads the task (torch's import, the task module), writes a
+``ready`` event and waits for ``FILE`` before it touches the device (the profiler's GPU turn).
 
 ``DIR/case.json`` describes the ABI arrays, ``DIR/input<i>.bin`` hold the inputs' bytes::
 
@@ -26,6 +30,8 @@ import base64
 import ctypes
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +41,19 @@ from optiml.errors import TaskError
 from optiml.evaluate.abi import OptimlTensor, TensorArray
 from optiml.evaluate.checks import clone_args
 from optiml.evaluate.runtime import TaskRuntime
-from optiml.profile.light_target import MANIFEST
+from optiml.profile.light_target import GATE_POLL_S, MANIFEST
 from optiml.task import load_task
 
 
-def dump_case(task_path: str, seed: int, shape_set: int, out: Path, device: str = "cuda") -> dict[str, Any]:
-    """Write the case and return the manifest."""
-    runtime = TaskRuntime(load_task(task_path), device)
+def dump_case(
+    task_path: str, seed: int, shape_set: int, out: Path, device: str = "cuda", turn: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Write the case and return the manifest; ``turn`` is called once the task is loaded, before the
+    device is touched (it waits for the GPU)."""
+    task = load_task(task_path)
+    if turn is not None:
+        turn()
+    runtime = TaskRuntime(task, device)
     case = runtime.case(seed, shape_set)
     inputs = clone_args(case.abi_inputs)
     outputs = [torch.empty_like(e, memory_format=torch.contiguous_format) for e in case.expected]
@@ -94,6 +106,20 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def _gate(report: Path | None, gate: Path | None) -> Callable[[], None] | None:
+    """Wait for the GPU as :class:`optiml.profile.ncu.GpuTurn` expects: a 'ready' event, then the gate file."""
+    if report is None or gate is None:
+        return None
+
+    def wait() -> None:
+        with report.open("a", encoding="utf-8") as events:
+            events.write(json.dumps({"event": "ready"}) + "\n")
+        while not gate.exists():
+            time.sleep(GATE_POLL_S)
+
+    return wait
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m optiml.profile.case_dump")
     parser.add_argument("--task", required=True)
@@ -101,12 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape-set", type=int, default=0)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--report", type=Path, help="JSON-lines file where a 'ready' event is written (with --gate)")
+    parser.add_argument("--gate", type=Path, help="once the task is loaded, say 'ready' and wait for this file")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("case dump: no CUDA device is visible", file=sys.stderr)
         return 2
     try:
-        dump_case(args.task, args.seed, args.shape_set, args.out, args.device)
+        dump_case(args.task, args.seed, args.shape_set, args.out, args.device, _gate(args.report, args.gate))
     except TaskError as exc:
         print(f"case dump: {exc}", file=sys.stderr)
         return 2

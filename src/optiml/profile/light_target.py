@@ -12,6 +12,10 @@ CUDA comes from the driver library (``libcuda.so.1``): the primary context is ma
 candidate's statically linked runtime uses the same one; buffers are ``cuMemAlloc`` allocations
 filled from the case files.
 
+With ``--gate FILE`` the target writes a ``ready`` event once its context exists and the case is on
+the GPU, and waits for ``FILE`` before any candidate is loaded: the profiler takes the GPU lock then
+(:class:`optiml.profile.ncu.GpuTurn`), so ncu's and the target's start overlap the evaluator's timings.
+
 Same protocol as :mod:`optiml.profile.target`: every candidate is loaded, bound and called once
 for warm-up outside the profiled range, then once inside ``cuProfilerStart``/``Stop``, right
 after a marker kernel (``optiml_profile_marker``, JIT-compiled from a few lines of PTX) that
@@ -27,6 +31,7 @@ import ctypes
 import json
 import os
 import sys
+import time
 from typing import IO, Any
 
 MANIFEST = "case.json"  # written by optiml.profile.case_dump
@@ -44,6 +49,7 @@ CHUNK_BYTES = 1 << 26
 STREAM_NON_BLOCKING = 1
 POISON = 0xFF
 EXIT_CONTEXT_LOST = 3
+GATE_POLL_S = 0.002
 
 
 class CudaError(Exception):
@@ -195,6 +201,10 @@ def run(args: argparse.Namespace, events: IO[str]) -> int:
     _event(
         events, "case", input_bytes=manifest["input_bytes"], output_bytes=manifest["output_bytes"], device=driver.name
     )
+    if args.gate:  # our turn on the GPU: no candidate code runs before it
+        _event(events, "ready")
+        while not os.path.exists(args.gate):
+            time.sleep(GATE_POLL_S)
     ready: list[tuple[int, str, Candidate]] = []
     for index, so_path in enumerate(args.so):
         label = f"candidate {index}"
@@ -244,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", required=True, help="folder written by optiml.profile.case_dump")
     parser.add_argument("--so", action="append", default=[], help="a candidate shared object (repeatable)")
     parser.add_argument("--report", required=True, help="JSON-lines file of what was profiled")
+    parser.add_argument("--gate", help="say 'ready' once the case is on the GPU, then wait for this file to exist")
     args = parser.parse_args(argv)
     os.dup2(2, 1)  # a candidate's printf must not mix into ncu's CSV on stdout
     sys.stdout = sys.stderr

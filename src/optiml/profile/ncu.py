@@ -10,11 +10,15 @@ crash, a timeout — comes back as one line in :attr:`NcuRun.error`, never as an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
+import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,13 +67,57 @@ def target_command(
     return [*command, "--seed", str(seed), "--shape-set", str(shape_set), "--report", str(report)]
 
 
-def light_target_command(case_dir: Path, so_paths: Sequence[str], report: Path) -> list[str]:
-    """The torch-free target (:mod:`optiml.profile.light_target`) run as a plain script."""
+def light_target_command(case_dir: Path, so_paths: Sequence[str], report: Path, gate: Path | None = None) -> list[str]:
+    """The torch-free target (:mod:`optiml.profile.light_target`) run as a plain script; with ``gate``
+    it says "ready" once started and waits for that file before it touches the GPU (:class:`GpuTurn`)."""
     script = Path(__file__).with_name("light_target.py")
     command = [sys.executable, "-I", "-S", str(script), "--case", str(case_dir)]
     for so in so_paths:
         command += ["--so", so]
-    return [*command, "--report", str(report)]
+    command += ["--report", str(report)]
+    return [*command, "--gate", str(gate)] if gate is not None else command
+
+
+class GpuTurn:
+    """A :data:`~optiml.integrity.process.Hold` for one ncu launch: ``lock`` (the evaluator's GPU lock)
+    held from when the target may use the GPU until ncu has ended.
+
+    With a ``gate``, the light target starts (ncu's start, Python, its CUDA context, the case's upload)
+    while the evaluator times other candidates; once its report says ``ready`` the lock is taken and the
+    gate file written, and the target loads, warms up and profiles the candidates. Without one (the torch
+    target) the lock is taken at once. ``waited_s`` and ``held_s`` say how the last launch spent it.
+    """
+
+    POLL_S = 0.005
+
+    def __init__(self, lock: threading.Lock, report: Path | None = None, gate: Path | None = None) -> None:
+        self.lock, self.report, self.gate = lock, report, gate
+        self.waited_s = 0.0  # for the lock, once the target was ready
+        self.held_s = 0.0
+
+    @contextlib.contextmanager
+    def __call__(self, process: subprocess.Popen[bytes], deadline: float) -> Iterator[float]:
+        if self.gate is not None and not self._ready(process, deadline):
+            yield 0.0  # it ended or hangs before it was ready: nothing of it ran on the GPU
+            return
+        asked = time.perf_counter()
+        with self.lock:
+            taken = time.perf_counter()
+            self.waited_s = taken - asked
+            if self.gate is not None:
+                self.gate.touch()
+            try:
+                yield self.waited_s
+            finally:
+                self.held_s = time.perf_counter() - taken
+
+    def _ready(self, process: subprocess.Popen[bytes], deadline: float) -> bool:
+        assert self.report is not None
+        while process.poll() is None and time.perf_counter() < deadline:
+            if any(event.get("event") == "ready" for event in _read_events(self.report)):
+                return True
+            time.sleep(self.POLL_S)
+        return False
 
 
 @dataclass(frozen=True)
@@ -92,9 +140,11 @@ def run_ncu(
     report: Path,
     timeout_s: float,
     extra_env: dict[str, str] | None = None,
+    turn: GpuTurn | None = None,
 ) -> NcuRun:
-    """Run ``command`` (ncu + target) sandboxed, with a timeout; parse its CSV and the target's report."""
-    outcome = process.run(command, launch, workdir, timeout_s, extra_env)
+    """Run ``command`` (ncu + target) sandboxed, with a timeout (not counting the wait for ``turn``'s
+    lock); parse its CSV and the target's report."""
+    outcome = process.run(command, launch, workdir, timeout_s, extra_env, hold=turn)
     events = tuple(_read_events(report))
     if outcome.start_error is not None:
         return NcuRun(error=f"ncu could not start: {outcome.start_error}")

@@ -9,13 +9,21 @@ target :mod:`optiml.profile.target`. ``diagnose`` adds ``ptxas``/SASS
 facts, the roofline and the evaluation's timing, and falls back to static analysis and timing
 when ncu is missing, not permitted or fails. ``roofline`` gives the task's floor under this
 GPU's peaks (measured once per GPU and cached; datasheet figures as the labelled fallback).
+
+Given the evaluator's GPU lock, the profiler holds it for its GPU work only: writing the case,
+measuring the peaks, and each ncu launch from the moment its target may touch the GPU to the
+launch's end. The light target starts (ncu, Python, a CUDA context, the case's upload) while the
+evaluator times other candidates, says it is ready and waits for its turn
+(:class:`~optiml.profile.ncu.GpuTurn`); static analysis and SASS disassembly never hold the lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +41,7 @@ from optiml.profile.light_target import MANIFEST as CASE_MANIFEST
 from optiml.profile.metrics import DEFAULT_METRICS, KernelMetrics
 from optiml.profile.ncu import (
     PERMISSION_HINT,
+    GpuTurn,
     NcuRun,
     find_ncu,
     light_target_command,
@@ -89,8 +98,12 @@ class Profiler:
         *,
         launch: LaunchBuilder | None = None,
         io_bytes: int | None = None,
+        gpu_lock: threading.Lock | None = None,
     ) -> None:
-        """``launch`` replaces the sandbox (tests); ``io_bytes`` is the task's inputs + outputs if known."""
+        """``launch`` replaces the sandbox (tests); ``io_bytes`` is the task's inputs + outputs if known;
+        ``gpu_lock`` (the evaluator's) is held for the profiler's GPU work only: writing the case, measuring
+        the peaks, and each ncu launch from when its target is ready (:class:`~optiml.profile.ncu.GpuTurn`)
+        to its end. The caller must not hold it."""
         self.task = task
         self.compiler = compiler
         self.config = config or ProfileConfig()
@@ -103,6 +116,9 @@ class Profiler:
         self._peaks: Peaks | None = None
         self._roofline: Roofline | None = None
         self._runs = 0
+        self._gpu_lock = gpu_lock
+        self.gpu_held_s = 0.0  # how long this profiler has held ``gpu_lock``, in all
+        self.gpu_waited_s = 0.0  # how long its ready targets waited for ``gpu_lock``, in all
 
     # -- profiling ---------------------------------------------------------------------------
     def profile(self, kernels: Sequence[KernelSource] | KernelSource, reference: bool = False) -> list[Profile]:
@@ -133,7 +149,13 @@ class Profiler:
         case = self.light_case() if self.config.light_target and not reference else None
         if isinstance(case, Path):
             folder = case
-            run = self._ncu(ncu, lambda report: light_target_command(folder, so_paths, report), timeout, extra_env)
+            run = self._ncu(
+                ncu,
+                lambda report, gate: light_target_command(folder, so_paths, report, gate),
+                timeout,
+                extra_env,
+                gated=True,
+            )
             started = any(e.get("event") == "case" for e in run.events)
             if run.error not in (None, PERMISSION_HINT) and not started and not run.error.startswith("ncu timed out"):
                 self._case = f"the light target failed ({run.error})"  # never again in this profiler
@@ -143,7 +165,7 @@ class Profiler:
             seed, shape_set = self.config.seed, self.config.shape_set
             run = self._ncu(
                 ncu,
-                lambda report: target_command(task, so_paths, reference, seed, shape_set, report),
+                lambda report, _: target_command(task, so_paths, reference, seed, shape_set, report),
                 timeout,
                 extra_env,
             )
@@ -156,22 +178,56 @@ class Profiler:
             self._roofline = None
         return run
 
-    def _ncu(self, ncu: str, target: Callable[[Path], list[str]], timeout: float, extra_env: dict[str, str]) -> NcuRun:
-        """One ncu launch of ``target(report path)`` in a fresh directory, under the sandbox (or its fallback)."""
+    def _ncu(
+        self,
+        ncu: str,
+        target: Callable[[Path, Path | None], list[str]],
+        timeout: float,
+        extra_env: dict[str, str],
+        gated: bool = False,
+    ) -> NcuRun:
+        """One ncu launch of ``target(report path, gate path)`` in a fresh directory, under the sandbox (or
+        its fallback); ``gated``: the target waits for the gate file before it uses the GPU (the light target)."""
         with tempfile.TemporaryDirectory(prefix="optiml-profile-") as tmp:
             workdir = Path(tmp)
             report = workdir / "profiled.jsonl"
-            command = ncu_command(ncu, self.config.metrics, self.config.sections, target(report))
-            run = run_ncu(command, self._launch, workdir, report, timeout, extra_env)
+            gate = workdir / "gpu-turn" if gated and self._gpu_lock is not None else None
+            command = ncu_command(ncu, self.config.metrics, self.config.sections, target(report, gate))
+            run = self._launch_ncu(command, self._launch, workdir, report, gate, timeout, extra_env)
             if self._fallback_launch is not None and _sandbox_refused(run):
                 first = run.error
                 report.unlink(missing_ok=True)
-                run = run_ncu(command, self._fallback_launch, workdir, report, timeout, extra_env)
+                if gate is not None:
+                    gate.unlink(missing_ok=True)
+                run = self._launch_ncu(command, self._fallback_launch, workdir, report, gate, timeout, extra_env)
                 if run.error is None:  # it is the namespace ncu cannot work in: keep the lighter isolation
                     self._launch, self._fallback_launch = self._fallback_launch, None
                 note = f"under the filesystem sandbox ncu failed ({first}); profiled with network-only isolation"
                 run = replace(run, warnings=(*run.warnings, note))
         return run
+
+    def _launch_ncu(
+        self,
+        command: list[str],
+        launch: LaunchBuilder,
+        workdir: Path,
+        report: Path,
+        gate: Path | None,
+        timeout: float,
+        extra_env: dict[str, str],
+    ) -> NcuRun:
+        turn = GpuTurn(self._gpu_lock, report, gate) if self._gpu_lock is not None else None
+        run = run_ncu(command, launch, workdir, report, timeout, extra_env, turn)
+        self._count(turn)
+        return run
+
+    def _count(self, turn: GpuTurn | None) -> None:
+        if turn is not None:
+            self.gpu_held_s += turn.held_s
+            self.gpu_waited_s += turn.waited_s
+
+    def _holding_gpu(self) -> contextlib.AbstractContextManager[object]:
+        return self._gpu_lock if self._gpu_lock is not None else contextlib.nullcontext()
 
     def light_case(self) -> Path | str:
         """The case folder for the light target, written on first use; a one-line reason if it cannot be."""
@@ -182,7 +238,12 @@ class Profiler:
             argv = [sys.executable, "-m", "optiml.profile.case_dump", "--task", str(self.task.path)]
             argv += ["--seed", str(self.config.seed), "--shape-set", str(self.config.shape_set), "--out", str(out)]
             extra_env = {"CUDA_VISIBLE_DEVICES": str(self.config.gpu)} if self.config.gpu is not None else {}
-            outcome = process.run(argv, self._launch, workdir, self.config.case_timeout_s, extra_env)
+            turn = None
+            if self._gpu_lock is not None:  # the case is made on the GPU (the evaluation's inputs): its turn
+                turn = GpuTurn(self._gpu_lock, workdir / "case-dump.jsonl", workdir / "case-turn")
+                argv += ["--report", str(turn.report), "--gate", str(turn.gate)]
+            outcome = process.run(argv, self._launch, workdir, self.config.case_timeout_s, extra_env, hold=turn)
+            self._count(turn)
             if (out / CASE_MANIFEST).is_file() and outcome.returncode == 0:
                 self._case = out
             elif outcome.timed_out:
@@ -314,15 +375,16 @@ class Profiler:
     def peaks(self) -> Peaks:
         """Configured peaks, else cached for this GPU, else measured now (and cached), else datasheet."""
         if self._peaks is None:
-            self._peaks = find_peaks(
-                self.compiler,
-                configured=self.config.peaks,
-                gpu=self.config.gpu,
-                cache_dir=self.config.roofline_cache_dir,
-                measure=self.config.measure_peaks,
-                timeout_s=self.config.peaks_timeout_s,
-                launch=self._launch,
-            )
+            with self._holding_gpu():  # a measurement runs on the GPU
+                self._peaks = find_peaks(
+                    self.compiler,
+                    configured=self.config.peaks,
+                    gpu=self.config.gpu,
+                    cache_dir=self.config.roofline_cache_dir,
+                    measure=self.config.measure_peaks,
+                    timeout_s=self.config.peaks_timeout_s,
+                    launch=self._launch,
+                )
         return self._peaks
 
 
