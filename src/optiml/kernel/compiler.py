@@ -10,11 +10,14 @@ Where the time goes (``nvcc --time``, nvcc 13.0, a 70-line softmax, 2-core machi
 preprocessing 0.09 s, cudafe++ 0.37 s, device preprocessing 0.12 s, cicc 0.34 s, ptxas 0.05 s,
 host compile 0.14 s, link 0.08 s — and an *empty* candidate costs 1.29 s of the 1.38 s: nearly all
 of it is parsing the 1.1 MB of headers nvcc force-includes (``cuda_runtime.h``) in three front ends.
-Host-side flags (``-Xcompiler -O0``, ``-cudart shared``) change nothing measurable, and the host
-pass cannot be dropped without changing the ABI (``optiml_forward`` is candidate host code). So
-the speed comes from elsewhere:
+The host pass cannot be dropped without changing the ABI (``optiml_forward`` is candidate host
+code). So the speed comes from elsewhere:
 
 * machine code for the detected GPU only (:func:`gencode`);
+* the host code at ``-O1`` and linked by gold, lld or mold where there is one
+  (:data:`HOST_OPTIMIZATION`, :func:`fast_linker`): the host compile and the link are the end of the
+  build's critical path. (An earlier trial of ``-Xcompiler -O0`` measured nothing because nvcc puts
+  its own ``-O3`` after ``-Xcompiler`` flags: the host compiler never saw it.)
 * nvcc's own steps, from its ``-dryrun`` listing, rescheduled (:mod:`optiml.kernel.nvcc_steps`):
   the host front end (preprocessing, cudafe++) beside the device one (preprocessing, cicc), then the
   host compile beside ptxas and fatbinary, and no device link (it is empty without ``-rdc``):
