@@ -140,7 +140,17 @@ def main() -> None:
             results[name].append(result)
             print(name, json.dumps(result), flush=True)
     summary = {name: sorted(r["wall_s"] for r in runs)[len(runs) // 2] for name, runs in results.items()}
-    write_result(args.out, "ncu_startup", args.commit, gpu=True, ncu=ncu, probes=results, median_wall_s=summary)
+    version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    write_result(
+        args.out,
+        "ncu_startup",
+        args.commit,
+        gpu=True,
+        ncu=ncu,
+        ncu_version=version[-1] if version else None,
+        probes=results,
+        median_wall_s=summary,
+    )
     print(json.dumps(summary, indent=2))
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -146,4 +147,32 @@ def test_real_ncu_profiles_candidates_in_the_light_target(tmp_path: Path) -> Non
     assert not any("torch target" in note for note in first.notes), first.notes
     assert [k.short_name for k in first.kernels] == ["transpose_kernel"]
     assert not broken.ok and "returned 7" in broken.errors[0]
+    profiler.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_real_ncu_with_the_evaluators_lock_waits_for_its_turn(tmp_path: Path) -> None:
+    """On the GPU machine: with the evaluator's lock, the case dump and the light target start while the
+    lock is held elsewhere (a timing), wait for it, and profile once it is free; the lock is free after."""
+    if find_ncu() is None:
+        pytest.skip("ncu is not installed")
+    task = load_task(ROOT / "tasks" / "transpose.py")
+    assert task.naive_kernel_path is not None
+    kernel = KernelSource.from_file(task.naive_kernel_path)
+    lock = threading.Lock()
+    profiler = Profiler(
+        task,
+        Compiler(CompilerConfig(cache_dir=tmp_path / "kernels")),
+        ProfileConfig(roofline_cache_dir=tmp_path / "roofline", measure_peaks=False),
+        gpu_lock=lock,
+    )
+    lock.acquire()
+    threading.Timer(3.0, lock.release).start()
+    [profile] = profiler.profile(kernel)
+    assert profile.ok, profile.errors
+    assert not any("torch target" in note for note in profile.notes), profile.notes
+    assert [k.short_name for k in profile.kernels] == ["transpose_kernel"]
+    assert profiler.gpu_waited_s > 0 and profiler.gpu_held_s > 0
+    assert not lock.locked()
     profiler.close()
