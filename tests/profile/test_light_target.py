@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from profile_data import SRC
@@ -109,11 +110,9 @@ def _gcc(out: Path, source: Path, *extra: str) -> Path:
     return out
 
 
-@pytest.mark.nvcc  # the CUDA headers come with nvcc
-def test_the_protocol_end_to_end_on_a_host_memory_driver(tmp_path: Path) -> None:
-    """light_target.py against a stand-in libcuda.so.1 (host memory) and a candidate built for it: the
-    structs are relocated onto filled buffers, scalars keep their bytes, the workspace is asked with
-    shapes only, outputs are poisoned, each entry gets a marker inside start/stop, failures are events."""
+def _fake_gpu_and_case(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
+    """The stand-in libcuda.so.1's folder, a candidate built for it, and a case of SCALED_TASK (in
+    ``tmp_path/case``) with its manifest."""
     data = Path(__file__).resolve().parent / "data"
     lib = tmp_path / "lib"
     lib.mkdir()
@@ -121,8 +120,16 @@ def test_the_protocol_end_to_end_on_a_host_memory_driver(tmp_path: Path) -> None
     candidate = _gcc(tmp_path / "candidate.so", data / "host_candidate.c")
     task = tmp_path / "scaled.py"
     task.write_text(SCALED_TASK)
-    case = tmp_path / "case"
-    manifest = dump_case(str(task), 1000, 0, case, device="cpu")
+    manifest = dump_case(str(task), 1000, 0, tmp_path / "case", device="cpu")
+    return lib, candidate, tmp_path / "case", manifest
+
+
+@pytest.mark.nvcc  # the CUDA headers come with nvcc
+def test_the_protocol_end_to_end_on_a_host_memory_driver(tmp_path: Path) -> None:
+    """light_target.py against a stand-in libcuda.so.1 (host memory) and a candidate built for it: the
+    structs are relocated onto filled buffers, scalars keep their bytes, the workspace is asked with
+    shapes only, outputs are poisoned, each entry gets a marker inside start/stop, failures are events."""
+    lib, candidate, case, manifest = _fake_gpu_and_case(tmp_path)
     x = array.array("f", (case / manifest["inputs"][0]["file"]).read_bytes())
     log, report = tmp_path / "driver.log", tmp_path / "events.jsonl"
     env = {"LD_LIBRARY_PATH": str(lib), "FAKE_CUDA_LOG": str(log), "PATH": os.environ.get("PATH", "")}
@@ -140,14 +147,7 @@ def test_the_protocol_end_to_end_on_a_host_memory_driver(tmp_path: Path) -> None
 
 @pytest.mark.nvcc
 def test_a_failing_call_is_an_event_not_a_crash(tmp_path: Path) -> None:
-    data = Path(__file__).resolve().parent / "data"
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    _gcc(lib / "libcuda.so.1", data / "fake_libcuda.c")
-    candidate = _gcc(tmp_path / "candidate.so", data / "host_candidate.c")
-    task = tmp_path / "scaled.py"
-    task.write_text(SCALED_TASK)
-    dump_case(str(task), 1000, 0, tmp_path / "case", device="cpu")
+    lib, candidate, _, _ = _fake_gpu_and_case(tmp_path)
     env = {"LD_LIBRARY_PATH": str(lib), "FAKE_CUDA_LOG": str(tmp_path / "log"), "FAIL": "1"}
     report = tmp_path / "events.jsonl"
     argv = [sys.executable, "-I", "-S", str(LIGHT), "--case", str(tmp_path / "case"), "--so", str(candidate)]
@@ -161,14 +161,7 @@ def test_a_failing_call_is_an_event_not_a_crash(tmp_path: Path) -> None:
 def test_with_a_gate_nothing_of_a_candidate_runs_before_its_turn(tmp_path: Path) -> None:
     """--gate: the target says 'ready' once the case is up, and loads and calls no candidate (no warm-up,
     no marker) until the gate file exists; then it carries on as without one."""
-    data = Path(__file__).resolve().parent / "data"
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    _gcc(lib / "libcuda.so.1", data / "fake_libcuda.c")
-    candidate = _gcc(tmp_path / "candidate.so", data / "host_candidate.c")
-    task = tmp_path / "scaled.py"
-    task.write_text(SCALED_TASK)
-    dump_case(str(task), 1000, 0, tmp_path / "case", device="cpu")
+    lib, candidate, _, _ = _fake_gpu_and_case(tmp_path)
     log, report, gate = tmp_path / "driver.log", tmp_path / "events.jsonl", tmp_path / "turn"
     env = {"LD_LIBRARY_PATH": str(lib), "FAKE_CUDA_LOG": str(log), "PATH": os.environ.get("PATH", "")}
     argv = [sys.executable, "-I", "-S", str(LIGHT), "--case", str(tmp_path / "case"), "--so", str(candidate)]
