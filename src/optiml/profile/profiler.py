@@ -220,7 +220,7 @@ class Profiler:
         turn = GpuTurn(self._gpu_lock, report, gate) if self._gpu_lock is not None else None
         run = run_ncu(command, launch, workdir, report, timeout, extra_env, turn)
         self._count(turn)
-        return run
+        return replace(run, seconds=run.seconds - turn.waited_s) if turn is not None else run  # ncu's own time
 
     def _count(self, turn: GpuTurn | None) -> None:
         if turn is not None:
