@@ -61,6 +61,16 @@ class LockedProfiler:
         self._config = config
         self._profiler: Profiler | None = None
 
+    def prepare(self) -> None:
+        """Start what the first diagnosis needs (the light target's case) in the background; call it
+        once the evaluator is prepared, as the search starts."""
+        self.profiler().write_case_in_background()
+
+    def close(self) -> None:
+        """Delete the profiler's case files (they are as large as the task's inputs)."""
+        if self._profiler is not None:
+            self._profiler.close()
+
     def diagnose(self, kernel: KernelSource, result: EvalResult) -> Diagnosis:
         return self.profiler().diagnose(kernel, result)
 
@@ -159,17 +169,20 @@ def open_session(task: Task, options: SessionOptions, run_label: str | None = No
         from optiml.profile import ProfileConfig
 
         profile = ProfileConfig(gpu=options.gpus[0])
+    profiler = make_profiler(task, evaluator, profile) if options.profile else None
     try:
         session = Session(
             task=task,
             evaluator=evaluator,
             costs=costs,
-            profiler=make_profiler(task, evaluator, profile) if options.profile else None,
+            profiler=profiler,
             proposers=choose_proposers(options.proposer, client, options.seed),
             llm=client,
         )
         yield session
     finally:
+        if profiler is not None:
+            profiler.close()
         for member in members:
             member.close()
         if client is not None:

@@ -342,3 +342,30 @@ def test_sandbox_refusal_falls_back_to_network_only_isolation(
     assert any("network-only isolation" in note and "ERR_NVGPUCTRPERM" in note for note in first.notes)
     (second,) = p.profile(kernel("b"))  # the lighter isolation is kept: no second refusal
     assert second.ok and not any("network-only" in note for note in second.notes)
+
+
+def test_the_case_written_in_the_background_is_written_once(
+    task: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search starts the case's writing as it starts; the first launch's light_case waits for that
+    write (here: one that fails, without a GPU) instead of starting a second, and close() waits too."""
+    import optiml.profile.profiler as profiler_module
+
+    runs: list[list[str]] = []
+    real_run = profiler_module.process.run
+
+    def counting_run(argv: list[str], *args: object, **kwargs: object) -> object:
+        runs.append(argv)
+        time.sleep(0.3)  # a slow write: the foreground call arrives while it is in flight
+        return real_run(argv, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(profiler_module.process, "run", counting_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU even on the GPU machine: the write fails fast
+    prof = profiler(task)
+    prof.write_case_in_background()
+    prof.write_case_in_background()  # a second call starts nothing
+    case = prof.light_case()
+    assert isinstance(case, str) and case.startswith("the case could not be written")
+    assert len(runs) == 1 and "optiml.profile.case_dump" in runs[0]
+    assert prof.case_seconds >= 0.3
+    prof.close()

@@ -254,6 +254,8 @@ def optimize_cmd(
     with open_session(loaded, options, run_label=run_id) as session:
         with console.status("preparing the task: inputs, reference outputs, reference timing"):
             facts = session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
+        if session.profiler is not None:
+            session.profiler.prepare()  # the profiled case is written while the root is made and judged
         for note in facts.notes:  # how verification judges this task: distributions, tolerances, floor
             console.print(f"[dim]judged by: {escape(note)}[/dim]", highlight=False)
         if root is None:
@@ -332,6 +334,8 @@ def resume_cmd(
         with open_session(loaded, options, run_label=run_id) as session:
             with console.status("preparing the task: inputs, reference outputs, reference timing"):
                 session.evaluator.prepare()  # no GPU, a broken reference: fail here, before the search resumes
+            if session.profiler is not None:
+                session.profiler.prepare()
             with LiveView(console) as view:
                 outcome = _interruptible(
                     lambda: resume_search(

@@ -113,6 +113,9 @@ class Profiler:
         self._fallback_launch = sandbox_launch(isolate_filesystem=False) if launch is None and isolate is None else None
         self._io_bytes = io_bytes
         self._case: Path | str | None = None  # the light target's case folder, or why there is none
+        self._case_lock = threading.Lock()
+        self._case_writer: threading.Thread | None = None
+        self.case_seconds = 0.0  # how long writing the case took (its wait for the GPU lock included)
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._peaks: Peaks | None = None
         self._roofline: Roofline | None = None
@@ -230,9 +233,23 @@ class Profiler:
     def _holding_gpu(self) -> contextlib.AbstractContextManager[object]:
         return self._gpu_lock if self._gpu_lock is not None else contextlib.nullcontext()
 
+    def write_case_in_background(self) -> None:
+        """Start writing the light target's case now, on a thread of its own (a search calls it as it
+        starts: the case's torch start-up then overlaps the first evaluations, and the first ncu launch
+        finds it written). A later :meth:`light_case` waits for that write instead of starting another."""
+        if not self.config.light_target or self._case_writer is not None:
+            return
+        self._case_writer = threading.Thread(target=self.light_case, name="optiml-profile-case", daemon=True)
+        self._case_writer.start()
+
     def light_case(self) -> Path | str:
         """The case folder for the light target, written on first use; a one-line reason if it cannot be."""
+        with self._case_lock:
+            return self._write_case()
+
+    def _write_case(self) -> Path | str:
         if self._case is None:
+            began = time.perf_counter()
             self._scratch = tempfile.TemporaryDirectory(prefix="optiml-profile-case-")
             workdir = Path(self._scratch.name)
             out = workdir / "case"
@@ -252,13 +269,19 @@ class Profiler:
             else:
                 detail = process.last_line(outcome.stderr) or outcome.start_error or outcome.exit_text
                 self._case = f"the case could not be written ({detail})"
+            self.case_seconds = time.perf_counter() - began
         return self._case
 
     def close(self) -> None:
-        """Delete the light target's case files (they are as large as the task's inputs)."""
-        if self._scratch is not None:
-            self._scratch.cleanup()
-            self._scratch, self._case = None, None
+        """Delete the light target's case files (they are as large as the task's inputs), once a write
+        in the background has ended."""
+        if self._case_writer is not None:
+            self._case_writer.join()
+            self._case_writer = None
+        with self._case_lock:
+            if self._scratch is not None:
+                self._scratch.cleanup()
+                self._scratch, self._case = None, None
 
     def _profiles_from_run(
         self, run: NcuRun, candidates: list[str], reference: bool, digests: dict[str, str]
