@@ -7,8 +7,9 @@ those that wait share one ncu launch (``profile_batch``) — and holds the GPU l
 target is ready to the launch's end, so evaluations wait while ncu profiles. Reported per task: wall
 time of both runs, candidates profiled, ncu launches and their batch sizes, profiler seconds per
 profiled candidate (each launch's seconds, less the time its ready target waited for the lock; the
-first also waits for the case, whose writing starts with the search, in the background), the GPU lock's seconds per profiled candidate (what evaluations wait
-for), and wall time added per profiled candidate ((wall_on - wall_off) / profiled).
+first also waits for the case, whose writing starts with the search, in the background), the GPU
+lock's seconds per profiled candidate (what evaluations wait for), and wall time added per profiled
+candidate ((wall_on - wall_off) / profiled).
 The GPU's roofline peaks are measured before the timed runs (once per GPU, then cached on disk).
 
     PYTHONPATH=src python3 benchmarks/search_profiling.py --out benchmarks/results/search_profiling.json
