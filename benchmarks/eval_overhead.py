@@ -3,12 +3,11 @@
 For each starter task: the task is prepared once (inputs, reference outputs and reference
 timing are cached per task, as in a search), then a *fresh* candidate — the naive kernel
 with a unique comment, so the compile cache misses — is evaluated end to end
-(compile + load + verification + timing), and ``--fresh`` − 1 more, each a binary of its own (a unique
-device global): ``full_eval_s`` is their median, the summary's over every task's. The first candidate is then
-evaluated again to
-show the compile-cache hit. Then, as a search with a prefetch queue runs: a second fresh candidate
-is evaluated while a third is compiled on the compile pool, and the third's evaluation
-(``pipelined_eval_s``) is what a search waits for once compiles overlap the GPU's timing; and a
+(compile + load + verification + timing), and ``--fresh`` − 1 more, each a binary of its own (a
+unique device global): ``full_eval_s`` is their median, the summary's over every task's. The first
+candidate is then evaluated again to show the compile-cache hit. Then, as a search with a prefetch
+queue runs: a second fresh candidate is evaluated while a third is compiled on the compile pool, and
+the third's evaluation (``pipelined_eval_s``) is what a search waits for once compiles overlap the GPU's timing; and a
 copy that differs only in comments and an unused macro (``same_binary_eval_s``) is evaluated,
 which costs its compile but no GPU time (the evaluator reuses the equal binary's verdict).
 Side by side, in the same run, the same kernel is built the KernelBench way

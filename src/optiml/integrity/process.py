@@ -70,12 +70,13 @@ def run(
     env = dict(spec.env)
     env.update(extra_env or {})
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as spill, contextlib.ExitStack() as held:
+    with contextlib.ExitStack() as held:
+        spill = held.enter_context(tempfile.TemporaryFile()) if hold is not None else None
         try:
             proc = subprocess.Popen(
                 spec.argv,
                 stdout=subprocess.PIPE,
-                stderr=spill if hold is not None else subprocess.PIPE,
+                stderr=spill if spill is not None else subprocess.PIPE,
                 cwd=spec.cwd,
                 env=env,
                 preexec_fn=_own_process_group(spec.preexec_fn),
@@ -92,7 +93,7 @@ def run(
             timed_out = True
             kill_group(proc)
             out, err = proc.communicate()
-        if hold is not None:
+        if spill is not None:
             spill.seek(0)
             err = spill.read()
     describe = getattr(spec, "describe_exit", None)  # a pid namespace reports signals as 128 + N

@@ -10,12 +10,14 @@ Without a visible GPU the project's target machine (:data:`ASSUMED_GPU`) is assu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -147,11 +149,13 @@ def find_peaks(
     measure: bool = True,
     timeout_s: float = 300.0,
     launch: LaunchBuilder | None = None,
+    gpu_lock: threading.Lock | None = None,
 ) -> Peaks:
     """Configured peaks, else cached for this GPU, else measured now (and cached), else datasheet.
 
     ``gpu``: the CUDA device index (``CUDA_VISIBLE_DEVICES`` of the probe); ``launch``: the sandbox
-    the probe runs in (the worker's, read-only filesystem included, by default).
+    the probe runs in (the worker's, read-only filesystem included, by default); ``gpu_lock``: held
+    while the probe measures (an evaluator's, so no timing runs beside it).
     """
     if configured is not None:
         return configured
@@ -168,7 +172,8 @@ def find_peaks(
     failure = "measurement disabled"
     if measure:
         launch = launch or sandbox_launch(isolate_filesystem=True)
-        measured = measure_peaks(compiler, launch, timeout_s, gpu)
+        with gpu_lock if gpu_lock is not None else contextlib.nullcontext():
+            measured = measure_peaks(compiler, launch, timeout_s, gpu)
         if isinstance(measured, Peaks):
             save_cached(cache_dir, measured)
             return measured

@@ -30,7 +30,6 @@ import base64
 import ctypes
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from optiml.errors import TaskError
 from optiml.evaluate.abi import OptimlTensor, TensorArray
 from optiml.evaluate.checks import clone_args
 from optiml.evaluate.runtime import TaskRuntime
-from optiml.profile.light_target import GATE_POLL_S, MANIFEST
+from optiml.profile.light_target import MANIFEST, wait_for_turn
 from optiml.task import load_task
 
 
@@ -113,9 +112,7 @@ def _gate(report: Path | None, gate: Path | None) -> Callable[[], None] | None:
 
     def wait() -> None:
         with report.open("a", encoding="utf-8") as events:
-            events.write(json.dumps({"event": "ready"}) + "\n")
-        while not gate.exists():
-            time.sleep(GATE_POLL_S)
+            wait_for_turn(events, str(gate))
 
     return wait
 

@@ -50,6 +50,7 @@ STREAM_NON_BLOCKING = 1
 POISON = 0xFF
 EXIT_CONTEXT_LOST = 3
 GATE_POLL_S = 0.002
+READY_EVENT = "ready"  # the report's event after which the profiler may open the gate (GpuTurn)
 
 
 class CudaError(Exception):
@@ -202,9 +203,7 @@ def run(args: argparse.Namespace, events: IO[str]) -> int:
         events, "case", input_bytes=manifest["input_bytes"], output_bytes=manifest["output_bytes"], device=driver.name
     )
     if args.gate:  # our turn on the GPU: no candidate code runs before it
-        _event(events, "ready")
-        while not os.path.exists(args.gate):
-            time.sleep(GATE_POLL_S)
+        wait_for_turn(events, args.gate)
     ready: list[tuple[int, str, Candidate]] = []
     for index, so_path in enumerate(args.so):
         label = f"candidate {index}"
@@ -233,6 +232,13 @@ def run(args: argparse.Namespace, events: IO[str]) -> int:
         _event(events, "profiled", index=index, label=label)
     _event(events, "done")
     return 0
+
+
+def wait_for_turn(events: IO[str], gate: str) -> None:
+    """Say ``ready`` in the report, then wait until the profiler has written ``gate`` (its GPU turn)."""
+    _event(events, READY_EVENT)
+    while not os.path.exists(gate):
+        time.sleep(GATE_POLL_S)
 
 
 def _call(candidate: Candidate, arrays: Arrays, driver: Driver) -> None:

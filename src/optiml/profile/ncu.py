@@ -26,6 +26,7 @@ from typing import Any
 from optiml.cuda_tools import find_cuda_tool
 from optiml.integrity import process
 from optiml.integrity.process import LaunchBuilder
+from optiml.profile.light_target import READY_EVENT
 from optiml.profile.ncu_csv import NcuCsvError, NcuRow, parse_raw_csv
 
 PERMISSION_HINT = (
@@ -114,7 +115,7 @@ class GpuTurn:
     def _ready(self, process: subprocess.Popen[bytes], deadline: float) -> bool:
         assert self.report is not None
         while process.poll() is None and time.perf_counter() < deadline:
-            if any(event.get("event") == "ready" for event in _read_events(self.report)):
+            if any(event.get("event") == READY_EVENT for event in _read_events(self.report)):
                 return True
             time.sleep(self.POLL_S)
         return False

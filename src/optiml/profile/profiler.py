@@ -19,7 +19,6 @@ evaluator times other candidates, says it is ready and waits for its turn
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import tempfile
@@ -230,9 +229,6 @@ class Profiler:
             self.gpu_held_s += turn.held_s
             self.gpu_waited_s += turn.waited_s
 
-    def _holding_gpu(self) -> contextlib.AbstractContextManager[object]:
-        return self._gpu_lock if self._gpu_lock is not None else contextlib.nullcontext()
-
     def write_case_in_background(self) -> None:
         """Start writing the light target's case now, on a thread of its own (a search calls it as it
         starts: the case's torch start-up then overlaps the first evaluations, and the first ncu launch
@@ -398,16 +394,16 @@ class Profiler:
     def peaks(self) -> Peaks:
         """Configured peaks, else cached for this GPU, else measured now (and cached), else datasheet."""
         if self._peaks is None:
-            with self._holding_gpu():  # a measurement runs on the GPU
-                self._peaks = find_peaks(
-                    self.compiler,
-                    configured=self.config.peaks,
-                    gpu=self.config.gpu,
-                    cache_dir=self.config.roofline_cache_dir,
-                    measure=self.config.measure_peaks,
-                    timeout_s=self.config.peaks_timeout_s,
-                    launch=self._launch,
-                )
+            self._peaks = find_peaks(
+                self.compiler,
+                configured=self.config.peaks,
+                gpu=self.config.gpu,
+                cache_dir=self.config.roofline_cache_dir,
+                measure=self.config.measure_peaks,
+                timeout_s=self.config.peaks_timeout_s,
+                launch=self._launch,
+                gpu_lock=self._gpu_lock,
+            )
         return self._peaks
 
 
