@@ -70,8 +70,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "sqlite_db",
         ),
         # using the results
-        "bench": ("errors", "task", "kernel", "evaluate", "propose", "search", "generate", "store"),
         "export": ("errors", "task", "task_runtime", "kernel", "evaluate", "store"),
+        "bench": ("errors", "task", "kernel", "evaluate", "propose", "search", "generate", "store", "export"),
         "report": ("errors", "values", "task", "kernel", "profile", "search", "bench", "store", "llm"),
         "doctor": ("errors", "kernel", "integrity", "cuda_tools"),
         # assembling the parts of a run, and the command line on top

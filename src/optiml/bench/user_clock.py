@@ -1,0 +1,272 @@
+"""The user's clock: a verified kernel exported as KernelBench's ``ModelNew`` and measured in a fresh plain
+Python process the way a user, or KernelBench itself, runs it (issues 38 and 41).
+
+:func:`measure_kernel` renders the export (and, if asked, the ``torch.library`` op) into a temporary
+folder with :mod:`optiml.export`, copies :mod:`optiml.bench.user_clock_child` beside it and runs that
+script with this interpreter and a timeout: it imports only the standard library and torch, so nothing of
+OptiML's is in the process it times. The child prints one JSON line; it becomes a
+:class:`UserClockResult`: KernelBench's verdict (its correctness check: default-settings reference, its
+tolerances, its seeded trials) and, for ``ModelNew``, the op, eager (exact fp32), eager under PyTorch's
+defaults (``eager_tf32``) and ``torch.compile``, the cold time (KernelBench's
+``time_execution_with_cuda_event``) and the warm one (back-to-back calls). Nothing here raises for a
+failed measurement: the result's ``error`` says, in one line, what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optiml.kernel.source import KernelSource
+from optiml.task import Task
+
+CHILD = Path(__file__).with_name("user_clock_child.py")
+MARKER = "OPTIML_USER_CLOCK "
+#: The subjects a measurement times, and the baselines a speedup divides (``eager``: exact fp32;
+#: ``eager_tf32``: PyTorch's default settings; ``fastest``: the faster of those two defaults, eager or
+#: ``torch.compile``, KernelBench v3's baseline for fast_p).
+SUBJECTS = ("model_new", "op", "eager_tf32", "eager", "compile")
+BASELINES = ("eager", "eager_tf32", "compile", "fastest")
+CLOCKS = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class UserClockOptions:
+    """How to measure: KernelBench's counts by default (5 correctness trials, 100 timed trials, seed 42)."""
+
+    device: str = "cuda"  # "cuda", "cuda:N" or "cpu" (the child's CPU mode, for tests)
+    correct_trials: int = 5
+    perf_trials: int = 100
+    seed: int = 42
+    torch_compile: bool = True
+    torch_op: bool = False  # also the `--as op` export
+    warm_windows: int = 10
+    window_ms: float = 20.0
+    timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class ClockStats:
+    """Per-call times of one subject under one method, in ms."""
+
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    trials: int
+    calls_per_trial: int = 1
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One subject's cold (KernelBench's method) and warm times, or why it has none."""
+
+    cold: ClockStats | None = None
+    warm: ClockStats | None = None
+    error: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Timing:
+        def read(key: str) -> ClockStats | None:
+            value = data.get(key)
+            return ClockStats(**value) if isinstance(value, dict) else None
+
+        return cls(cold=read("cold"), warm=read("warm"), error=str(data.get("error", "")))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """KernelBench's correctness check of the exported ``ModelNew``."""
+
+    passed: bool
+    trials: int
+    passed_trials: int
+    tolerance: float
+    max_abs_diff: float | None = None
+    reason: str = ""  # why it failed
+    exact_max_abs_diff: float | None = None
+    default_vs_exact: float | None = None
+
+
+@dataclass(frozen=True)
+class UserClockResult:
+    """What the user's process measured (``error``: the measurement as a whole failed, in one line)."""
+
+    task: str
+    device: str = ""
+    torch: str = ""
+    precision: str = ""
+    verdict: Verdict | None = None
+    timings: dict[str, Timing] = field(default_factory=dict)
+    kernelbench_speedup: float | None = None  # KernelBench's figure: mean default-eager / mean ModelNew, cold
+    input_bytes: int = 0
+    output_bytes: int = 0
+    wall_s: float = 0.0
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.ms("model_new") is not None
+
+    def ms(self, subject: str, clock: str = "cold") -> float | None:
+        """The median time of ``subject`` (``fastest``: the faster of eager_tf32 and compile)."""
+        if subject == "fastest":
+            found = [t for s in ("eager_tf32", "compile") if (t := self.ms(s, clock)) is not None]
+            return min(found) if found else None
+        timing = self.timings.get(subject)
+        stats = getattr(timing, clock, None) if timing is not None else None
+        return stats.median_ms if stats is not None else None
+
+    def speedup(self, baseline: str, clock: str = "cold", subject: str = "model_new") -> float | None:
+        ref, mine = self.ms(baseline, clock), self.ms(subject, clock)
+        return ref / mine if ref is not None and mine else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UserClockResult:
+        verdict = data.get("verdict")
+        timings = data.get("timings") or {}
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k not in ("verdict", "timings")}
+        return cls(
+            **known,
+            verdict=Verdict(**verdict) if isinstance(verdict, dict) else None,
+            timings={name: Timing.from_dict(t) for name, t in timings.items() if isinstance(t, dict)},
+        )
+
+
+def measure_kernel(
+    task: Task, kernel: KernelSource, options: UserClockOptions | None = None, store: str | Path | None = None
+) -> UserClockResult:
+    """Export ``kernel`` for ``task`` (labelled with its verification from ``store`` where one is recorded)
+    and measure it in a fresh process; every failure, the export's included, is the result's ``error``."""
+    options = options or UserClockOptions()
+    from optiml.errors import OptimlError
+    from optiml.export.kernelbench import render_model_new
+    from optiml.export.op import render_op
+    from optiml.export.signature import read_signature
+    from optiml.export.verification import find_verification
+
+    with tempfile.TemporaryDirectory(prefix="optiml-user-clock-") as folder:
+        work = Path(folder)
+        try:
+            verification = find_verification(store, task, kernel) if store is not None else None
+            signature = read_signature(task)
+            model_new = work / f"{_module_name(task)}_model_new.py"
+            model_new.write_text(render_model_new(task, kernel, verification, str(store or ""), signature))
+            op_file = None
+            if options.torch_op:
+                op_file = work / f"{_module_name(task)}_op.py"
+                op_file.write_text(
+                    render_op(
+                        task, kernel, verification, str(store or ""), module_hint=op_file.stem, signature=signature
+                    )
+                )
+        except (OptimlError, OSError) as exc:
+            return UserClockResult(task=task.name, error=f"export: {_one_line(exc)}")
+        return measure_files(task.name, task.path, model_new, options, op_file=op_file, precision=task.meta.dtype)
+
+
+def measure_files(
+    name: str,
+    task_file: Path,
+    model_new_file: Path,
+    options: UserClockOptions | None = None,
+    *,
+    op_file: Path | None = None,
+    precision: str = "float32",
+) -> UserClockResult:
+    """Measure a ready ``ModelNew`` file (any file defining ``ModelNew``, as KernelBench accepts) against
+    ``task_file``'s ``Model`` in a fresh process."""
+    options = options or UserClockOptions()
+    with tempfile.TemporaryDirectory(prefix="optiml-user-clock-run-") as folder:
+        work = Path(folder)
+        child = work / CHILD.name
+        shutil.copyfile(CHILD, child)
+        spec = {
+            "task_file": str(Path(task_file).resolve()),
+            "model_new_file": str(Path(model_new_file).resolve()),
+            "op_file": str(Path(op_file).resolve()) if op_file is not None else None,
+            "build_dir": str(work / "torch_extensions"),
+            "device": options.device,
+            "precision": precision,
+            "seed": options.seed,
+            "correct_trials": options.correct_trials,
+            "perf_trials": options.perf_trials,
+            "torch_compile": options.torch_compile,
+            "warm_windows": options.warm_windows,
+            "window_ms": options.window_ms,
+        }
+        (work / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        begin = time.perf_counter()
+        data, error = run_child([sys.executable, str(child), str(work / "spec.json")], work, options.timeout_s)
+    if data is None:
+        return UserClockResult(task=name, error=error, wall_s=round(time.perf_counter() - begin, 2))
+    try:
+        return UserClockResult.from_dict({**data, "task": name})
+    except (TypeError, ValueError) as exc:
+        return UserClockResult(task=name, error=f"the user's process answered an unreadable result: {_one_line(exc)}")
+
+
+def run_child(command: list[str], cwd: Path, timeout_s: float) -> tuple[dict[str, Any] | None, str]:
+    """Run the child in a session of its own (killed whole on timeout); (its JSON, "") or (None, why)."""
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return None, f"the user's process timed out after {timeout_s:g} s"
+    data = parse_line(out)
+    if data is not None:
+        return data, ""
+    tail = [line for line in err.strip().splitlines() if line.strip()]
+    why = tail[-1].strip() if tail else "no output"
+    code = process.returncode
+    status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+    return None, f"the user's process ended ({status}) without a result: {why}"[:400]
+
+
+def parse_line(stdout: str) -> dict[str, Any] | None:
+    """The child's result: the JSON of its last line that starts with the marker (None without one)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                data = json.loads(line[len(MARKER) :])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def agreement(judge_ms: float | None, result: UserClockResult, clock: str = "cold") -> float | None:
+    """judge ÷ user's process, for the same kernel (1.0: the two clocks agree)."""
+    user = result.ms("model_new", clock)
+    if judge_ms is None or not user or not math.isfinite(judge_ms):
+        return None
+    return judge_ms / user
+
+
+def _module_name(task: Task) -> str:
+    """A file stem Python can import (KernelBench names start with digits: ``19_ReLU`` → ``t19_ReLU``)."""
+    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in task.name)
+    return stem if stem[:1].isalpha() else f"t{stem}"
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]

@@ -1,0 +1,226 @@
+"""The user's clock without a GPU: the child script run for real in a fresh process on the CPU (its CPU
+mode: host clock, no L2 flush) with ModelNew stand-ins, KernelBench's verdict and its reasons, the
+orchestrator's timeout, crash and parse handling, and the timing and comparison arithmetic."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from optiml.bench import user_clock_child as child
+from optiml.bench.user_clock import (
+    UserClockOptions,
+    UserClockResult,
+    agreement,
+    measure_files,
+    measure_kernel,
+    parse_line,
+)
+from optiml.kernel.source import KernelSource
+from optiml.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU = UserClockOptions(device="cpu", correct_trials=3, perf_trials=5, torch_compile=False, warm_windows=3, window_ms=2)
+
+TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(32, 64)]
+
+
+def get_init_inputs():
+    return [64]
+'''
+
+
+def stand_in(tmp_path: Path, forward: str, name: str = "model_new.py") -> tuple[Path, Path]:
+    """The task file and a ModelNew file (the task's source, then ``ModelNew(Model)`` with ``forward``)."""
+    task = tmp_path / "task.py"
+    task.write_text(TASK, encoding="utf-8")
+    model_new = tmp_path / name
+    body = "\n".join("        " + line for line in forward.strip().splitlines())
+    model_new.write_text(f"{TASK}\n\nclass ModelNew(Model):\n    def forward(self, x):\n{body}\n", encoding="utf-8")
+    return task, model_new
+
+
+def test_a_correct_model_new_passes_and_every_subject_is_timed(tmp_path: Path) -> None:
+    task, model_new = stand_in(tmp_path, "return torch.clamp_min(x @ self.linear.weight.t() + self.linear.bias, 0)")
+    result = measure_files("toy", task, model_new, CPU)
+    assert result.error == "" and result.ok, result
+    assert result.device == "cpu" and result.precision == "float32"
+    verdict = result.verdict
+    assert verdict is not None and verdict.passed and verdict.passed_trials == verdict.trials == 3
+    assert verdict.tolerance == 1e-4 and verdict.max_abs_diff is not None and verdict.max_abs_diff < 1e-4
+    assert set(result.timings) == {"model_new", "eager", "eager_tf32"}  # no compile: switched off
+    for timing in result.timings.values():
+        assert timing.error == "" and timing.cold is not None and timing.warm is not None
+        assert timing.cold.trials == 5 and timing.warm.trials == 3 and timing.warm.calls_per_trial >= 1
+        assert 0 < timing.cold.min_ms <= timing.cold.median_ms <= timing.cold.max_ms
+    assert result.input_bytes == 32 * 64 * 4 and result.output_bytes == 32 * 64 * 4
+    assert result.speedup("eager") == pytest.approx(result.ms("eager") / result.ms("model_new"))  # type: ignore[operator]
+    assert result.ms("fastest") == result.ms("eager_tf32")  # without compile the defaults' eager is the fastest
+    cold = result.timings["model_new"].cold
+    assert cold is not None and agreement(2 * cold.median_ms, result) == pytest.approx(2.0)
+    assert result.kernelbench_speedup is not None and result.kernelbench_speedup > 0
+    again = UserClockResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result
+
+
+def test_a_wrong_answer_fails_with_its_distance_from_both_references(tmp_path: Path) -> None:
+    task, model_new = stand_in(tmp_path, "return torch.relu(self.linear(x)) * 1.01")
+    result = measure_files("toy", task, model_new, CPU)
+    verdict = result.verdict
+    assert result.error == "" and verdict is not None and not verdict.passed and verdict.passed_trials == 0
+    assert verdict.max_abs_diff is not None and verdict.max_abs_diff > 1e-3
+    assert verdict.exact_max_abs_diff == pytest.approx(verdict.max_abs_diff, rel=0.5)
+    assert verdict.default_vs_exact == 0.0  # on the CPU the default settings are exact
+    assert "differs from the reference under PyTorch's default settings by" in verdict.reason
+    assert "exact-fp32 reference by" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("forward", "reason"),
+    [
+        ("return torch.relu(self.linear(x))[:, :10]", "Output shape mismatch: Expected (32, 64), got (32, 10)"),
+        ("return torch.relu(self.linear(x)).double()", "output 0 is torch.float64; the reference's is torch.float32"),
+        ("raise RuntimeError('illegal memory access')", "ModelNew raised: RuntimeError: illegal memory access"),
+    ],
+)
+def test_failures_say_why(tmp_path: Path, forward: str, reason: str) -> None:
+    task, model_new = stand_in(tmp_path, forward)
+    result = measure_files("toy", task, model_new, CPU)
+    assert result.verdict is not None and not result.verdict.passed
+    assert result.verdict.reason.startswith(reason), result.verdict.reason
+
+
+def test_kernelbench_casts_integer_inputs_and_the_verdict_says_so(tmp_path: Path) -> None:
+    """KernelBench's harness casts every input tensor to the precision (its issue #151): an index input
+    becomes a float and ``one_hot`` refuses it, in the reference itself."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, idx):\n        return torch.nn.functional.one_hot(idx, 8).float()\n\n\n"
+        "def get_inputs():\n    return [torch.randint(0, 8, (16,))]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    task = tmp_path / "onehot.py"
+    task.write_text(source, encoding="utf-8")
+    model_new = tmp_path / "onehot_new.py"
+    model_new.write_text(source + "\n\nclass ModelNew(Model):\n    pass\n", encoding="utf-8")
+    result = measure_files("onehot", task, model_new, CPU)
+    assert result.verdict is not None and not result.verdict.passed
+    assert "the reference fails under KernelBench's harness (KernelBench cast integer input(s) [0]" in (
+        result.verdict.reason
+    )
+
+
+def test_the_real_export_runs_in_the_child_and_refuses_cpu_tensors(tmp_path: Path) -> None:
+    """The whole path with OptiML's own export: rendered, exec'd into a dict after KernelBench's
+    TORCH_EXTENSIONS_DIR line, built under the same seed; on the CPU its forward says it needs CUDA."""
+    task = load_task(ROOT / "tasks" / "silu.py")
+    kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    options = UserClockOptions(device="cpu", correct_trials=1, perf_trials=2, torch_compile=False, torch_op=True)
+    result = measure_kernel(task, kernel, options)
+    assert result.error == "" and result.verdict is not None and not result.verdict.passed
+    assert "ModelNew raised: RuntimeError" in result.verdict.reason and "CUDA" in result.verdict.reason
+    assert "the kernel runs on CUDA tensors" in (result.timings["op"].error or result.timings["model_new"].error)
+
+
+def test_a_process_that_dies_is_one_line_and_a_hang_is_killed(tmp_path: Path) -> None:
+    task, dies = stand_in(tmp_path, "import os\nos._exit(7)", "dies.py")
+    result = measure_files("toy", task, dies, CPU)
+    assert result.error.startswith("the user's process ended (exit status 7) without a result")
+    assert "\n" not in result.error and result.verdict is None
+    _, hangs = stand_in(tmp_path, "import time\ntime.sleep(60)", "hangs.py")
+    begin = time.perf_counter()
+    hung = measure_files("toy", task, hangs, UserClockOptions(device="cpu", timeout_s=8))
+    assert hung.error == "the user's process timed out after 8 s"
+    assert time.perf_counter() - begin < 30
+
+
+def test_a_missing_model_new_is_the_result_s_error(tmp_path: Path) -> None:
+    task, _ = stand_in(tmp_path, "return x")
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n", encoding="utf-8")
+    result = measure_files("toy", task, empty, CPU)
+    assert result.error == "loading the task or the export: KeyError: 'ModelNew'"
+    assert not result.ok
+
+
+def test_parse_line_takes_the_last_marker_line() -> None:
+    first, last = {"a": 1}, {"a": 2, "x": float("nan")}
+    text = f"build log\n{child.MARKER}{json.dumps(first)}\nnoise\n{child.MARKER}{json.dumps(last)}\n"
+    parsed = parse_line(text)
+    assert parsed is not None and parsed["a"] == 2 and math.isnan(parsed["x"])
+    assert parse_line("no marker here\n") is None
+    assert parse_line(f"{child.MARKER}{{not json\n") is None
+
+
+def test_kernelbench_s_cold_timing_warms_up_discards_the_first_and_keeps_the_last_output() -> None:
+    dev = child.Device("cpu")
+    calls: list[int] = []
+
+    def fn(x: int) -> list[int]:
+        calls.append(x)
+        time.sleep(0.002)
+        return calls
+
+    times = child.time_cold(fn, [1], dev, warmup=3, trials=4, discard=1)
+    assert len(calls) == 3 + 4 + 1 and len(times) == 4
+    assert all(t >= 2.0 for t in times)
+    warm, per_window = child.time_warm(fn, [1], dev, windows=2, window_ms=10)
+    assert len(warm) == 2 and per_window >= 2 and all(t >= 2.0 for t in warm)
+
+
+def test_stats_are_numpy_s_population_spread() -> None:
+    s = child.stats([1.0, 2.0, 3.0, 10.0], calls=4)
+    assert s == {
+        "median_ms": 2.5,
+        "mean_ms": 4.0,
+        "std_ms": pytest.approx(math.sqrt(((3**2) + (2**2) + (1**2) + (6**2)) / 4)),
+        "min_ms": 1.0,
+        "max_ms": 10.0,
+        "trials": 4,
+        "calls_per_trial": 4,
+    }
+
+
+def test_the_chunked_comparison_is_torch_allclose(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(child, "CHUNK", 7)  # many chunks, a ragged last one
+    generator = torch.Generator().manual_seed(0)
+    expected = torch.randn(10, 13, generator=generator)
+    for got in (
+        expected.clone(),
+        expected + 5e-5,
+        expected + 2e-4 * torch.randn(10, 13, generator=generator),
+        torch.where(expected > 2, torch.nan, expected),
+    ):
+        assert child.all_close(expected, got, 1e-4) == torch.allclose(got, expected, atol=1e-4, rtol=1e-4)
+        worst = (expected.double() - got.double()).abs().max().item()
+        diff = child.max_abs_diff(expected, got)
+        assert (math.isnan(diff) and math.isnan(worst)) or diff == pytest.approx(worst)
+    flags = torch.tensor([True, False, True])
+    assert child.compare(flags, flags.clone(), 1e-4) == (True, 0.0, "")
+
+
+def test_trial_seeds_are_kernelbench_s_draws() -> None:
+    """KernelBench draws its trial seeds with torch.randint after torch.manual_seed(seed): 5 distinct
+    32-bit seeds, the same every run, and the global generator left where those draws leave it."""
+    seeds = child.trial_seeds(42, 5)
+    torch.manual_seed(42)
+    assert seeds == [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(5)]
+    assert len(set(seeds)) == 5 and all(0 <= s < 2**32 for s in seeds)
