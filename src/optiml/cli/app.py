@@ -23,6 +23,7 @@ try:  # the click that typer runs on: its own copy since typer 0.2x, the click p
 except ImportError:  # pragma: no cover - older typer
     import click  # type: ignore[no-redef]
 from optiml.errors import ConfigError, OptimlError
+from optiml.integrity.children import end_all
 
 
 class _FlagOption(typer.core.TyperOption):
@@ -141,6 +142,7 @@ def reports_errors(func: F) -> F:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
+            end_all()  # what the command started runs in groups of its own, which Ctrl-C does not reach
             err_console.print("[yellow]interrupted[/yellow]")
             raise typer.Exit(130) from None
 

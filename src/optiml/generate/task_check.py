@@ -24,6 +24,7 @@ from pathlib import Path
 
 import optiml
 from optiml.errors import TaskError
+from optiml.integrity import children
 from optiml.integrity.sandbox import ResourceLimits, build_worker_launch, kill_group
 from optiml.task import Task, load_task
 
@@ -51,7 +52,8 @@ def validate_task_file(path: str | Path, timeout_s: float = 300.0, max_bytes: in
             limits=ResourceLimits(cpu_seconds=int(timeout_s) * 4 + 30),  # torch uses several threads
             extra_env={"PYTHONPATH": str(Path(optiml.__file__).resolve().parent.parent), "CUDA_VISIBLE_DEVICES": ""},
         )
-        proc = launch.popen(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with children.launching():
+            proc = launch.popen(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -1,4 +1,7 @@
-"""Run a command in the isolated worker setup with a timeout that kills its whole process group."""
+"""Run a command in the isolated worker setup with a timeout that kills its whole process group.
+
+The process leads its own group, so a terminal's Ctrl-C does not reach it: an interrupt in the waiting
+thread kills the group here, and one elsewhere ends it through :func:`optiml.integrity.children.end_all`."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from optiml.integrity import children
 from optiml.integrity.sandbox import kill_group
 
 #: A launch builder: (argv, workdir) → a WorkerLaunch (argv, env, cwd, preexec_fn, report).
@@ -72,27 +76,33 @@ def run(
     start = time.perf_counter()
     with contextlib.ExitStack() as held:
         spill = held.enter_context(tempfile.TemporaryFile()) if hold is not None else None
-        try:
-            proc = subprocess.Popen(
-                spec.argv,
-                stdout=subprocess.PIPE,
-                stderr=spill if spill is not None else subprocess.PIPE,
-                cwd=spec.cwd,
-                env=env,
-                preexec_fn=_own_process_group(spec.preexec_fn),
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            return Outcome("", "", None, False, 0.0, start_error=str(exc))
-        deadline = start + timeout_s
-        if hold is not None:
-            deadline += held.enter_context(hold(proc, deadline))
+        with children.launching():
+            try:
+                proc = subprocess.Popen(
+                    spec.argv,
+                    stdout=subprocess.PIPE,
+                    stderr=spill if spill is not None else subprocess.PIPE,
+                    cwd=spec.cwd,
+                    env=env,
+                    preexec_fn=_own_process_group(spec.preexec_fn),
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                return Outcome("", "", None, False, 0.0, start_error=str(exc))
         timed_out = False
         try:
+            deadline = start + timeout_s
+            if hold is not None:
+                deadline += held.enter_context(hold(proc, deadline))
             out, err = proc.communicate(timeout=max(0.0, deadline - time.perf_counter()))
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
             out, err = proc.communicate()
+        except BaseException:  # Ctrl-C in this thread: the process leads its own group, so stop it here
+            kill_group(proc)
+            raise
+        if children.ending():
+            raise children.Ending(f"{argv[0]} was stopped: the command is ending")
         if spill is not None:
             spill.seek(0)
             err = spill.read()

@@ -346,7 +346,7 @@ class Compiler:
         try:
             argv = self._parallel_build(cmd, work, key) or cmd
             run = compile_sandbox.run_tool(argv, work, self.view, self.config.timeout_s, sandbox=self.config.sandbox)
-        except ToolchainError:
+        except BaseException:  # a toolchain fault, or Ctrl-C (the build was stopped): nothing to keep
             shutil.rmtree(work, ignore_errors=True)
             raise
         (work / BUILD_SCRIPT).unlink(missing_ok=True)
