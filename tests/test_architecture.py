@@ -36,25 +36,26 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "cuda_tools": (),
         "code_blocks": (),
         "config_file": (),
+        "redact": (),
         "sqlite_db": ("errors",),
         "values": (),
         "task": ("errors",),
         "task_runtime": ("errors", "task"),
         # a candidate and what builds it; what screens it
-        "integrity": ("errors", "task", "kernel"),
+        "integrity": ("errors", "task", "kernel", "redact"),
         "kernel": ("errors", "values", "task", "task_runtime", "integrity", "cache_dirs", "cuda_tools"),
         "peaks": ("kernel", "integrity", "cache_dirs"),
         # the op graph and the templates instantiated over it
         "graph": ("errors", "task", "task_runtime"),
         "templates": ("errors", "task", "graph", "kernel"),
         # measuring a candidate
-        "evaluate": ("errors", "values", "task", "task_runtime", "kernel", "integrity", "peaks"),
+        "evaluate": ("errors", "values", "task", "task_runtime", "kernel", "integrity", "peaks", "redact"),
         "profile": ("errors", "values", "task", "kernel", "integrity", "peaks", "evaluate", "cuda_tools"),
         # asking for candidates
         "llm": ("errors", "config_file"),
-        "propose": ("errors", "values", "task", "kernel", "templates", "llm", "code_blocks"),
+        "propose": ("errors", "values", "task", "kernel", "templates", "llm", "code_blocks", "redact"),
         # keeping and searching
-        "store": ("errors", "values", "kernel", "sqlite_db"),
+        "store": ("errors", "values", "kernel", "sqlite_db", "redact"),
         "search": ("errors", "values", "task", "kernel", "evaluate", "propose", "templates", "store"),
         "generate": (
             "errors",

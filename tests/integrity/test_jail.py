@@ -40,11 +40,19 @@ def test_mounts_under_a_covered_mount_are_skipped() -> None:
 
 
 def test_arguments_with_and_without_a_view() -> None:
-    assert parse(["--workdir", "/w", "--", "true"]) == ("/w", [], ["true"])
+    assert parse(["--workdir", "/w", "--", "true"]) == ("/w", None, [], ["true"])
     assert parse(["--workdir", "/w", "--view", "/usr", "--view", "/lib", "--", "nvcc", "-c"]) == (
         "/w",
+        None,
         ["/usr", "/lib"],
         ["nvcc", "-c"],
     )
+    assert parse(["--workdir", "/w", "--stage", "/s", "--view", "/usr", "--", "true"]) == (
+        "/w",
+        "/s",
+        ["/usr"],
+        ["true"],
+    )
+    assert parse(["--workdir", "/w", "--stage", "/s", "--", "true"]) is None  # a stage is only for a view
     assert parse(["--workdir", "/w", "--view", "/usr", "true"]) is None
     assert parse(["--view", "/usr", "--", "true"]) is None

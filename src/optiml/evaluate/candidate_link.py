@@ -3,7 +3,20 @@
 :class:`CandidateProcess` runs ``candidate_process.py`` as a child in its own session (the
 kernel kills it if the judge dies) with a private stderr file. A reply that does not come by the
 deadline kills the process (a typed ``timeout``); a process that dies mid-request is a typed
-``crash`` naming the signal or exit code and the tail of its stderr. Standard library only.
+``crash`` naming the signal or exit code and the tail of its stderr. Standard library and
+the integrity helpers only.
+
+**Where it runs** (issue 39, classes 3, 5 and 6). Each process gets a directory of its own,
+``WORKDIR/candidates/NAME``, and — where the host allows (:mod:`optiml.integrity.candidate_sandbox`)
+— its own pid, network, IPC and mount namespaces with a view of only the libraries it needs and
+that directory: it cannot see or signal the judge, the calibration process or another candidate,
+nor read the judge's folder, a user's ``/tmp`` or home, the compile cache or the run store. The
+shared object it loads is copied into its directory and a file block it maps (a host without a
+GPU) is linked there. Its environment is the sandbox's allow-list. Its stderr file lies outside
+its directory and is read by name relative to the judge's directory handle, without following
+links, size-capped (:mod:`optiml.integrity.files`), and redacted. Where the namespaces are refused
+— when probed, or when a process cannot start CUDA inside them — candidates run unconfined in
+their directories and :func:`isolation_note` says so.
 """
 
 from __future__ import annotations
@@ -12,17 +25,69 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from optiml.integrity import candidate_sandbox
+from optiml.integrity.files import open_directory, tail_text
+from optiml.integrity.sandbox import scrub_environment
+from optiml.redact import redact
 from optiml.values import EvalStatus
 
 SHIM = Path(__file__).resolve().with_name("candidate_process.py")
 START_TIMEOUT_S = 120.0  # a cold CUDA context on a busy machine can take many seconds
+LIBRARY_NAME = "candidate.so"  # the shared object's copy in the candidate's directory
+STDERR_LIMIT = 64 * 1024  # bytes of a candidate's stderr file read for a crash message
+
+
+class _Isolation:
+    """Whether candidate processes of this judge run in their sandbox (probed once; given up for the
+    rest of the judge's life, and said so, if a process cannot start CUDA inside it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.given_up: str | None = None  # why, once the sandbox failed a real start
+        self.proven = False  # a sandboxed process has started
+
+    def enabled(self) -> bool:
+        return self.given_up is None and candidate_sandbox.probe_candidate_isolation().isolated
+
+    def note(self) -> str:
+        if self.given_up is not None:
+            return f"candidate isolation unavailable: {self.given_up}; candidates run unconfined in their directories"
+        found = candidate_sandbox.probe_candidate_isolation()
+        return found.note if found.isolated else f"{found.note}; candidates run unconfined in their directories"
+
+
+_isolation = _Isolation()
+
+
+def isolation_note() -> str:
+    """One line for the task notes: how this judge's candidate processes are confined."""
+    return _isolation.note()
+
+
+@cache
+def _view(cudart_path: str | None) -> tuple[str, ...]:
+    return candidate_sandbox.candidate_view(str(SHIM), cudart_path)
+
+
+def candidate_environment(directory: Path) -> dict[str, str]:
+    """The sandbox's allow-list of this process's variables; home and temp folders in ``directory``;
+    no CUDA JIT cache (a channel between candidates, and nothing can be written there anyway)."""
+    env, _ = scrub_environment(os.environ)
+    for name in ("HOME", "TMPDIR", "TMP", "TEMP"):
+        env[name] = str(directory)
+    env["CUDA_CACHE_DISABLE"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
 
 
 class CandidateFailure(Exception):
@@ -38,24 +103,49 @@ class CandidateFailure(Exception):
 class CandidateProcess:
     """One candidate process; requests are strictly one at a time."""
 
-    def __init__(self, cudart_path: str | None, device: int, workdir: Path, name: str) -> None:
-        self.stderr_path = workdir / f"{name}.stderr"
-        argv = [sys.executable, "-I", "-S", str(SHIM), "--cudart", cudart_path or "none", "--device", str(device)]
+    def __init__(
+        self, cudart_path: str | None, device: int, workdir: Path, name: str, isolate: bool | None = None
+    ) -> None:
+        """``isolate``: None runs it in the sandbox where the host allows, False never (a control)."""
+        self.directory = workdir / "candidates" / name
+        self.stderr_path = workdir / f"{name}.stderr"  # outside the candidate's directory and view
+        self._stage = workdir / "roots" / name
+        self._workdir_fd: int | None = open_directory(workdir)
+        self._cudart, self._device = cudart_path, device
+        self.sandboxed = isolate is not False and _isolation.enabled()
+        self._buffer = b""
+        self._ready = False
+        self._shim_pid: int | None = None
+        self._start()
+
+    def _start(self) -> None:
+        argv = [os.path.realpath(sys.executable), "-I", "-S", str(SHIM)]
+        argv += ["--cudart", self._cudart or "none", "--device", str(self._device)]
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.sandboxed:
+            view = _view(self._cudart)
+            candidate_sandbox.prepare(self.directory, self._stage, view)
+            argv = candidate_sandbox.candidate_argv(argv, self.directory, self._stage, view)
         with open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
-                cwd=workdir,
+                cwd=self.directory,
+                env=candidate_environment(self.directory),
                 start_new_session=True,
             )
-        self._buffer = b""
-        self._ready = False
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        """The candidate process itself (under the sandbox, the shim below ``unshare`` and the jail)."""
+        if self._shim_pid is not None:
+            return self._shim_pid
+        found = _find_shim(self.proc.pid) if self.sandboxed else self.proc.pid
+        if found != self.proc.pid or not self.sandboxed:
+            self._shim_pid = found  # kept once found: the shim may not have started yet
+        return found
 
     @property
     def alive(self) -> bool:
@@ -65,11 +155,34 @@ class CandidateProcess:
         """Block until the process has its CUDA context (the first line it writes)."""
         if self._ready:
             return
-        reply = self._receive(deadline if deadline is not None else time.monotonic() + START_TIMEOUT_S)
+        until = deadline if deadline is not None else time.monotonic() + START_TIMEOUT_S
+        try:
+            reply = self._receive(until)
+        except CandidateFailure as failure:
+            if not self._give_up_sandbox(failure.message):
+                raise
+            return self.wait_ready(deadline)
         if not reply.get("ok"):
+            error = str(reply.get("error", "the process did not start"))
+            if self._give_up_sandbox(error):
+                return self.wait_ready(deadline)
             self.kill()
-            raise CandidateFailure(EvalStatus.RUNTIME_ERROR, str(reply.get("error", "the process did not start")))
+            raise CandidateFailure(EvalStatus.RUNTIME_ERROR, redact(error))
+        _isolation.proven = _isolation.proven or self.sandboxed
         self._ready = True
+
+    def _give_up_sandbox(self, why: str) -> bool:
+        """After a sandboxed process failed to start, before any ever started: run unconfined from now
+        on (said in :func:`isolation_note`) and start this one again. False when that does not apply."""
+        with _isolation.lock:
+            if not self.sandboxed or _isolation.proven:
+                return False
+            if _isolation.given_up is None:
+                _isolation.given_up = f"a candidate process could not start in its sandbox ({redact(why)[:200]})"
+        self.kill()
+        self.sandboxed, self._buffer = False, b""
+        self._start()
+        return True
 
     def request(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
         """Send one request, return its ``result``; a refusal is raised as ``status`` (default runtime_error)."""
@@ -78,6 +191,7 @@ class CandidateProcess:
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
+        message = self._localise(message)
         try:
             self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
@@ -102,11 +216,8 @@ class CandidateProcess:
             return 0
 
     def stderr_tail(self, lines: int = 6) -> str:
-        try:
-            text = self.stderr_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return " | ".join(text[-lines:])
+        """The end of the candidate's stderr, read without following links, capped, and redacted."""
+        return redact(tail_text(self._workdir_fd, self.stderr_path.name, lines, STDERR_LIMIT))
 
     def stop(self) -> None:
         """Send SIGKILL to the process and everything it started (its whole session); no wait."""
@@ -126,9 +237,32 @@ class CandidateProcess:
                 stream.close()
 
     def close(self) -> None:
-        """Kill the process and delete its stderr file."""
+        """Kill the process; delete its stderr file, its directory and its view's mount points."""
         self.kill()
         self.stderr_path.unlink(missing_ok=True)
+        for folder in (self.directory, self._stage):
+            shutil.rmtree(folder, ignore_errors=True)
+        if self._workdir_fd is not None:
+            os.close(self._workdir_fd)
+            self._workdir_fd = None
+
+    def _localise(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A request with its paths moved into the candidate's directory: the shared object is copied
+        (the compile cache stays out of reach), a file block linked (the judge's folder too)."""
+        try:
+            if message.get("op") == "load" and "so" in message:
+                local = self.directory / LIBRARY_NAME
+                shutil.copyfile(message["so"], local)
+                return {**message, "so": str(local)}
+            if message.get("op") == "map" and "file" in message:
+                source = Path(message["file"])
+                local = self.directory / source.name
+                if not local.exists():
+                    os.link(source, local)
+                return {**message, "file": str(local)}
+        except OSError:  # unreadable or on another filesystem: the process says what it cannot open
+            return message
+        return message
 
     # -- internals ---------------------------------------------------------------------------
     def _receive(self, deadline: float) -> dict[str, Any]:
@@ -167,12 +301,41 @@ class CandidateProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.proc.returncode
-        if code is not None and code < 0:
+        number = -code if code is not None and code < 0 else 0
+        if self.sandboxed and code is not None and 128 < code < 128 + signal.NSIG:
+            number = code - 128  # the jail, pid 1 of the candidate's namespace, reports signal N as 128 + N
+        if number:
             try:
-                cause = f"was killed by {signal.Signals(-code).name} (signal {-code})"
+                cause = f"was killed by {signal.Signals(number).name} (signal {number})"
             except ValueError:
-                cause = f"was killed by signal {-code}"
+                cause = f"was killed by signal {number}"
         else:
             cause = f"exited with code {code}"
         tail = self.stderr_tail()
         return f"the candidate process {cause}" + (f": {tail}" if tail else "")
+
+
+def _find_shim(root: int, depth: int = 4) -> int:
+    """The process running the shim among ``root``'s descendants (``unshare`` → jail → shim); ``root``
+    itself when it cannot be found (a kernel without ``/proc/PID/task/TID/children``)."""
+    level = [root]
+    for _ in range(depth):
+        children = [child for pid in level for child in _children(pid)]
+        for child in children:
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+                    if str(SHIM).encode() in cmdline.read():
+                        return child
+            except OSError:
+                continue
+        level = children
+    return root
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as listing:
+                found += [int(word) for word in listing.read().split()]
+    return found

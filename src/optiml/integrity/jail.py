@@ -13,6 +13,12 @@ the listed paths, read-only, plus ``DIR`` (writable), a private ``/tmp`` and ``/
 other candidates, ``/proc`` — does not exist, so ``#include "/etc/passwd"`` or ``.incbin`` of a
 secret fails with "no such file". A listed symlink is recreated as a symlink and its target listed too.
 
+With ``--stage STAGE`` as well (a candidate process's jail, :mod:`optiml.evaluate.candidate_link`),
+the judge made the new root's folders and mount points beforehand (:func:`prepare_stage`): the jail
+then runs in a user namespace that has no uid mapping — a process that dropped its capabilities
+(the judge, inside its own jail) may create one but not map uid 0 into it — where nothing can be
+created, only mounted; its ``/tmp`` is an empty read-only folder.
+
 Steps, each fatal on failure (exit 126 with one line on stderr — a half-built jail never runs
 a candidate):
 
@@ -158,11 +164,12 @@ def _bind_read_only(source: str, target: str) -> None:
     _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | kept)
 
 
-def expose(stage: str, path: str, seen: set[str] | None = None) -> None:
+def expose(stage: str, path: str, seen: set[str] | None = None, mount: bool = True) -> None:
     """Make ``path`` (absolute) visible read-only at the same place in the staged root.
 
     Parents are resolved first, so ``/lib/x`` on a merged-/usr system lands in ``/usr/lib/x``; a
-    symlink is recreated and its target exposed too; a missing path is skipped.
+    symlink is recreated and its target exposed too; a missing path is skipped. With ``mount`` off
+    only the mount points are made (:func:`prepare_stage`).
     """
     seen = set() if seen is None else seen
     parent = os.path.realpath(os.path.dirname(path.rstrip("/")) or "/")
@@ -175,17 +182,23 @@ def expose(stage: str, path: str, seen: set[str] | None = None) -> None:
         inside = _place(stage, path)
         if not os.path.lexists(inside):
             os.symlink(target, inside)
-        expose(stage, os.path.normpath(os.path.join(parent, target)), seen)
+        expose(stage, os.path.normpath(os.path.join(parent, target)), seen, mount)
     elif os.path.isdir(path):
         inside = _place(stage, path)
         os.makedirs(inside, exist_ok=True)
-        _bind_read_only(path, inside)
+        if mount:
+            _bind_read_only(path, inside)
     elif os.path.exists(path):
         inside = _place(stage, path)
-        if not os.path.exists(inside):
-            with open(inside, "w", encoding="utf-8"):
-                pass
-        _bind_read_only(path, inside)
+        _touch(inside)
+        if mount:
+            _bind_read_only(path, inside)
+
+
+def _touch(path: str) -> None:
+    if not os.path.lexists(path):
+        with open(path, "w", encoding="utf-8"):
+            pass
 
 
 def _pivot_root(new_root: str, put_old: str) -> None:
@@ -198,40 +211,70 @@ def _pivot_root(new_root: str, put_old: str) -> None:
         raise OSError(code, f"pivot_root: {os.strerror(code)}")
 
 
-def build_view(workdir: str, paths: Sequence[str]) -> None:
-    """Replace the root by one that holds only ``paths`` (read-only) and ``workdir`` (writable)."""
+def build_view(workdir: str, paths: Sequence[str], stage: str | None = None) -> None:
+    """Replace the root by one that holds only ``paths`` (read-only) and ``workdir`` (writable).
+
+    Without ``stage`` the new root is assembled on a tmpfs inside ``workdir``, with a private ``/tmp``.
+    With ``stage`` it is assembled over mount points that :func:`prepare_stage` made there beforehand
+    (a candidate process's jail: in a user namespace without a uid mapping, nothing can be created,
+    only mounted), and ``/tmp`` is an empty, read-only folder holding only the way to ``workdir``.
+    """
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    stage = os.path.join(workdir, VIEW_STAGE)
-    os.makedirs(stage, exist_ok=True)
-    _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
-    # the private /tmp first: a listed path under /tmp (a checkout there) is then bound on top of it
-    tmp = _place(stage, "/tmp")
-    os.makedirs(tmp, exist_ok=True)
-    _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, SHM_SIZE)
-    seen: set[str] = set()
-    for path in paths:
-        if not os.path.isabs(path):
-            raise ValueError(f"--view {path}: not an absolute path")
-        expose(stage, path, seen)
-    for name in VIEW_DEVICES:
-        device = f"/dev/{name}"
-        if os.path.exists(device):
-            target = _place(stage, device)
-            with open(target, "w", encoding="utf-8"):
-                pass
-            _mount(device, target, None, MS_BIND)
-    inside = _place(stage, workdir)  # last: DIR may lie under /tmp or under an exposed path
-    os.makedirs(inside, exist_ok=True)
-    _mount(workdir, inside, None, MS_BIND)  # not recursive: the staged root stays out of its own view
+    if stage is None:
+        stage = os.path.join(workdir, VIEW_STAGE)
+        os.makedirs(stage, exist_ok=True)
+        _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+        # the private /tmp first: a listed path under /tmp (a checkout there) is then bound on top of it
+        tmp = _place(stage, "/tmp")
+        os.makedirs(tmp, exist_ok=True)
+        _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, SHM_SIZE)
+        staged = False
+    else:
+        _mount(stage, stage, None, MS_BIND)  # pivot_root needs the new root to be a mount point
+        staged = True
+    lay_out(stage, workdir, paths, mount=True)
     old = os.path.join(stage, ".old")
-    os.makedirs(old)
+    os.makedirs(old, exist_ok=True)
     _pivot_root(stage, old)
     os.chdir("/")
     if _libc.umount2(b"/.old", MNT_DETACH) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"umount /.old: {os.strerror(code)}")
-    os.rmdir("/.old")
-    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if staged:  # the root is a bind of the judge's folder: remount the bind, never its filesystem
+        kept = os.statvfs("/").f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
+    else:
+        os.rmdir("/.old")
+        _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def lay_out(stage: str, workdir: str, paths: Sequence[str], mount: bool) -> None:
+    """The listed paths, the standard devices and ``workdir`` at their places under ``stage``
+    (mounted, or with ``mount`` off only their mount points made)."""
+    seen: set[str] = set()
+    for path in paths:
+        if not os.path.isabs(path):
+            raise ValueError(f"--view {path}: not an absolute path")
+        expose(stage, path, seen, mount)
+    for name in VIEW_DEVICES:
+        device = f"/dev/{name}"
+        if os.path.exists(device):
+            target = _place(stage, device)
+            _touch(target)
+            if mount:
+                _mount(device, target, None, MS_BIND)
+    inside = _place(stage, workdir)  # last: DIR may lie under /tmp or under an exposed path
+    os.makedirs(inside, exist_ok=True)
+    if mount:
+        _mount(workdir, inside, None, MS_BIND)  # not recursive: the staged root stays out of its own view
+
+
+def prepare_stage(stage: str, workdir: str, paths: Sequence[str]) -> None:
+    """Make, as the caller (outside any namespace), every folder, file and link the view of
+    ``paths`` and ``workdir`` needs under ``stage``, so a jail started with ``--stage`` only mounts."""
+    os.makedirs(stage, exist_ok=True)
+    lay_out(stage, os.path.realpath(workdir), paths, mount=False)
+    os.makedirs(os.path.join(stage, ".old"), exist_ok=True)
 
 
 def last_capability() -> int:
@@ -281,29 +324,33 @@ def supervise(argv: Sequence[str]) -> int:
             return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def parse(args: Sequence[str]) -> tuple[str, list[str], list[str]] | None:
-    """``(workdir, view paths, argv)`` from ``--workdir DIR [--view PATH]... -- ARGV...``, None if malformed."""
+def parse(args: Sequence[str]) -> tuple[str, str | None, list[str], list[str]] | None:
+    """``(workdir, stage, view paths, argv)`` from ``--workdir DIR [--stage S] [--view PATH]... -- ARGV...``,
+    None if malformed."""
     if len(args) < 4 or args[0] != "--workdir":
         return None
     workdir, rest, view = args[1], list(args[2:]), []
+    stage = None
+    if len(rest) >= 2 and rest[0] == "--stage":
+        stage, rest = os.path.realpath(rest[1]), rest[2:]
     while len(rest) >= 2 and rest[0] == "--view":
         view.append(rest[1])
         rest = rest[2:]
-    if len(rest) < 2 or rest[0] != "--":
+    if len(rest) < 2 or rest[0] != "--" or (stage is not None and not view):
         return None
-    return os.path.realpath(workdir), view, rest[1:]
+    return os.path.realpath(workdir), stage, view, rest[1:]
 
 
 def main(args: Sequence[str]) -> int:
     parsed = parse(args)
     if parsed is None:
-        sys.stderr.write("usage: jail.py --workdir DIR [--view PATH]... -- ARGV...\n")
+        sys.stderr.write("usage: jail.py --workdir DIR [--stage STAGE] [--view PATH]... -- ARGV...\n")
         return 2
-    workdir, view, argv = parsed
+    workdir, stage, view, argv = parsed
     try:
         last = last_capability()
         if view:
-            build_view(workdir, view)
+            build_view(workdir, view, stage)
         else:
             build_filesystem(workdir)
         drop_privileges(last)

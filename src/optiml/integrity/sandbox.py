@@ -52,7 +52,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import re
 import resource
 import shutil
 import signal
@@ -68,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from optiml.errors import ConfigError
+from optiml.redact import SECRET_NAME
 
 
 def _words(text: str) -> frozenset[str]:
@@ -83,11 +83,7 @@ _KEEP_EXACT = _words(
     "PYTORCH_NVML_BASED_CUDA_CHECK TORCH_CUDA_ARCH_LIST"
 )
 _KEEP_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "CUBLAS_", "CUDNN_")
-_SECRET = re.compile(
-    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT"
-    r"|^(AWS|GCP|GOOGLE|AZURE|HF|HUGGINGFACE|OPENAI|ANTHROPIC|OPTIML_LLM|GITHUB|GH|GITLAB|SSH)_",
-    re.IGNORECASE,
-)
+_SECRET = SECRET_NAME
 _JAIL = Path(__file__).with_name("jail.py")
 
 

@@ -1,0 +1,138 @@
+"""Secrets out of text that a candidate could have shaped, before it is printed, stored or prompted.
+
+A candidate's host code, its compiler output and its crash messages are untrusted text, and a
+candidate that reaches any secret (an environment, a config file, another process) would try to
+carry it out through exactly that text: a crash message the CLI prints, the run store keeps, a
+report shows and the next LLM prompt sends to a provider. So every such text passes
+:func:`redact` on its way into the orchestrator (``Evaluator``), the run store and a prompt.
+
+What is replaced by ``[redacted]``:
+
+* the *values* of secret-looking environment variables (:data:`SECRET_NAME`: ``*KEY*``,
+  ``*TOKEN*``, ``*SECRET*``, ``*PASSW*``, ``OPTIML_LLM_*``, ``OPENAI_*``, …) of this process, and
+  any value given to :func:`register_secret` (an ``api_key`` read from ``optiml.toml``);
+* ``NAME=value`` pairs whose name looks secret, whatever the value (an environment dumped from
+  another process, whose values this process never saw);
+* well-known key shapes: ``sk-…`` (OpenAI, Anthropic, DeepSeek …), ``ghp_``/``github_pat_``,
+  ``AKIA…`` (AWS), ``hf_…``, ``xox?-…`` (Slack), ``AIza…`` (Google), ``Bearer …`` and
+  ``Authorization:`` values.
+
+Values shorter than :data:`MIN_SECRET_CHARS` are not searched for (``1`` or ``true`` would
+redact half of every message). Standard library only: every layer imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar, cast
+
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 8
+
+#: Environment variable names that hold secrets (the sandbox drops these from every child's environment).
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT"
+    r"|^(AWS|GCP|GOOGLE|AZURE|HF|HUGGINGFACE|OPENAI|ANTHROPIC|OPTIML_LLM|GITHUB|GH|GITLAB|SSH)_",
+    re.IGNORECASE,
+)
+#: Secret-looking settings that are not secrets (model names, URLs, budgets): their values stay.
+_NOT_SECRET = re.compile(
+    r"^OPTIML_LLM_(MODEL|PROVIDER|BASE_URL|MODE|BUDGET_USD|PRICE_\w+|PRICES_FILE|API_KEY_ENV|TIMEOUT\w*|\w*_S)$",
+    re.IGNORECASE,
+)
+_NAME_CHARS = r"[A-Za-z0-9_.-]"
+_ASSIGNMENT = re.compile(
+    rf"(?P<name>\b{_NAME_CHARS}*(?:KEY|TOKEN|SECRET|PASSW(?:OR)?D?|CREDENTIAL|AUTH\w*){_NAME_CHARS}*)"
+    r"(?P<sep>\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;|\x00]{4,})",
+    re.IGNORECASE,
+)
+_KEY_SHAPES = re.compile(
+    r"\bsk-[A-Za-z0-9_-]{16,}"
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|\bhf_[A-Za-z0-9]{20,}"
+    r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|\bAIza[0-9A-Za-z_-]{30,}"
+    r"|(?<=Bearer )[A-Za-z0-9._~+/=-]{12,}",
+)
+
+_lock = threading.Lock()
+_registered: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Redact ``value`` from now on (e.g. an API key read from a config file, not the environment)."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        with _lock:
+            _registered.add(value)
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values to search for: secret-named variables of ``environ`` (default: this process's) and
+    registered secrets, longest first (so a key that contains another is replaced whole)."""
+    environ = os.environ if environ is None else environ
+    found = {
+        value
+        for name, value in environ.items()
+        if SECRET_NAME.search(name) and not _NOT_SECRET.match(name) and len(value) >= MIN_SECRET_CHARS
+    }
+    with _lock:
+        found |= _registered
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, values: Iterable[str] | None = None) -> str:
+    """``text`` with every secret value, secret assignment and key-shaped token replaced."""
+    if not text:
+        return text
+    for value in secret_values() if values is None else values:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    text = _ASSIGNMENT.sub(_keep_name, text)
+    return _KEY_SHAPES.sub(REDACTED, text)
+
+
+def _keep_name(match: re.Match[str]) -> str:
+    if match.group("value") == REDACTED or _NOT_SECRET.match(match.group("name")):
+        return match.group(0)
+    return f"{match.group('name')}{match.group('sep')}{REDACTED}"
+
+
+T = TypeVar("T")
+
+
+def redact_value(value: T, values: Iterable[str] | None = None) -> T:
+    """A copy of ``value`` (strings, and dataclasses, dicts, lists and tuples of them, nested) with
+    every string redacted; other values are returned as they are. Dataclasses are copied with
+    :func:`dataclasses.replace`, so frozen ones work too."""
+    found = secret_values() if values is None else list(values)
+    return cast(T, _walk(value, found))
+
+
+def _walk(value: Any, values: list[str]) -> Any:
+    if isinstance(value, str):
+        return redact(value, values)
+    if isinstance(value, dict):
+        return {_walk(k, values): _walk(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, values) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_walk(v, values) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            f.name: _walk(getattr(value, f.name), values)
+            for f in dataclasses.fields(value)
+            if f.init and _holds_text(getattr(value, f.name))
+        }
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
+
+
+def _holds_text(value: Any) -> bool:
+    return isinstance(value, (str, dict, list, tuple)) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    )

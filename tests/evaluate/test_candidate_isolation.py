@@ -1,0 +1,149 @@
+"""A candidate process cannot see or reach the judge, other processes or files outside its directory.
+
+Real candidate processes (the judge's own ``CandidateProcess``) load host libraries built by gcc
+that probe from inside: each probe that succeeds sets a bit of what ``optiml_workspace_bytes``
+returns. Every probe is run beside a control process without the sandbox, where it succeeds, so
+the test can fail. Issue 39, classes 3, 5 and 6.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from optiml.evaluate.candidate_link import CandidateProcess
+from optiml.integrity.candidate_sandbox import probe_candidate_isolation
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc"),
+    pytest.mark.skipif(not probe_candidate_isolation().isolated, reason=probe_candidate_isolation().note),
+]
+
+PROBES = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <unistd.h>
+static int readable(const char* path) { int fd = open(path, O_RDONLY); if (fd < 0) return 0; close(fd); return 1; }
+size_t optiml_workspace_bytes(const void* in, int n) {
+  size_t bits = 0;
+  if (readable(TMP_FILE)) bits |= 1;           /* a user's /tmp */
+  if (readable(JUDGE_FILE)) bits |= 2;         /* the judge's folder */
+  if (readable(CACHE_FILE)) bits |= 4;         /* another kernel's source in a compile cache */
+  if (kill(JUDGE_PID, 0) == 0) bits |= 8;      /* signal the judge */
+  if (access(JUDGE_PROC, F_OK) == 0) bits |= 16;  /* see the judge in /proc */
+  if (kill(OTHER_PID, 0) == 0) bits |= 32;     /* signal another process (a calibration process, say) */
+  return bits;
+}
+int optiml_forward(const void* i, int ni, void* o, int no, void* w, size_t wb, void* s) { return 0; }
+"""
+
+EMPTY_SPEC = {"structs": base64.b64encode(b"").decode(), "size": 152, "data": []}
+
+
+def _build(tmp: Path, source: str, defines: dict[str, str]) -> str:
+    path = tmp / "probe.c"
+    path.write_text(source)
+    library = tmp / "probe.so"
+    flags = [f"-D{name}={value}" for name, value in defines.items()]
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", *flags, "-o", str(library), str(path)], check=True)
+    return str(library)
+
+
+def _probe(workdir: Path, library: str, isolate: bool | None) -> int:
+    process = CandidateProcess(None, 0, workdir, f"probe-{isolate}", isolate=isolate)
+    try:
+        deadline = time.monotonic() + 60
+        process.request({"op": "load", "so": library}, deadline)
+        return int(process.request({"op": "workspace", "inputs": EMPTY_SPEC}, deadline)["bytes"])
+    finally:
+        process.close()
+
+
+def test_a_candidate_sees_no_other_process_and_no_file_outside_its_directory(tmp_path: Path) -> None:
+    workdir = tmp_path / "judge"
+    workdir.mkdir()
+    (workdir / "secret.txt").write_text("judge")
+    (tmp_path / "user-tmp.txt").write_text("tmp")
+    cache = tmp_path / "cache" / "kernels" / "other"
+    cache.mkdir(parents=True)
+    (cache / "kernel.cu").write_text("// another kernel")
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        library = _build(
+            tmp_path,
+            PROBES,
+            {
+                "TMP_FILE": f'"{tmp_path / "user-tmp.txt"}"',
+                "JUDGE_FILE": f'"{workdir / "secret.txt"}"',
+                "CACHE_FILE": f'"{cache / "kernel.cu"}"',
+                "JUDGE_PID": str(os.getpid()),
+                "JUDGE_PROC": f'"/proc/{os.getpid()}"',
+                "OTHER_PID": str(other.pid),
+            },
+        )
+        assert _probe(workdir, library, isolate=False) == 63  # the control: every probe succeeds
+        assert _probe(workdir, library, isolate=None) == 0
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_each_candidate_has_a_directory_of_its_own_and_it_is_removed(tmp_path: Path) -> None:
+    first = CandidateProcess(None, 0, tmp_path, "first")
+    second = CandidateProcess(None, 0, tmp_path, "second")
+    try:
+        first.wait_ready()
+        second.wait_ready()
+        assert first.sandboxed and second.sandboxed
+        assert first.directory != second.directory and first.directory.parent == second.directory.parent
+        assert not first.stderr_path.is_relative_to(first.directory)  # its stderr is out of its reach
+        assert first.pid != first.proc.pid and first.thread_count() >= 1  # the shim, below unshare and the jail
+    finally:
+        first.close()
+        second.close()
+    assert not first.directory.exists() and not second.directory.exists()
+
+
+REPLACE_STDERR = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int optiml_forward(const void* i, int ni, void* o, int no, void* w, size_t wb, void* s) { return 0; }
+__attribute__((constructor)) static void swap(void) {
+  unlink(STDERR_PATH);
+  symlink(SECRET_PATH, STDERR_PATH);  /* the judge would read the secret as "the tail of its stderr" */
+  abort();
+}
+"""
+
+
+@pytest.mark.parametrize("isolate", [False, None])
+def test_a_stderr_file_swapped_for_a_link_is_not_followed(tmp_path: Path, isolate: bool | None) -> None:
+    """Unconfined, the candidate can replace its stderr file by a link to a secret; the judge then
+    refuses to read it. Confined, it cannot reach the file at all."""
+    workdir = tmp_path / "judge"
+    workdir.mkdir()
+    secret = tmp_path / "environ"
+    secret.write_text("OPTIML_LLM_API_KEY=canary-stderr-0123456789\n")
+    name = f"swap-{isolate}"
+    library = _build(
+        tmp_path, REPLACE_STDERR, {"STDERR_PATH": f'"{workdir / (name + ".stderr")}"', "SECRET_PATH": f'"{secret}"'}
+    )
+    process = CandidateProcess(None, 0, workdir, name, isolate=isolate)
+    try:
+        process.send({"op": "load", "so": library})
+        with pytest.raises(Exception) as failure:
+            process.receive(time.monotonic() + 60)
+        message = str(failure.value)
+        assert "SIGABRT" in message and "canary-stderr" not in message
+        if isolate is False:
+            assert "replaced by a link" in message
+    finally:
+        process.close()
