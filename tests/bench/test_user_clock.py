@@ -27,7 +27,7 @@ from optiml.task import load_task
 ROOT = Path(__file__).resolve().parents[2]
 CPU = UserClockOptions(device="cpu", correct_trials=3, perf_trials=5, torch_compile=False, warm_windows=3, window_ms=2)
 
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 
@@ -46,7 +46,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [64]
-'''
+"""
 
 
 def stand_in(tmp_path: Path, forward: str, name: str = "model_new.py") -> tuple[Path, Path]:

@@ -270,3 +270,15 @@ def _module_name(task: Task) -> str:
 def _one_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
+
+
+def measure_for_bench(
+    task: Task, kernel: KernelSource, store: Path, gpu: int | None, torch_compile: bool
+) -> dict[str, Any]:
+    """A bench row's ``user_clock``: the best kernel measured on the row's GPU, as a dict; any failure,
+    however it happens, is the dict's ``error`` (a bench never loses a row to this measurement)."""
+    options = UserClockOptions(device="cuda" if gpu is None else f"cuda:{gpu}", torch_compile=torch_compile)
+    try:
+        return measure_kernel(task, kernel, options, store).to_dict()
+    except Exception as exc:
+        return UserClockResult(task=task.name, error=f"user clock: {_one_line(exc)}").to_dict()

@@ -25,6 +25,14 @@ def bench_cmd(
     minutes: Annotated[float, typer.Option(help="Wall-time budget per task, in minutes.")] = 10.0,
     gpus: Annotated[str, typer.Option(help="GPUs to shard tasks over: 'all', or indices like 0,1.")] = "0",
     no_compile: Annotated[bool, typer.Option("--no-compile", help="Skip the torch.compile baseline.")] = False,
+    no_user_clock: Annotated[
+        bool,
+        typer.Option(
+            "--no-user-clock",
+            help="Skip timing each verified kernel's ModelNew export in a fresh process (KernelBench's timing and "
+            "verdict); the judge's times are then the headline.",
+        ),
+    ] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for bench.json, bench.md, runs.db.")] = None,
     ray: Annotated[
         str | None,
@@ -50,7 +58,11 @@ def bench_cmd(
     if target.exists() and not target.is_dir():
         raise OptimlError(f"{target}: exists and is not a folder")
     config = BenchConfig(
-        evaluations=evaluations, minutes_per_task=minutes, torch_compile=not no_compile, gpus=parse_gpus(gpus)
+        evaluations=evaluations,
+        minutes_per_task=minutes,
+        torch_compile=not no_compile,
+        gpus=parse_gpus(gpus),
+        user_clock=not no_user_clock,
     )
     console.print(f"bench [bold]{suite}[/bold]: {len(paths)} tasks on GPU(s) {gpus}; state in {target}/")
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

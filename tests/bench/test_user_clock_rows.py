@@ -1,0 +1,122 @@
+"""Bench rows and metrics with the user's clock: its figures are the headline, the judge's stay beside them
+with the agreement, KernelBench's verdict is per row, and a failed measurement is a field, not a lost row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optiml.bench import BenchConfig, BenchRow, suite_metrics
+from optiml.bench import runner as bench_runner
+from optiml.bench.metrics import FASTEST, JUDGE_CLOCK, USER_CLOCK, markdown
+from optiml.bench.runner import read_state, write_state
+from optiml.bench.user_clock import ClockStats, Timing, UserClockResult, Verdict, measure_for_bench
+from optiml.cli import app
+from optiml.kernel.source import KernelSource
+from optiml.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def timing(ms: float) -> Timing:
+    cold = ClockStats(median_ms=ms, mean_ms=ms * 1.1, std_ms=0.01, min_ms=ms * 0.9, max_ms=ms * 1.5, trials=100)
+    warm = ClockStats(median_ms=ms * 0.8, mean_ms=ms * 0.8, std_ms=0.0, min_ms=ms * 0.8, max_ms=ms * 0.8, trials=10)
+    return Timing(cold=cold, warm=warm)
+
+
+def user(task: str, kernel: float, eager: float, default: float, compiled: float | None, passed: bool = True) -> dict:
+    timings = {"model_new": timing(kernel), "eager": timing(eager), "eager_tf32": timing(default)}
+    if compiled is not None:
+        timings["compile"] = timing(compiled)
+    reason = "" if passed else "differs from the reference"
+    verdict = Verdict(passed, trials=5, passed_trials=5 * passed, tolerance=1e-4, max_abs_diff=1e-6, reason=reason)
+    speedup = default * 1.1 / (kernel * 1.1)  # KernelBench's: mean over mean
+    return UserClockResult(task, "H200", verdict=verdict, timings=timings, kernelbench_speedup=speedup).to_dict()
+
+
+def row(task: str, judge: float, clock: dict | None) -> BenchRow:
+    return BenchRow(task, f"/{task}.py", "verified", best_ms=judge, user_clock=clock,
+                    baselines_ms={"eager": 2.0, "eager_tf32": 1.5, "compile": 1.0})  # fmt: skip
+
+
+def test_the_user_s_clock_is_the_headline_and_the_judge_stays_beside_it() -> None:
+    a = row("a", 3.0, user("a", 1.0, eager=2.0, default=1.5, compiled=1.2))  # the judge read 3x slower
+    b = row("b", 1.1, user("b", 1.0, eager=4.0, default=3.0, compiled=None, passed=False))
+    assert a.clock == USER_CLOCK and a.speedup("eager") == pytest.approx(2.0)
+    assert a.judge_speedup("eager") == pytest.approx(2.0 / 3.0)
+    assert a.speedup(FASTEST) == pytest.approx(1.2) and b.speedup(FASTEST) == pytest.approx(3.0)  # no compile in b
+    assert a.judge_speedup(FASTEST) == pytest.approx(1.0 / 3.0)
+    assert a.agreement == pytest.approx(3.0) and b.agreement == pytest.approx(1.1)
+    assert a.kernelbench == {"passed": True, "speedup": pytest.approx(1.5), "reason": ""}
+    assert b.kernelbench is not None and b.kernelbench["passed"] is False
+    metrics = suite_metrics([a, b, BenchRow("c", "/c.py", "failed", reason="no template")])
+    assert metrics["clock"] == USER_CLOCK
+    assert metrics["geomean_vs_eager"] == pytest.approx((2.0 * 4.0) ** 0.5)
+    assert metrics["judge_geomean_vs_eager"] == pytest.approx((2.0 / 3.0 * 2.0 / 1.1) ** 0.5)
+    assert metrics["fast_1.5_vs_fastest"] == pytest.approx(1 / 3)  # b only (3.0x); a is 1.2x; c counts as not fast
+    assert metrics["median_agreement"] == pytest.approx(2.05) and metrics["max_agreement_error"] == pytest.approx(2.0)
+    assert metrics["kernelbench_passed"] == 1 and metrics["kernelbench_pass_rate"] == pytest.approx(1 / 3)
+    assert metrics["user_clock_failed"] == []
+    table = markdown([a, b], metrics)
+    assert "| a | verified | 2.00× | 1.50× | 1.20× | 1.20× | 1.0000 | 3.0000 | 3.00 | pass | 1.50× |" in table
+    failed = "| b | verified | 4.00× | 3.00× |  | 3.00× | 1.0000 | 1.1000 | 1.10 | fail: differs from the reference |"
+    assert failed in table
+
+
+def test_a_failed_measurement_is_a_field_and_takes_no_figure_from_the_judge(tmp_path: Path) -> None:
+    failed = UserClockResult(task="a", error="the user's process timed out after 1800 s").to_dict()
+    a = row("a", 1.0, failed)
+    judged = row("b", 1.0, None)  # --no-user-clock, or a bench from before
+    assert a.speedup("eager") is None and a.judge_speedup("eager") == pytest.approx(2.0)
+    assert judged.clock == JUDGE_CLOCK and judged.speedup("eager") == pytest.approx(2.0)
+    metrics = suite_metrics([a, judged])
+    assert metrics["clock"] == f"{USER_CLOCK}; judge for the rest" and metrics["user_clock_failed"] == ["a"]
+    assert metrics["fast_0_vs_eager"] == pytest.approx(0.5)  # a is verified but has no headline figure
+    assert a.kernelbench == {"passed": None, "speedup": None, "reason": "the user's process timed out after 1800 s"}
+    write_state(tmp_path, [a, judged], BenchConfig(), {})
+    rows, _ = read_state(tmp_path)
+    assert rows == [a, judged]  # the measurement survives the state file, and a resume reads it back
+    document = json.loads((tmp_path / "bench.json").read_text())
+    assert document["config"]["user_clock"] is True
+    assert document["rows"][0]["kernelbench"]["reason"].endswith("timed out after 1800 s")
+    assert "user clock: the user's process timed out" in (tmp_path / "bench.md").read_text()
+
+
+def test_without_the_user_s_clock_the_metrics_and_table_are_the_judge_s() -> None:
+    rows = [row("a", 1.0, None)]
+    metrics = suite_metrics(rows)
+    assert "clock" not in metrics and "judge_geomean_vs_eager" not in metrics and "median_agreement" not in metrics
+    assert metrics["geomean_vs_fastest"] == pytest.approx(1.0)
+    assert "| task | status | best ms | eager ms |" in markdown(rows, metrics)
+
+
+def test_a_bench_measurement_that_cannot_run_is_a_field_not_an_exception() -> None:
+    """No GPU here: the export is rendered, the child starts and cannot use CUDA; the row gets the reason."""
+    task = load_task(ROOT / "tasks" / "silu.py")
+    kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    data = measure_for_bench(task, kernel, ROOT / "no-such-store.db", None, torch_compile=False)
+    result = UserClockResult.from_dict(data)
+    assert result.task == "silu" and not result.ok
+    assert result.error.startswith("loading the task or the export:") and "\n" not in result.error
+
+
+def test_no_user_clock_reaches_the_bench_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "a.py").write_text("# never read\n", encoding="utf-8")
+    seen: list[bool] = []
+
+    def job_for(config: BenchConfig, out_dir: Path):  # type: ignore[no-untyped-def]
+        seen.append(config.user_clock)
+        return lambda path, worker, gpu: BenchRow(path.stem, str(path), "verified", best_ms=0.1)
+
+    monkeypatch.setattr(bench_runner, "optimize_job", job_for)
+    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: object())
+    for flags, expected in (([], True), (["--no-user-clock"], False)):
+        out = tmp_path / f"out{len(seen)}"
+        result = CliRunner().invoke(app, ["bench", str(tmp_path / "suite"), "-o", str(out), *flags])
+        assert result.exit_code == 0, result.output
+        assert seen[-1] is expected
+        assert json.loads((out / "bench.json").read_text())["config"]["user_clock"] is expected
