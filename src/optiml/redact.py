@@ -24,6 +24,7 @@ redact half of every message). Standard library only: every layer imports this m
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import re
 import threading
@@ -114,6 +115,8 @@ def redact_value(value: T, values: Iterable[str] | None = None) -> T:
 
 
 def _walk(value: Any, values: list[str]) -> Any:
+    if isinstance(value, enum.Enum):  # a str-valued enum member stays a member
+        return value
     if isinstance(value, str):
         return redact(value, values)
     if isinstance(value, dict):
@@ -133,6 +136,8 @@ def _walk(value: Any, values: list[str]) -> Any:
 
 
 def _holds_text(value: Any) -> bool:
+    if isinstance(value, enum.Enum):
+        return False
     return isinstance(value, (str, dict, list, tuple)) or (
         dataclasses.is_dataclass(value) and not isinstance(value, type)
     )

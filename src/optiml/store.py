@@ -15,6 +15,10 @@ the same file: the LLM layer adds ``llm_calls``)::
 The file is opened in WAL mode with a busy timeout, so a second connection (the LLM layer's,
 or ``optiml runs`` in another terminal) can read and write while a search runs. Every write is
 its own transaction: a run killed at any moment keeps every evaluation it committed.
+
+Text that a candidate shaped — an evaluation's messages, warnings and compiler output, a profile's
+text — is redacted (:mod:`optiml.redact`) before it is written: the store is read back into
+reports and prompts.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 
 from optiml.errors import StoreError
 from optiml.kernel.source import KernelSource
+from optiml.redact import redact, redact_value
 from optiml.sqlite_db import SqliteDatabase
 from optiml.values import Edit, EvalResult, TimingStats
 
@@ -397,8 +402,9 @@ class RunStore(SqliteDatabase):
         elapsed_s: float,
         cost_usd: float,
     ) -> None:
-        """Commit one evaluated candidate: its kernel, node, result and the run's counters, atomically."""
+        """Commit one evaluated candidate: its kernel, node, result (redacted) and the run's counters, atomically."""
         now = time.time()
+        result = redact_value(result)
         with self._write() as conn:
             _insert_kernel(conn, kernel)
             conn.execute(
@@ -514,7 +520,7 @@ class RunStore(SqliteDatabase):
         with self._write() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, digest, proxy_score, roofline_fraction, text, time.time()),
+                (run_id, digest, proxy_score, roofline_fraction, redact(text), time.time()),
             )
 
     def profiles(self, run_id: str) -> dict[str, ProfileRecord]:

@@ -69,6 +69,11 @@ class _Isolation:
 _isolation = _Isolation()
 
 
+def candidates_confined() -> bool:
+    """Whether this judge's candidate processes run in their sandbox (see :func:`isolation_note`)."""
+    return _isolation.enabled()
+
+
 def isolation_note() -> str:
     """One line for the task notes: how this judge's candidate processes are confined."""
     return _isolation.note()

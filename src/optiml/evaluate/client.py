@@ -20,7 +20,11 @@ from typing import Any
 
 from optiml.errors import WorkerError
 from optiml.evaluate.wire import Reply
+from optiml.integrity.files import open_directory, tail_text
 from optiml.integrity.sandbox import ResourceLimits, WorkerLaunch, build_worker_launch, kill_group
+from optiml.redact import redact
+
+STDERR_LIMIT = 64 * 1024  # bytes of the worker's stderr file read for a death message
 
 
 class WorkerTimeout(Exception):
@@ -62,6 +66,7 @@ class WorkerClient:
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._stderr_path: Path | None = None
+        self._workdir_fd: int | None = None  # the worker's folder, where its stderr file is read by name
         self._buffer = b""
         self.isolation: dict[str, Any] = {}
         self._launch_spec: WorkerLaunch | None = None
@@ -81,11 +86,14 @@ class WorkerClient:
         self.stop()
         self._workdir = tempfile.TemporaryDirectory(prefix="optiml-worker-")
         workdir = Path(self._workdir.name)
-        spec = self._launch([sys.executable, "-m", "optiml.evaluate.worker"], workdir)
+        # -P: the working directory, where candidates write, is not put on the judge's import path
+        safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+        spec = self._launch([sys.executable, *safe_path, "-m", "optiml.evaluate.worker"], workdir)
         env = dict(spec.env)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         self._stderr_path = workdir / "worker.stderr"
+        self._workdir_fd = open_directory(workdir)
         with open(self._stderr_path, "wb") as stderr:
             self._proc = subprocess.Popen(
                 spec.argv,
@@ -112,6 +120,9 @@ class WorkerClient:
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired, AssertionError):
                 kill_group(proc)
+        if self._workdir_fd is not None:
+            os.close(self._workdir_fd)
+            self._workdir_fd = None
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None
@@ -141,10 +152,12 @@ class WorkerClient:
         return dict(reply.result)
 
     def stderr_tail(self, lines: int = 12) -> str:
-        if self._stderr_path is None or not self._stderr_path.is_file():
+        """The end of the worker's stderr, joined by " | ": the file is in the judge's folder, which a
+        candidate that reached the judge could change, so it is read by name under the folder's handle,
+        without following links, capped, and redacted (:mod:`optiml.integrity.files`, :mod:`optiml.redact`)."""
+        if self._stderr_path is None:
             return ""
-        text = self._stderr_path.read_text(errors="replace").strip().splitlines()
-        return "\n".join(text[-lines:])
+        return redact(tail_text(self._workdir_fd, self._stderr_path.name, lines, STDERR_LIMIT))
 
     def _read_line(self, proc: subprocess.Popen[bytes], timeout_s: float) -> str:
         assert proc.stdout is not None
@@ -174,7 +187,7 @@ class WorkerClient:
             code = proc.wait()
         self._proc = None
         cause = self._launch_spec.describe_exit(code) if self._launch_spec else f"exited with code {code}"
-        tail = self.stderr_tail(6).replace("\n", " | ")
+        tail = self.stderr_tail(6)
         return f"the worker {cause}" + (f": {tail}" if tail else "")
 
     def _reap(self, proc: subprocess.Popen[bytes]) -> None:

@@ -3,6 +3,10 @@
 Compiles run in parallel on CPU threads; GPU work is serialised through one isolated
 worker per GPU. Every failure is a typed :class:`EvalResult`, never an exception, and
 the per-phase wall times are recorded (compile, load, verify, time, recheck, close, total).
+
+Every result leaves through :func:`optiml.redact.redact_value`: its messages, warnings and compiler
+output came from a candidate (its crash, its stderr, what nvcc said about its source) and must
+not carry a secret into what is printed, stored, reported or prompted (issue 39, class 6).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from optiml.evaluate.wire import KIND_NO_GPU, KIND_TASK
 from optiml.integrity.screen import is_fp32_strict, screen_kernel
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
+from optiml.redact import redact_value
 from optiml.task import Task
 from optiml.values import EvalResult, EvalStatus, TimingStats
 
@@ -67,7 +72,9 @@ def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, scree
     if screen:
         report = screen_kernel(kernel, fp32_strict=is_fp32_strict(task.meta))
         if report.rejected:
-            return EvalResult(status=EvalStatus.REJECTED, message=report.message(), kernel_digest=kernel.digest)
+            return redact_value(
+                EvalResult(status=EvalStatus.REJECTED, message=report.message(), kernel_digest=kernel.digest)
+            )
         warnings = report.warnings()
     compiled = compiler.compile(kernel)
     result = EvalResult(status=EvalStatus.OK, kernel_digest=kernel.digest, compile=compiled, warnings=warnings)
@@ -76,7 +83,7 @@ def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, scree
         result.message = compiled.error_summary(limit=1) or "compilation failed"
     result.phase_seconds["compile"] = round(compiled.seconds, 4)
     result.phase_seconds["total"] = round(time.perf_counter() - start, 4)
-    return result
+    return redact_value(result)
 
 
 class Evaluator:
@@ -133,7 +140,7 @@ class Evaluator:
             compiled = self.compiler.compile(kernel)
             result = self._run_compiled(kernel, compiled)
         result.phase_seconds["total"] = round(time.perf_counter() - start, 4)
-        return result
+        return redact_value(result)
 
     def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
         """Compile all on the compile pool; verify and time each on the GPU as soon as it is built.
@@ -146,7 +153,7 @@ class Evaluator:
         for kernel, early in zip(kernels, screened, strict=True):
             result = early if early is not None else self._run_compiled(kernel, next(built).result())
             result.phase_seconds["total"] = round(time.perf_counter() - start, 4)
-            results.append(result)
+            results.append(redact_value(result))
         return results
 
     def prefetch(self, kernels: Sequence[KernelSource]) -> None:

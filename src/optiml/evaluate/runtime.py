@@ -7,7 +7,10 @@ the candidate fresh clones. The cache holds as many cases as the memory plan all
 identically from its seed. Each case carries its tolerance (:mod:`optiml.evaluate.tolerance`):
 the task's, adjusted per output where trivial outputs would pass or signed inputs cancel.
 A default signed distribution on which the reference is not finite is replaced by the native
-inputs, and said so in :attr:`TaskRuntime.notes`. Standard library, NumPy and torch only.
+inputs, and said so in :attr:`TaskRuntime.notes`. Outputs with far fewer values than the inputs
+are measured when the task is settled (:mod:`optiml.evaluate.sensitivity`), and perturbed inputs
+that move them are added to the distributions verification uses. Standard library, NumPy and
+torch only.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import torch
 
 from optiml.errors import TaskError
+from optiml.evaluate import sensitivity
 from optiml.evaluate.memory import MemoryPlan, device_bytes, peak_bytes, plan_memory, used_bytes
 from optiml.evaluate.tolerance import Tolerance, decide
 from optiml.task import SIGNED_DISTRIBUTIONS, Task
@@ -73,6 +77,8 @@ class TaskRuntime(TaskRunner):
         self._cases: OrderedDict[tuple[int, int, str], Case] = OrderedDict()
         self._tolerances: dict[tuple[int, str], Tolerance] = {}
         self._unusable: set[str] = set()  # default signed distributions the reference is not finite on
+        self._perturbations: list[str] = []  # added for low-information outputs (sensitivity.py)
+        self._measured: set[int] = set()  # shape sets whose low-information outputs were measured
 
     def case(self, seed: int, shape_set: int = 0, distribution: str = "native") -> Case:
         """The case of (seed, shape set, distribution); the native one where that distribution is unusable."""
@@ -101,15 +107,53 @@ class TaskRuntime(TaskRunner):
         return case
 
     def distributions(self) -> list[str]:
-        """The task's input distributions that verification uses (usable so far)."""
-        return [d for d in self.task.meta.distributions if d not in self._unusable] or ["native"]
+        """The task's input distributions that verification uses (usable so far), then the perturbed
+        inputs added for low-information outputs."""
+        own = [d for d in self.task.meta.distributions if d not in self._unusable] or ["native"]
+        return own + self._perturbations
 
     def settle(self, base_seed: int, shape_set: int = 0) -> list[str]:
         """Build the first case of every distribution (the ones verification starts with), which
-        settles which distributions are usable and their tolerances; returns :attr:`notes`."""
+        settles which distributions are usable and their tolerances, and measure the low-information
+        outputs (adding perturbed inputs where they tell an estimate from the answer); returns :attr:`notes`."""
         for index, distribution in enumerate(self.task.meta.distributions):
             self.case(base_seed + index, shape_set, distribution)
+        self.measure_outputs(base_seed, shape_set)
         return list(self.notes)
+
+    def measure_outputs(self, seed: int, shape_set: int = 0) -> list[sensitivity.Finding]:
+        """How much each low-information output moves across draws and small perturbations of the native
+        inputs of ``seed`` (once per shape set); useful perturbations join :meth:`distributions`."""
+        if shape_set in self._measured or self.device.type == "meta":
+            return []
+        self._measured.add(shape_set)
+        case = self.case(seed, shape_set, "native")
+        if not sensitivity.low_information(case.args, case.expected):
+            return []
+
+        def reference(args: Sequence[Any]) -> list[torch.Tensor]:
+            return self.run_reference(case.model, list(args))
+
+        findings = sensitivity.measure(
+            case.args,
+            case.expected,
+            case.atol,
+            case.rtol,
+            reference,
+            super().make_args(seed + 1, shape_set, "native"),
+            seed,
+        )
+        used = sensitivity.useful(findings)
+        self._perturbations += [kind for kind in used if kind not in self._perturbations]
+        for finding in findings:
+            self._note(finding.note(f"shape set {shape_set}", used))
+        return findings
+
+    def make_args(self, seed: int, shape_set: int = 0, distribution: str = "native") -> list[Any]:
+        """As :meth:`TaskRunner.make_args`, and the perturbed native inputs of :mod:`sensitivity`."""
+        if distribution in sensitivity.PERTURBATIONS:
+            return sensitivity.perturb(super().make_args(seed, shape_set, "native"), distribution, seed)
+        return super().make_args(seed, shape_set, distribution)
 
     def memory_report(self) -> dict[str, Any]:
         """Peak device memory since the last reset, against the task's footprint and the plan."""

@@ -23,6 +23,14 @@ candidate process of the same user cannot ptrace it or read its memory through /
 candidate's CUDA fault poisons only its own process's context; after a fatal error of the
 judge's own context (out of memory here) the worker replies and exits with code 3, and the
 client starts a fresh one. Imports: standard library, NumPy and torch only.
+
+**Its own import path** (issue 39, class 8). Candidates write only in their directories under
+this process's working directory, so no entry of ``sys.path`` may lie there: ``python -m`` puts
+the working directory first, and a later lazy import (``torch.compile`` loads modules on first
+use) would run a ``triton.py`` a candidate left there. :func:`secure_import_path` drops the
+working directory's entries at start and refuses to serve (a fatal reply) when another entry —
+``PYTHONPATH``, a site folder — still lies under it; where candidates run unconfined, entries
+this user can write are named in the task notes.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from typing import IO, Any
 import torch
 
 from optiml.errors import TaskError
+from optiml.evaluate.candidate_link import candidates_confined, isolation_note
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import (
     CandidateFailure,
@@ -92,6 +101,32 @@ class NoCudaDevice(RuntimeError):
     """The worker sees no CUDA device (replied with kind :data:`~optiml.evaluate.wire.KIND_NO_GPU`)."""
 
 
+class UnsafeImportPath(RuntimeError):
+    """An entry of the judge's ``sys.path`` lies where candidates can write."""
+
+
+def secure_import_path(path: list[str], workdir: Path, confined: bool) -> list[str]:
+    """Drop from ``path`` (``sys.path``, changed in place) the working directory (``""``, ``"."`` or
+    ``workdir`` itself); raise :class:`UnsafeImportPath` for an entry that still lies under ``workdir``,
+    where candidates write. Returns notes: where candidates are not ``confined`` to their view, the
+    entries this user (and so a candidate) can write."""
+    root = workdir.resolve()
+    path[:] = [entry for entry in path if entry not in ("", ".") and Path(entry).resolve() != root]
+    inside = [entry for entry in path if Path(entry).resolve().is_relative_to(root)]
+    if inside:
+        raise UnsafeImportPath(
+            f"the judge's import path has folders where candidates write: {', '.join(inside)} (under {root})"
+        )
+    if confined:
+        return []
+    writable = [entry for entry in path if os.path.isdir(entry) and os.access(entry, os.W_OK)]
+    if not writable:
+        return []
+    return [
+        f"candidates run unconfined and could write these folders of the judge's import path: {', '.join(writable)}"
+    ]
+
+
 class Worker:
     def __init__(self) -> None:
         if not torch.cuda.is_available():
@@ -102,6 +137,7 @@ class Worker:
         self._bandwidth: float | None = None
         self.judge = Judge(self.device, Path.cwd())
         self.unusable = False  # the judge's own CUDA context broke: reply, then exit (EXIT_FATAL)
+        self.isolation_notes: list[str] = []  # how candidates are confined, said with every task's notes
 
     # -- ops ---------------------------------------------------------------------------------
     def hello(self, _: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +168,7 @@ class Worker:
             "flops": runtime.task.flops(0),
             "bandwidth": self.bandwidth(),
             "round_trip": asdict(self.judge.calibration()),
-            "notes": notes,
+            "notes": [*notes, isolation_note(), *self.isolation_notes],
             "seconds": time.perf_counter() - start,
         }
 
@@ -277,9 +313,14 @@ def _run_reference(forward: Callable[..., Any], args: list[Any], stream: torch.c
 
 def serve(requests: IO[str], replies: IO[str]) -> int:
     try:
+        path_notes = secure_import_path(sys.path, Path.cwd(), candidates_confined())
         worker = Worker()
+        worker.isolation_notes = path_notes
     except NoCudaDevice as exc:
         _reply(replies, failure(f"worker could not start: {exc}", kind=KIND_NO_GPU, fatal=True))
+        return EXIT_FATAL
+    except UnsafeImportPath as exc:
+        _reply(replies, failure(f"worker refused to start: {exc}", fatal=True))
         return EXIT_FATAL
     except Exception as exc:
         _reply(replies, failure(f"worker could not start: {exc}", fatal=True))

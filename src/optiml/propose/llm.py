@@ -44,6 +44,7 @@ from optiml.propose.base import Proposal, ProposalContext, Spend
 from optiml.propose.edits import apply_edit
 from optiml.propose.errors import EditError
 from optiml.propose.prompts import PromptSet, load_prompts
+from optiml.redact import redact_value, register_secret
 from optiml.values import Edit
 
 #: samples per request on providers that return ``n`` samples from one call (the prompt is paid once)
@@ -268,8 +269,11 @@ class LLMProposer:
         return Proposal(edit=edit, kernel=kernel)
 
     def _complete(self, messages: Sequence[ChatMessage], n: int, purpose: str) -> LLMResponse:
+        # A prompt carries what candidates shaped (compiler output, crash messages): no secret leaves in it,
+        # the provider's own key least of all (it may come from optiml.toml, not the environment).
+        register_secret(self.client.config.api_key)
         response = self.client.complete(
-            messages, n=n, purpose=purpose, temperature=self.temperature, max_tokens=self.max_tokens
+            redact_value(list(messages)), n=n, purpose=purpose, temperature=self.temperature, max_tokens=self.max_tokens
         )
         with self._lock:
             self._spent += response.cost_usd
