@@ -96,6 +96,7 @@ class LLMProposer:
         adaptive: bool = True,
     ) -> None:
         self.client = client
+        register_secret(client.config.api_key)  # from now on redacted wherever a candidate's text goes
         self.prompts = prompts or load_prompts()
         self.name = f"llm:{client.config.model}"
         # Anthropic returns one sample per call: send parallel requests of one sample instead.
@@ -270,8 +271,7 @@ class LLMProposer:
 
     def _complete(self, messages: Sequence[ChatMessage], n: int, purpose: str) -> LLMResponse:
         # A prompt carries what candidates shaped (compiler output, crash messages): no secret leaves in it,
-        # the provider's own key least of all (it may come from optiml.toml, not the environment).
-        register_secret(self.client.config.api_key)
+        # the provider's own key least of all (registered above: it may come from optiml.toml).
         response = self.client.complete(
             redact_value(list(messages)), n=n, purpose=purpose, temperature=self.temperature, max_tokens=self.max_tokens
         )

@@ -1,0 +1,61 @@
+"""Whether a calibration of the judge's round trip can be trusted (issue 39, class 3).
+
+The judge subtracts a round trip calibrated on a process of its own. A process that could stop,
+slow or signal the calibration process (a candidate beside it, before candidates had a pid
+namespace of their own) would inflate that round trip, and every candidate timed against it would
+read faster than it is. :func:`calibration_plausible` checks a calibration against bounds no honest
+measurement on an idle or shared machine comes near; a judge that gets a reason back should
+calibrate again rather than subtract it. Pure: numbers in, a reason (or None) out.
+
+Bounds, measured on the H200 (``docs/evaluation.md``): the round trip is 0.3–0.5 ms (event and
+host), rising to a few ms on a GPU shared by several judges; its inter-quartile spread is a
+fraction of it; the spin kernel's excess is within ±0.1 ms.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+MAX_ROUND_TRIP_MS = 20.0  # forty times the H200's figure: a stopped or throttled process, not a busy GPU
+MAX_SPREAD_FRACTION = 2.0  # half the inter-quartile range over the 10th percentile
+MAX_EXCESS_MS = 5.0  # what the window adds beyond the empty call, either way
+MIN_CALLS = 20
+
+
+class CalibrationLike(Protocol):
+    """The fields of ``optiml.evaluate.judge.Calibration`` this check reads."""
+
+    event_ms: float
+    host_ms: float
+    host_spread_ms: float
+    calls: int
+    excess_ms: float
+
+
+def calibration_plausible(calibration: CalibrationLike, cuda: bool = True) -> str | None:
+    """None when ``calibration`` is within the bounds above; otherwise one line saying which is not.
+
+    ``cuda`` False (a host without a GPU: the CPU tests' file-mapped protocol) checks only the host
+    clock, since the event time is the host time there and no spin kernel runs."""
+    values = {"event_ms": calibration.event_ms, "host_ms": calibration.host_ms}
+    values["host_spread_ms"] = calibration.host_spread_ms
+    values["excess_ms"] = calibration.excess_ms
+    for name, value in values.items():
+        if not math.isfinite(value):
+            return f"calibration {name} is not a number ({value})"
+    if calibration.calls < MIN_CALLS:
+        return f"calibration took {calibration.calls} calls (at least {MIN_CALLS} expected)"
+    if calibration.host_ms <= 0 or calibration.event_ms < 0:
+        return f"calibration round trip {calibration.host_ms:.4f} ms (host), {calibration.event_ms:.4f} ms (event)"
+    for name in ("event_ms", "host_ms"):
+        if values[name] > MAX_ROUND_TRIP_MS:
+            return f"calibration round trip {values[name]:.3f} ms ({name}) is above {MAX_ROUND_TRIP_MS:g} ms"
+    if calibration.host_spread_ms > MAX_SPREAD_FRACTION * calibration.host_ms:
+        return (
+            f"calibration spread {calibration.host_spread_ms:.3f} ms is over {MAX_SPREAD_FRACTION:g}x its round "
+            f"trip {calibration.host_ms:.3f} ms (the calibration process was interrupted)"
+        )
+    if cuda and abs(calibration.excess_ms) > MAX_EXCESS_MS:
+        return f"calibration excess {calibration.excess_ms:.3f} ms is beyond ±{MAX_EXCESS_MS:g} ms"
+    return None

@@ -1,0 +1,64 @@
+"""The secret redactor: environment values, registered config keys, secret assignments, key shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from optiml.redact import REDACTED, redact, redact_value, register_secret
+from optiml.values import EvalResult, EvalStatus
+
+
+def test_values_of_secret_named_variables_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPTIML_LLM_API_KEY", "opaque-value-12345")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "another-opaque-987")
+    monkeypatch.setenv("OPTIML_LLM_MODEL", "model-name-long")  # a setting, not a secret
+    text = redact("crash: opaque-value-12345 | another-opaque-987 | model-name-long")
+    assert "opaque-value" not in text and "another-opaque" not in text and "model-name-long" in text
+    assert text.count(REDACTED) == 2
+
+
+def test_registered_secrets_and_key_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    register_secret("config-file-key-000111")
+    register_secret("short")  # too short to search for: left alone
+    text = redact(
+        "a config-file-key-000111 b sk-abcdefghijklmnopqrstuvwx c ghp_abcdefghijklmnopqrstuvwxyz0123 "
+        "d AKIAABCDEFGHIJKLMNOP e Bearer abcdefghijklmnop f short"
+    )
+    for secret in ("config-file-key", "sk-abcdef", "ghp_", "AKIAABCD", "abcdefghijklmnop"):
+        assert secret not in text, text
+    assert text.endswith("f short")
+
+
+def test_an_environment_dumped_from_elsewhere_keeps_names_not_values() -> None:
+    dump = "PATH=/usr/bin\x00ANTHROPIC_API_KEY=unseen-value-42\x00DB_PASSWORD: hunter2hunter2"
+    text = redact(dump, values=[])
+    assert "unseen-value-42" not in text and "hunter2" not in text
+    assert "ANTHROPIC_API_KEY=" + REDACTED in text and "PATH=/usr/bin" in text
+
+
+@dataclass(frozen=True)
+class _Inner:
+    text: str
+
+
+@dataclass
+class _Outer:
+    items: list[_Inner] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    count: int = 3
+
+
+def test_nested_values_are_copied_redacted() -> None:
+    value = _Outer([_Inner("key sk-abcdefghijklmnopqrstuvwx")], {"k": "TOKEN=abcdefgh123"})
+    clean = redact_value(value, values=[])
+    assert clean.items[0].text == f"key {REDACTED}" and clean.notes["k"] == f"TOKEN={REDACTED}"
+    assert clean.count == 3 and value.items[0].text.startswith("key sk-")  # the original is untouched
+
+
+def test_an_eval_result_keeps_its_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "canary-openai-555555")
+    result = EvalResult(status=EvalStatus.CRASH, message="died: canary-openai-555555", warnings=["ok"])
+    clean = redact_value(result)
+    assert clean.status is EvalStatus.CRASH and "canary-openai" not in clean.message and clean.warnings == ["ok"]
