@@ -282,3 +282,17 @@ def measure_for_bench(
         return measure_kernel(task, kernel, options, store).to_dict()
     except Exception as exc:
         return UserClockResult(task=task.name, error=f"user clock: {_one_line(exc)}").to_dict()
+
+
+def eval_block(
+    task: Task, kernel: KernelSource, *, judge_ms: float | None = None, options: UserClockOptions | None = None
+) -> dict[str, Any]:
+    """The ``user_clock`` block of ``optiml eval --json``: the measurement, its headline speedups (cold
+    medians over each of :data:`BASELINES`) and the judge ÷ user agreement for ``judge_ms``. Call it after
+    the judge's evaluator is closed (its GPU memory released)."""
+    result = measure_kernel(task, kernel, options)
+    return {
+        **result.to_dict(),
+        "speedups": {baseline: result.speedup(baseline) for baseline in BASELINES},
+        "agreement": agreement(judge_ms, result),
+    }
