@@ -1,0 +1,49 @@
+"""On a GPU: starter kernels exported and measured in the user's process as KernelBench would, the verdict
+against PyTorch's default-settings reference, and both clocks for ModelNew, the op and every baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optiml.bench.user_clock import UserClockOptions, measure_kernel
+from optiml.kernel.source import KernelSource
+from optiml.task import load_task
+
+pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+QUICK = UserClockOptions(correct_trials=5, perf_trials=20, warm_windows=5, torch_op=True)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "silu"])
+def test_a_starter_kernel_passes_kernelbench_s_check_and_every_subject_is_timed(name: str) -> None:
+    task = load_task(TASKS / f"{name}.py")
+    result = measure_kernel(task, KernelSource.from_file(TASKS / f"{name}.naive.cu"), QUICK)
+    assert result.error == "", result.error
+    assert result.verdict is not None and result.verdict.passed, result.verdict
+    assert result.verdict.passed_trials == 5 and result.verdict.tolerance == 1e-4
+    for subject in ("model_new", "op", "eager", "eager_tf32", "compile"):
+        timing = result.timings[subject]
+        assert timing.error == "" and timing.cold is not None and timing.warm is not None, (subject, timing)
+        assert timing.cold.trials == 20 and timing.cold.median_ms > 0
+        # warm calls skip the L2 flush and the per-call synchronisation: never much slower than cold
+        assert timing.warm is not None and timing.warm.median_ms < 1.5 * timing.cold.median_ms
+    model_new, op = result.ms("model_new"), result.ms("op")
+    assert model_new is not None and op is not None and 0.5 < op / model_new < 2.0  # the same kernel
+    assert result.kernelbench_speedup is not None and result.kernelbench_speedup > 0
+    assert result.device and result.input_bytes > 0 and result.output_bytes > 0
+
+
+def test_a_convolution_s_verdict_names_the_default_settings_reference() -> None:
+    """cuDNN runs the default-settings reference in TF32; OptiML's exact kernel may differ from it by more
+    than 1e-4. Either it passes, or the reason says how far it is from each reference."""
+    task = load_task(TASKS / "conv2d.py")
+    result = measure_kernel(task, KernelSource.from_file(TASKS / "conv2d.naive.cu"), QUICK)
+    assert result.error == "" and result.verdict is not None
+    if not result.verdict.passed:
+        assert "reference under PyTorch's default settings" in result.verdict.reason
+        assert result.verdict.default_vs_exact is not None and result.verdict.default_vs_exact > 0
+    eager, default = result.ms("eager"), result.ms("eager_tf32")
+    assert eager is not None and default is not None
