@@ -209,10 +209,12 @@ def test_the_chunked_comparison_is_torch_allclose(monkeypatch: pytest.MonkeyPatc
         expected + 2e-4 * torch.randn(10, 13, generator=generator),
         torch.where(expected > 2, torch.nan, expected),
     ):
-        assert child.all_close(expected, got, 1e-4) == torch.allclose(got, expected, atol=1e-4, rtol=1e-4)
+        assert child.all_close(expected, got, 1e-4) == torch.allclose(expected, got, atol=1e-4, rtol=1e-4)
         worst = (expected.double() - got.double()).abs().max().item()
         diff = child.max_abs_diff(expected, got)
         assert (math.isnan(diff) and math.isnan(worst)) or diff == pytest.approx(worst)
+    zeros, near = torch.zeros(5), torch.full((5,), 1.00005e-4)  # within tolerance only relative to the kernel's
+    assert child.all_close(zeros, near, 1e-4) and not child.all_close(near, zeros, 1e-4)
     flags = torch.tensor([True, False, True])
     assert child.compare(flags, flags.clone(), 1e-4) == (True, 0.0, "")
 

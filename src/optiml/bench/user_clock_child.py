@@ -212,17 +212,18 @@ def max_abs_diff(expected: torch.Tensor, got: torch.Tensor) -> float:
 
 
 def all_close(expected: torch.Tensor, got: torch.Tensor, tol: float) -> bool:
-    """``torch.allclose(expected, got, atol=tol, rtol=tol)`` computed chunk by chunk (same shapes)."""
+    """KernelBench's ``torch.allclose(output, output_new, atol=tol, rtol=tol)`` computed chunk by chunk (same
+    shapes): ``|output - output_new| <= atol + rtol * |output_new|``, relative to the kernel's output."""
     a, b = expected.reshape(-1), got.reshape(-1)
     return all(
-        bool(torch.isclose(b[at : at + CHUNK], a[at : at + CHUNK], rtol=tol, atol=tol).all().item())
+        bool(torch.isclose(a[at : at + CHUNK], b[at : at + CHUNK], rtol=tol, atol=tol).all().item())
         for at in range(0, a.numel(), CHUNK)
     )
 
 
 def compare(expected: Any, got: Any, tol: float) -> tuple[bool, float | None, str]:
-    """KernelBench's check of one trial: same shapes, then ``allclose`` (``torch.allclose(output,
-    output_new)``: the kernel's output against the reference's). Returns (passed, max abs diff, issue)."""
+    """KernelBench's check of one trial: same shapes, then its ``allclose`` (:func:`all_close`) per output.
+    Returns (passed, max abs diff, issue)."""
     want, have = outputs_of(expected), outputs_of(got)
     if len(want) != len(have):
         return False, None, f"{len(have)} outputs where the reference returns {len(want)}"
