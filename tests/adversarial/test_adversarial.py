@@ -214,6 +214,13 @@ CASES: tuple[Case, ...] = (
     ),
     Case("dlopen_driver", "axpy", "dlopen the driver and call it directly", "dynamic-loading", ()),
     Case("escape_sandbox", "axpy", "read secrets, write outside, reach loopback", "environment", ()),
+    # issue 39: a candidate that reaches the judge's processes and files (classes 3, 5), a scalar loss
+    # estimated from a sample (class 4) and the honest loss, which must pass the perturbed inputs too
+    Case("reach_judge", "axpy", "signal other pids, read /tmp, the compile cache, the judge's folder", "signals", ()),
+    Case("honest_mean_loss", "mean_loss", "none: full reduction of a scalar loss", None, (OK,)),
+    Case(
+        "sampled_mean_loss", "mean_loss", "estimate a mean loss from every 16th element", None, (WRONG,), WRONG_PHRASES
+    ),
 )
 
 BY_NAME = {case.kernel: case for case in CASES}
@@ -386,3 +393,35 @@ def test_candidate_cannot_escape_the_worker(escape_setup: int) -> None:
     assert leak is None, f"the candidate {leak}: {result.message}"
     assert result.ok, result.message
     assert not Path(f"/tmp/optiml-escape-{port}").exists()
+
+
+@pytest.mark.gpu
+def test_candidate_cannot_reach_the_judge(tmp_path: Path) -> None:
+    """Issue 39, classes 3 and 5: from inside its process the candidate probes every pid, /proc, a file in
+    the user's /tmp, the compile cache and the judge's folder; in its own namespaces each probe fails."""
+    from optiml.cache_dirs import user_cache_dir
+    from optiml.integrity.candidate_sandbox import probe_candidate_isolation
+
+    if not probe_candidate_isolation().isolated:
+        pytest.skip(probe_candidate_isolation().note)
+    planted = Path("/tmp") / f"optiml-planted-{os.getpid()}"
+    planted.write_text("a user's file")
+    cache = user_cache_dir("kernels")
+    leaks = {
+        51: "signalled a process outside its namespace",
+        52: "saw other processes in /proc",
+        53: "read a file in the user's /tmp",
+        54: "opened the compile cache",
+        55: "saw the judge's files above its directory",
+    }
+    flags = (f'-DPLANTED_TMP="{planted}"', f'-DCOMPILE_CACHE="{cache}"')
+    try:
+        with Evaluator(_task("axpy"), EvalConfig(screen=False)) as evaluator:
+            result = evaluator.evaluate(_kernel(BY_NAME["reach_judge"], flags=flags))
+            notes = list(evaluator.facts.notes) if evaluator.facts else []
+    finally:
+        planted.unlink(missing_ok=True)
+    leak = next((text for code, text in leaks.items() if f"returned {code}" in result.message), None)
+    assert leak is None, f"the candidate {leak}: {result.message}"
+    assert result.ok, result.message
+    assert any("candidate processes: own pid" in note for note in notes), notes

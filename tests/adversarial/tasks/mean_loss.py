@@ -8,7 +8,7 @@ scaled rows: optiml.evaluate.sensitivity) are what tell the estimate from the an
 import torch
 import torch.nn as nn
 
-N = 1 << 24
+N = 16777216
 
 
 class Model(nn.Module):
