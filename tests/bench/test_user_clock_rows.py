@@ -13,7 +13,15 @@ from optiml.bench import BenchConfig, BenchRow, suite_metrics
 from optiml.bench import runner as bench_runner
 from optiml.bench.metrics import FASTEST, JUDGE_CLOCK, USER_CLOCK, markdown
 from optiml.bench.runner import read_state, write_state
-from optiml.bench.user_clock import ClockStats, Timing, UserClockResult, Verdict, measure_for_bench
+from optiml.bench.user_clock import (
+    ClockStats,
+    Timing,
+    UserClockOptions,
+    UserClockResult,
+    Verdict,
+    eval_block,
+    measure_for_bench,
+)
 from optiml.cli import app
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
@@ -120,3 +128,14 @@ def test_no_user_clock_reaches_the_bench_configuration(tmp_path: Path, monkeypat
         assert result.exit_code == 0, result.output
         assert seen[-1] is expected
         assert json.loads((out / "bench.json").read_text())["config"]["user_clock"] is expected
+
+
+def test_the_eval_block_carries_the_measurement_its_speedups_and_the_agreement() -> None:
+    task = load_task(ROOT / "tasks" / "silu.py")
+    kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    options = UserClockOptions(device="cpu", correct_trials=1, perf_trials=2, torch_compile=False, warm_windows=1)
+    block = eval_block(task, kernel, judge_ms=1.0, options=options)
+    assert json.loads(json.dumps(block)) == block  # plain JSON for `optiml eval --json`
+    assert block["task"] == "silu" and block["verdict"]["passed"] is False  # on the CPU the export needs CUDA
+    assert set(block["speedups"]) == {"eager", "eager_tf32", "compile", "fastest"}
+    assert block["agreement"] is None  # no ModelNew time to compare the judge's with
