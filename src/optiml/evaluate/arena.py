@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import functools
 import itertools
 import mmap
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from optiml.evaluate import cudart
 from optiml.evaluate.abi import DTYPE_CODES, OptimlTensor, TensorArray
+from optiml.evaluate.candidate_process import DriverError, Failure, VirtualMemory
 from optiml.evaluate.checks import GUARD_BYTE, GUARD_BYTES, poison_
 
 ALIGN = 256  # every buffer starts on a 256-byte boundary (vector loads, TMA)
@@ -33,10 +35,11 @@ _ids = itertools.count(1)
 
 
 class _DeviceMemory:
-    """``__cuda_array_interface__`` over a cudaMalloc'd block; frees it when the last view dies."""
+    """``__cuda_array_interface__`` over a device allocation; ``release`` frees it when the last view dies."""
 
-    def __init__(self, address: int, nbytes: int) -> None:
+    def __init__(self, address: int, nbytes: int, release: Callable[[], None]) -> None:
         self.address = address
+        self._release = release
         self.__cuda_array_interface__ = {
             "shape": (nbytes,),
             "typestr": "|u1",
@@ -45,23 +48,55 @@ class _DeviceMemory:
         }
 
     def __del__(self) -> None:
-        cudart.free(self.address)
+        self._release()
+
+
+@functools.cache
+def _virtual_memory(device: int) -> VirtualMemory | None:
+    """The virtual-memory API on ``device`` where it can share allocations as file descriptors
+    (tried once, for real, with the smallest allocation); None: blocks fall back to CUDA IPC handles."""
+    torch.cuda.synchronize(device)  # the device's primary context exists and is current on this thread
+    try:
+        memory = VirtualMemory(device)
+        nbytes = memory.rounded(1)
+        handle, address = memory.create(nbytes)
+        try:
+            os.close(memory.export_fd(handle))
+        finally:
+            memory.release(handle, address, nbytes)
+    except (Failure, OSError, AttributeError):
+        return None
+    return memory
+
+
+def sharing_note(device: torch.device) -> str:
+    """How this judge shares its blocks with candidate processes (for the isolation notes)."""
+    if device.type != "cuda":
+        return "blocks are shared as file mappings (no GPU)"
+    if _virtual_memory(_index(device)) is not None:
+        return "blocks are shared as virtual-memory allocations (file descriptors), mapped at 2 MiB pages"
+    return "blocks are shared as CUDA IPC handles: the virtual-memory API is unavailable here"
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 class Block:
-    """One shared allocation: ``bytes`` (a uint8 tensor over all of it) and what a candidate needs to map it."""
+    """One shared allocation: ``bytes`` (a uint8 tensor over all of it) and what a candidate needs to map it.
+
+    On a GPU the allocation comes from CUDA's virtual-memory API and is shared as a file descriptor
+    (:meth:`export_fd`, sent over the candidate process's socket), so the candidate maps it at the
+    allocation's own page size (:class:`~optiml.evaluate.candidate_process.VirtualMemory` says why);
+    where that API is unavailable, a ``cudaMalloc`` shared by its IPC handle. Without a GPU, a file.
+    """
 
     def __init__(self, nbytes: int, device: torch.device, directory: str | None = None) -> None:
         self.id = next(_ids)
         self.nbytes = max(1, nbytes)
+        self._export: Callable[[], int] | None = None
         if device.type == "cuda":
-            address = cudart.malloc(self.nbytes)
-            try:
-                self.share = {"id": self.id, "ipc": cudart.ipc_handle(address).hex()}
-            except cudart.CudaError:
-                cudart.free(address)
-                raise
-            self.bytes = torch.as_tensor(_DeviceMemory(address, self.nbytes), device=device)
+            self.bytes = torch.as_tensor(self._device_memory(device), device=device)
         else:
             fd, path = tempfile.mkstemp(prefix="optiml-block-", dir=directory)
             os.ftruncate(fd, self.nbytes)
@@ -71,6 +106,31 @@ class Block:
             self._path = path
             self.bytes = torch.frombuffer(mapping, dtype=torch.uint8)
         self.base = self.bytes.data_ptr()
+
+    def _device_memory(self, device: torch.device) -> _DeviceMemory:
+        memory = _virtual_memory(_index(device))
+        if memory is None:
+            address = cudart.malloc(self.nbytes)
+            try:
+                self.share = {"id": self.id, "ipc": cudart.ipc_handle(address).hex()}
+            except cudart.CudaError:
+                cudart.free(address)
+                raise
+            return _DeviceMemory(address, self.nbytes, functools.partial(cudart.free, address))
+        try:
+            rounded = memory.rounded(self.nbytes)
+            handle, address = memory.create(rounded)
+        except DriverError as exc:
+            raise cudart.CudaError(exc.what, exc.code) from exc  # 2: out of memory, as the runtime says
+        self.share = {"id": self.id, "vmm": rounded}
+        self._export = functools.partial(memory.export_fd, handle)
+        return _DeviceMemory(address, self.nbytes, functools.partial(memory.release, handle, address, rounded))
+
+    def export_fd(self) -> int:
+        """A new file descriptor of this block's allocation, for a candidate process to map (close it once sent)."""
+        if self._export is None:
+            raise ValueError("this block is not shared by file descriptor")
+        return self._export()
 
     def view(self, offset: int, like: torch.Tensor) -> torch.Tensor:
         """A contiguous tensor shaped like ``like`` at ``offset``."""

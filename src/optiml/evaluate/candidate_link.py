@@ -27,6 +27,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -131,7 +132,10 @@ class CandidateProcess:
             view = _view(self._cudart)
             candidate_sandbox.prepare(self.directory, self._stage, view)
             argv = candidate_sandbox.candidate_argv(argv, self.directory, self._stage, view)
-        with open(self.stderr_path, "wb") as stderr:
+        # shared allocations travel as file descriptors over this socket (arena.Block.export_fd)
+        self.fd_socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [*argv, "--fd-socket", str(theirs.fileno())]
+        with theirs, open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
@@ -140,6 +144,7 @@ class CandidateProcess:
                 cwd=self.directory,
                 env=candidate_environment(self.directory),
                 start_new_session=True,
+                pass_fds=(theirs.fileno(),),
             )
 
     @property
@@ -203,9 +208,11 @@ class CandidateProcess:
         except OSError as exc:
             raise CandidateFailure(EvalStatus.CRASH, self._death_message()) from exc
 
-    def receive(self, deadline: float) -> dict[str, Any]:
+    def receive(self, deadline: float, spin_s: float = 0.0) -> dict[str, Any]:
+        """The next reply. ``spin_s``: poll for it this long before blocking (a timed window's reply:
+        see :data:`optiml.evaluate.judge.REPLY_SPIN_S`)."""
         self.wait_ready(deadline)
-        return self._receive(deadline)
+        return self._receive(deadline, spin_s)
 
     @staticmethod
     def result(reply: dict[str, Any], status: EvalStatus = EvalStatus.RUNTIME_ERROR) -> dict[str, Any]:
@@ -240,6 +247,14 @@ class CandidateProcess:
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
+        self.fd_socket.close()
+
+    def send_fd(self, fd: int) -> None:
+        """Pass a file descriptor (a shared allocation) to the process; it takes it with the next ``map``."""
+        try:
+            socket.send_fds(self.fd_socket, [b"\0"], [fd])
+        except OSError as exc:
+            raise CandidateFailure(EvalStatus.CRASH, self._death_message()) from exc
 
     def close(self) -> None:
         """Kill the process; delete its stderr file, its directory and its view's mount points."""
@@ -270,17 +285,19 @@ class CandidateProcess:
         return message
 
     # -- internals ---------------------------------------------------------------------------
-    def _receive(self, deadline: float) -> dict[str, Any]:
+    def _receive(self, deadline: float, spin_s: float = 0.0) -> dict[str, Any]:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
+        spin_until = time.monotonic() + spin_s
         while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 self.kill()
                 raise CandidateFailure(
                     EvalStatus.TIMEOUT, "no answer within the time limit (hang or infinite loop): candidate killed"
                 )
-            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            ready, _, _ = select.select([fd], [], [], 0.0 if now < spin_until else min(remaining, 1.0))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
