@@ -87,6 +87,9 @@ def test_check_task_passes_a_good_task(tmp_path: Path) -> None:
         (GOOD + "\nOPTIML = dict(atol=1)\n", "literal dict"),
         (GOOD + "\nOPTIML = {'flops': '2*'}\n", "not an expression"),
         (GOOD + "\nOPTIML = {'distributions': ['cauchy']}\n", "distributions"),
+        (GOOD + "\nOPTIML = {'mode': 'training'}\n", "OPTIML['mode'] = 'training'; expected one of ('train', 'eval')"),
+        (GOOD + "\nOPTIML = {'precision': 'fp16'}\n", "OPTIML['precision'] = 'fp16'; expected one of"),
+        (GOOD + "\nOPTIML = {'precision': 'tf32', 'dtype': 'bfloat16'}\n", "'tf32' is for float32 tasks"),
     ],
 )
 def test_static_defects_get_one_line_errors_naming_the_file(tmp_path: Path, text: str, phrase: str) -> None:

@@ -17,11 +17,25 @@ and may carry a module-level dict ``OPTIML`` (every key optional)::
         "flops": "5*M*M",              # useful flops of one forward, an expression over globals
         "libraries": ["cublas"],       # libraries a candidate may link
         "distributions": ["native", "normal"],  # input distributions verification draws from
+        "mode": "train",               # or "eval": model.eval() before the reference runs
+        "precision": "exact",          # or "tf32": the reference at PyTorch's default settings
     }
 
 Without ``distributions``, verification uses ``native`` (the file's own ``get_inputs``) and ``normal``
 (signed values: KernelBench draws ``torch.rand``, all >= 0, where ``y = x`` passes for ReLU); the
 default ``normal`` is dropped for a task whose reference is not finite on it (``log``, ``sqrt``, …).
+
+``mode``: the reference runs as KernelBench builds it, ``"train"`` by default: ``Model`` as its
+``__init__`` leaves it (PyTorch's training mode, unless the file itself calls ``.eval()``), so
+BatchNorm normalises by the batch's statistics, and an active Dropout (0 < p < 1) — whose output
+is random — is refused. ``"eval"`` calls ``model.eval()``: running statistics, Dropout the identity.
+
+``precision``: ``"exact"`` (default) computes the reference in true fp32 (TF32 off everywhere, half
+GEMMs reduced in fp32), so candidates must reach fp32 accuracy. ``"tf32"`` (float32 tasks) computes it
+under PyTorch's default settings — cuDNN convolutions in TF32, as KernelBench's reference runs —
+with the default tolerance atol = rtol = 1e-2 (TF32 keeps fp16's 10 mantissa bits; KernelBench's
+fp16 tolerance), and candidates may use TF32: a kernel is compared with the baseline at the
+baseline's precision.
 
 Shape set 0 is the file as written; set ``k >= 1`` is ``shape_sets[k-1]`` applied on top.
 Only floating-point inputs are cast to the task's dtype: integer targets and boolean
@@ -47,8 +61,22 @@ DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
 DISTRIBUTIONS = ("native", "normal", "uniform_pm1")
 SIGNED_DISTRIBUTIONS = ("normal", "uniform_pm1")  # floating inputs redrawn with negative values too
 DEFAULT_DISTRIBUTIONS = ("native", "normal")
-_META_KEYS = {"description", "dtype", "atol", "rtol", "shape_sets", "flops", "libraries", "distributions"}
+MODES = ("train", "eval")  # the reference's module mode: as built (KernelBench's), or model.eval()
+PRECISIONS = ("exact", "tf32")  # the reference's arithmetic: true fp32, or PyTorch's defaults (TF32 convs)
+_META_KEYS = {
+    "description",
+    "dtype",
+    "atol",
+    "rtol",
+    "shape_sets",
+    "flops",
+    "libraries",
+    "distributions",
+    "mode",
+    "precision",
+}
 _DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-7, "float16": 1e-2, "bfloat16": 2e-2}
+TF32_TOLERANCE = 1e-2  # fp32 under precision "tf32": TF32 has fp16's 10-bit mantissa, so fp16's tolerance
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,8 @@ class TaskMeta:
     libraries: tuple[str, ...] = ()
     distributions: tuple[str, ...] = DEFAULT_DISTRIBUTIONS
     distributions_given: bool = False  # the file chose them: kept even where the reference is not finite
+    mode: str = "train"  # see MODES
+    precision: str = "exact"  # see PRECISIONS
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +105,8 @@ class TaskMeta:
             "flops": self.flops,
             "libraries": list(self.libraries),
             "distributions": list(self.distributions),
+            "mode": self.mode,
+            "precision": self.precision,
         }
 
 
@@ -239,7 +271,15 @@ def _parse_meta(file: Path, tree: ast.Module) -> TaskMeta:
     dtype = raw.get("dtype", "float32")
     if dtype not in DTYPE_NAMES:
         raise TaskError(f"{file}: OPTIML['dtype'] = {dtype!r}; expected one of {DTYPE_NAMES}")
-    tolerance = _DEFAULT_TOLERANCE[dtype]
+    mode = raw.get("mode", "train")
+    if mode not in MODES:
+        raise TaskError(f"{file}: OPTIML['mode'] = {mode!r}; expected one of {MODES}")
+    precision = raw.get("precision", "exact")
+    if precision not in PRECISIONS:
+        raise TaskError(f"{file}: OPTIML['precision'] = {precision!r}; expected one of {PRECISIONS}")
+    if precision == "tf32" and dtype != "float32":
+        raise TaskError(f"{file}: OPTIML['precision'] = 'tf32' is for float32 tasks (this one is {dtype})")
+    tolerance = TF32_TOLERANCE if precision == "tf32" else _DEFAULT_TOLERANCE[dtype]
     atol = _non_negative(file, raw, "atol", tolerance)
     rtol = _non_negative(file, raw, "rtol", tolerance)
     shape_sets = raw.get("shape_sets", [])
@@ -271,6 +311,8 @@ def _parse_meta(file: Path, tree: ast.Module) -> TaskMeta:
         libraries=tuple(libraries),
         distributions=distributions,
         distributions_given="distributions" in raw,
+        mode=mode,
+        precision=precision,
     )
 
 

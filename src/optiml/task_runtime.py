@@ -7,6 +7,16 @@ The judge's :class:`optiml.evaluate.runtime.TaskRuntime` adds the cached cases, 
 memory plan on top; the skeleton (:mod:`optiml.kernel.skeleton`) and the graph tracer
 (:mod:`optiml.graph.capture`) use this part alone. Imported by the GPU worker: standard library,
 NumPy and torch only.
+
+The reference runs as KernelBench runs it (``OPTIML['mode']``, :mod:`optiml.task`): ``Model`` as built,
+in training mode unless the file says otherwise, so BatchNorm normalises by batch statistics. Such a
+BatchNorm still writes its running statistics on every call in PyTorch, which would change the
+parameters a candidate receives between trials; here it is built not to (``track_running_stats``
+off on the instance: the same output, no state written), so every call gives the same answer. A
+Dropout that is active (0 < p < 1) makes the output random and is refused. ``"eval"`` mode calls
+``model.eval()``. The reference's arithmetic follows ``OPTIML['precision']``: exact fp32 (this
+process's global settings, which :class:`TaskRunner` makes exact) or PyTorch's defaults
+(:func:`torch_default_precision`, around each reference call).
 """
 
 from __future__ import annotations
@@ -21,6 +31,19 @@ from torch.overrides import TorchFunctionMode
 from optiml.errors import TaskError
 from optiml.task import Task
 
+#: The backend switches that decide a reference's arithmetic: TF32 in cuBLAS and cuDNN, and the
+#: reduced-precision split-K reductions of half-precision GEMMs.
+PRECISION_FLAGS: tuple[tuple[Any, str], ...] = (
+    (torch.backends.cuda.matmul, "allow_tf32"),
+    (torch.backends.cudnn, "allow_tf32"),
+    (torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"),
+    (torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),
+)
+#: Their values as this process found them (PyTorch's defaults: TF32 convolutions, exact fp32
+#: matmuls unless the environment says otherwise), read before any TaskRunner makes them exact.
+TORCH_DEFAULTS: tuple[bool, ...] = tuple(getattr(owner, name) for owner, name in PRECISION_FLAGS)
+_EXACT = (False, False, False, False)
+
 _DTYPES = {
     "float32": torch.float32,
     "float16": torch.float16,
@@ -31,6 +54,23 @@ _DTYPES = {
 
 def torch_dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
+
+
+def _set_precision(values: Sequence[bool]) -> None:
+    for (owner, name), value in zip(PRECISION_FLAGS, values, strict=True):
+        setattr(owner, name, value)
+
+
+@contextlib.contextmanager
+def torch_default_precision() -> Iterator[None]:
+    """PyTorch's own precision settings for the duration (:class:`TaskRunner` makes the process's
+    references exact: no TF32, no reduced-precision half GEMM reductions)."""
+    saved = tuple(getattr(owner, name) for owner, name in PRECISION_FLAGS)
+    _set_precision(TORCH_DEFAULTS)
+    try:
+        yield
+    finally:
+        _set_precision(saved)
 
 
 def _is_cuda(device: Any) -> bool:
@@ -102,10 +142,10 @@ class TaskRunner:
         # off by ~1e-3 and would fail honest fp32 kernels (this process is a dedicated worker).
         # Likewise half-precision GEMMs: by default cuBLAS may reduce split-K partial sums in
         # bf16/fp16 (errors of several ulps at K ~ 1000); the reference accumulates in fp32.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+        # A task with precision "tf32" gets PyTorch's defaults around each reference call
+        # (run_reference); the process's own state stays exact, which the exact `eager` timing reads.
+        _set_precision(_EXACT)
+        self.notes: list[str] = []  # how the reference runs (mode, precision), said once
 
     def make_args(self, seed: int, shape_set: int = 0, distribution: str = "native") -> list[Any]:
         """Seeded forward() arguments on the runtime's device (floating ones cast to the task dtype)."""
@@ -142,17 +182,29 @@ class TaskRunner:
         for tensor in [*model.parameters(), *model.buffers()]:
             if tensor.is_floating_point():
                 tensor.data = tensor.data.to(self.dtype)
-        return model.eval()
+        if self.task.meta.mode == "eval":
+            model.eval()
+        else:
+            _refuse_random_modules(model, self.task)
+            _batch_statistics_without_state(model)
+        self._note(semantics_note(self.task, model))
+        return model
 
     def run_reference(self, model: torch.nn.Module, args: Sequence[Any]) -> list[torch.Tensor]:
         with torch.no_grad(), contextlib.ExitStack() as stack:
             if self.device.type != "cuda":
                 stack.enter_context(_CudaToDevice(self.device))
+            if self.task.meta.precision == "tf32":
+                stack.enter_context(torch_default_precision())
             try:
                 out = model(*args)
             except Exception as exc:
                 raise TaskError(f"{self.task.shown}: Model.forward failed: {type(exc).__name__}: {exc}") from exc
         return outputs_as_list(out, self.task)
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _prepare_arg(self, value: Any, distribution: str, generator: torch.Generator | None) -> Any:
         if isinstance(value, torch.Tensor):
@@ -170,6 +222,74 @@ class TaskRunner:
         raise TaskError(
             f"{self.task.shown}: get_inputs() returned a {type(value).__name__}; only tensors and int/float/bool"
         )
+
+
+def _refuse_random_modules(model: torch.nn.Module, task: Task) -> None:
+    """A module whose training-mode output is random (an active Dropout, RReLU, attention dropout) is
+    refused with one line: no kernel can be verified against a reference that differs on every call."""
+    for name, module in model.named_modules():
+        if not module.training:
+            continue
+        what = _random_in_training(module)
+        if what is not None:
+            raise TaskError(
+                f"{task.shown}: {name or 'Model'} = {what} is random in training mode (as KernelBench runs "
+                "the reference): its output differs on every call, so no kernel can be verified against it; "
+                "set OPTIML = {'mode': 'eval'} to run the reference in eval mode"
+            )
+
+
+def _random_in_training(module: torch.nn.Module) -> str | None:
+    """The module as written (``nn.Dropout(p=0.2)``) when it draws random numbers in training mode."""
+    nn = torch.nn
+    if isinstance(module, nn.modules.dropout._DropoutNd) and 0 < module.p < 1:
+        return f"nn.{type(module).__name__}(p={module.p:g})"
+    if isinstance(module, nn.RReLU) and module.lower != module.upper:
+        return f"nn.RReLU(lower={module.lower:g}, upper={module.upper:g})"
+    if isinstance(module, nn.MultiheadAttention) and module.dropout > 0:
+        return f"nn.MultiheadAttention(dropout={module.dropout:g})"
+    return None
+
+
+def _batch_statistics_without_state(model: torch.nn.Module) -> None:
+    """Training-mode BatchNorms normalise by batch statistics without writing their running ones.
+
+    PyTorch's BatchNorm in training mode updates ``running_mean``, ``running_var`` and
+    ``num_batches_tracked`` on every call; their values never reach the output (batch statistics
+    do), but they are parameters a candidate receives, and a reference that rewrites them would
+    hand each trial different inputs. With ``track_running_stats`` off on the instance, ``forward``
+    passes no running statistics to ``F.batch_norm``: the same output, the buffers untouched and
+    still in ``state_dict`` (the kernel's arguments do not change)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and module.training:
+            module.track_running_stats = False
+
+
+def semantics_note(task: Task, model: torch.nn.Module) -> str:
+    """One line on how the reference runs: its mode, what the mode changes here, and its precision."""
+    groups: dict[str, list[str]] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            kind = f"BatchNorm on {'batch' if module.training else 'running'} statistics"
+        elif isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            kind = f"Dropout {'active' if module.training else 'off'} (p={module.p:g})"
+        else:
+            continue
+        groups.setdefault(kind, []).append(name or "Model")
+    modules = "; ".join(f"{kind}: {_some(names)}" for kind, names in groups.items()) or "no BatchNorm or Dropout"
+    mode = "train (as KernelBench runs it)" if task.meta.mode == "train" else "eval (model.eval())"
+    precision = (
+        "exact fp32 (TF32 off)"
+        if task.meta.precision == "exact"
+        else "tf32 (PyTorch's defaults: cuDNN convolutions in TF32; candidates may use TF32)"
+    )
+    return f"reference: mode {mode}, {modules}; precision {precision}"
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{len(names)} modules ({', '.join(names[:shown])}, …)"
 
 
 def outputs_as_list(out: Any, task: Task) -> list[torch.Tensor]:

@@ -268,6 +268,8 @@ def test_reports_add_up() -> None:
         (TaskMeta(dtype="float16", atol=1e-2, rtol=1e-2), False),
         (TaskMeta(dtype="float16", atol=1e-5, rtol=1e-5), False),
         (TaskMeta(atol=1e-4, rtol=5e-3), False),
+        (TaskMeta(precision="tf32", atol=1e-2, rtol=1e-2), False),
+        (TaskMeta(precision="tf32", atol=1e-4, rtol=1e-4), False),  # TF32 chosen: a tight tolerance is the user's
     ],
 )
 def test_fp32_strict_definition(meta: TaskMeta, strict: bool) -> None:

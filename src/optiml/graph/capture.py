@@ -802,7 +802,28 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
             f"{task.path.name}: tracing Model.forward on the meta device failed: {type(exc).__name__}: {exc}"
         ) from exc
     gm.graph.eliminate_dead_code()
+    _refuse_random_ops(gm, task)
     return _to_ir(gm, args, tensor_slots, keys, task)
+
+
+def _refuse_random_ops(gm: torch.fx.GraphModule, task: Task) -> None:
+    """An op that draws random numbers (``aten.bernoulli`` of a functional dropout, ``aten.rand_like``, …)
+    makes the reference differ on every call: refused with one line, before any is reported as an op
+    without a template (a dropout traces to ``aten.empty`` first, which would name the wrong op)."""
+    for node in gm.graph.nodes:
+        tags = getattr(node.target, "tags", ())
+        if node.op == "call_function" and torch.Tag.nondeterministic_seeded in tags:
+            name = node.target.__name__
+            hint = (
+                " (a dropout in training mode: OPTIML = {'mode': 'eval'} runs the reference in eval mode, where "
+                "it is the identity)"
+                if name.startswith(("bernoulli", "native_dropout"))
+                else ""
+            )
+            raise UnsupportedOpError(
+                f"{task.path.name}: Model.forward draws random numbers (aten.{name}): its output differs on every "
+                f"call, so no kernel can be verified against it{hint}"
+            )
 
 
 @contextlib.contextmanager

@@ -114,8 +114,9 @@ class ScreenReport:
 
 
 def is_fp32_strict(meta: TaskMeta) -> bool:
-    """A float32 task whose tolerance is tighter than half precision or TF32 can meet (1e-3)."""
-    return meta.dtype == "float32" and meta.rtol < 1e-3 and meta.atol < 1e-3
+    """A float32 task whose tolerance is tighter than half precision or TF32 can meet (1e-3), and which
+    has not chosen TF32 (``OPTIML['precision'] = 'tf32'``: its reference computes in TF32 itself)."""
+    return meta.dtype == "float32" and meta.precision == "exact" and meta.rtol < 1e-3 and meta.atol < 1e-3
 
 
 def screen_kernel(kernel: KernelSource, *, fp32_strict: bool) -> ScreenReport:

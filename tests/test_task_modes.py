@@ -1,0 +1,190 @@
+"""The reference as KernelBench runs it (training mode by default, ``OPTIML['mode']``) and at the precision the
+task chooses (``OPTIML['precision']``): batch statistics without state written, random modules refused in one
+line, PyTorch's default settings around a "tf32" reference."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from optiml.errors import TaskError
+from optiml.evaluate.runtime import TaskRuntime, check_task
+from optiml.task import load_task
+from optiml.task_runtime import TORCH_DEFAULTS, TaskRunner
+
+BN = """
+import torch
+import torch.nn as nn
+
+N, C, H, W = 6, 3, 5, 4
+
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+        with torch.no_grad():
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-1, 1)
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+{init}
+
+    def forward(self, x):
+        return {body}
+
+
+def get_inputs():
+    return [torch.rand(N, C, H, W) * 3 + 1]
+
+
+def get_init_inputs():
+    return [C]
+
+OPTIML = {optiml}
+"""
+
+
+def write(folder: Path, name: str, *, init: str = "", body: str = "self.bn(x)", optiml: str = "{}") -> Path:
+    path = folder / f"{name}.py"
+    path.write_text(BN.format(init=init, body=body, optiml=optiml))
+    return path
+
+
+def test_the_defaults_are_kernelbench_s_mode_and_exact_precision(tmp_path: Path) -> None:
+    meta = load_task(write(tmp_path, "plain")).meta
+    assert (meta.mode, meta.precision, meta.atol, meta.rtol) == ("train", "exact", 1e-4, 1e-4)
+    assert meta.to_dict()["mode"] == "train" and meta.to_dict()["precision"] == "exact"
+    tf32 = load_task(write(tmp_path, "tf32", optiml='{"precision": "tf32"}')).meta
+    assert (tf32.precision, tf32.atol, tf32.rtol) == ("tf32", 1e-2, 1e-2)  # fp16's tolerance: the same mantissa
+    given = load_task(write(tmp_path, "given", optiml='{"precision": "tf32", "atol": 3e-3}')).meta
+    assert (given.atol, given.rtol) == (3e-3, 1e-2)
+
+
+def test_training_mode_normalises_by_batch_statistics_and_writes_no_state(tmp_path: Path) -> None:
+    runtime = TaskRuntime(load_task(write(tmp_path, "bn")), "cpu")
+    case = runtime.case(3)
+    before = [t.clone() for t in case.params]
+    (x,) = case.args
+    bn = case.model.bn
+    want = F.batch_norm(x, None, None, bn.weight, bn.bias, training=True, eps=bn.eps)
+    assert torch.allclose(case.expected[0], want, atol=1e-6)
+    again = [runtime.run_reference(case.model, case.args)[0] for _ in range(3)]  # the judge reruns it
+    assert all(torch.equal(a, case.expected[0]) for a in again)
+    names = list(case.model.state_dict())
+    assert names == ["bn.weight", "bn.bias", "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    assert all(torch.equal(a, b) for a, b in zip(before, case.params, strict=True))  # the kernel's inputs held
+    assert any("mode train" in n and "BatchNorm on batch statistics: bn" in n for n in runtime.notes), runtime.notes
+
+
+def test_eval_mode_uses_running_statistics(tmp_path: Path) -> None:
+    train = TaskRuntime(load_task(write(tmp_path, "bn_train")), "cpu").case(3)
+    runtime = TaskRuntime(load_task(write(tmp_path, "bn_eval", optiml='{"mode": "eval"}')), "cpu")
+    case = runtime.case(3)
+    bn = case.model.bn
+    want = F.batch_norm(case.args[0], bn.running_mean, bn.running_var, bn.weight, bn.bias, training=False)
+    assert torch.allclose(case.expected[0], want, atol=1e-6)
+    assert not torch.allclose(case.expected[0], train.expected[0], atol=1e-2)  # the modes differ here
+    assert any("mode eval" in n and "running statistics" in n for n in runtime.notes), runtime.notes
+
+
+def test_a_module_the_file_puts_in_eval_mode_stays_there(tmp_path: Path) -> None:
+    """KernelBench never calls ``model.train()`` either: the model runs exactly as its ``__init__`` leaves it."""
+    runner = TaskRunner(load_task(write(tmp_path, "own_eval", init="        self.bn.eval()")), "cpu")
+    model = runner.build_model(3)
+    assert not model.bn.training and model.training
+    assert "BatchNorm on running statistics: bn" in runner.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("init", "body", "named"),
+    [
+        ("        self.drop = nn.Dropout(p=0.2)", "self.drop(self.bn(x))", "drop = nn.Dropout(p=0.2)"),
+        ("        self.drop = nn.Dropout2d(0.5)", "self.drop(x)", "drop = nn.Dropout2d(p=0.5)"),
+        ("        self.act = nn.RReLU()", "self.act(x)", "act = nn.RReLU(lower=0.125, upper=0.333333)"),
+        (
+            "        self.attn = nn.MultiheadAttention(4, 2, dropout=0.1)",
+            "x",
+            "attn = nn.MultiheadAttention(dropout=0.1)",
+        ),
+    ],
+)
+def test_a_random_module_is_refused_in_one_line_unless_the_mode_is_eval(
+    tmp_path: Path, init: str, body: str, named: str
+) -> None:
+    task = load_task(write(tmp_path, "random", init=init, body=body))
+    with pytest.raises(TaskError) as info:
+        check_task(task)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(str(task.shown))
+    assert named in message and "random in training mode" in message and "{'mode': 'eval'}" in message
+    evaluated = load_task(write(tmp_path, "random_eval", init=init, body=body, optiml='{"mode": "eval"}'))
+    notes = check_task(evaluated)  # eval mode: Dropout is the identity, the forward deterministic
+    assert any("mode eval" in n for n in notes), notes
+
+
+def test_an_inactive_dropout_is_kept_in_training_mode(tmp_path: Path) -> None:
+    init = "        self.drop = nn.Dropout(p=0.0)"
+    notes = check_task(load_task(write(tmp_path, "p0", init=init, body="self.drop(self.bn(x))")))
+    assert any("Dropout active (p=0): drop" in n for n in notes), notes
+
+
+def test_a_tf32_reference_runs_under_pytorch_s_defaults_and_restores_the_exact_state(tmp_path: Path) -> None:
+    """The flags a reference's forward sees: exact by default, PyTorch's own under precision "tf32"."""
+    body = "x * 0 + float(torch.backends.cudnn.allow_tf32) + 2 * float(torch.backends.cuda.matmul.allow_tf32)"
+    seen = {}
+    for precision in ("exact", "tf32"):
+        task = load_task(write(tmp_path, precision, body=body, optiml=f'{{"precision": "{precision}"}}'))
+        runner = TaskRunner(task, "cpu")
+        (out,) = runner.run_reference(runner.build_model(0), runner.make_args(0))
+        seen[precision] = out.flatten()[0].item()
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32  # restored
+    assert seen == {"exact": 0.0, "tf32": float(TORCH_DEFAULTS[1]) + 2 * float(TORCH_DEFAULTS[0])}
+    assert TORCH_DEFAULTS[1]  # PyTorch's default: cuDNN convolutions in TF32
+
+
+CONV = """
+import torch
+import torch.nn as nn
+
+OPTIML = {optiml}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(64, 64, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.rand(8, 64, 64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.gpu
+def test_a_tf32_convolution_reference_differs_from_the_exact_one_as_kernelbench_s_does(tmp_path: Path) -> None:
+    """On the GPU: the "tf32" reference is cuDNN's TF32 convolution (off the exact one by more than KernelBench's
+    fp32 tolerance, within the tf32 default), and the exact reference is untouched by it."""
+    refs = {}
+    for precision in ("exact", "tf32"):
+        path = tmp_path / f"conv_{precision}.py"
+        path.write_text(CONV.format(optiml=f'{{"precision": "{precision}"}}'))
+        case = TaskRuntime(load_task(path), "cuda").case(7)
+        refs[precision] = case.expected[0].double()
+    with torch.no_grad():  # the same seeded model and inputs in float64: the truth both are measured against
+        truth = copy.deepcopy(case.model).double()(case.args[0].double())
+    error = (refs["tf32"] - truth).abs().max().item()
+    assert 1e-4 < error < 1e-2, error
+    assert (refs["exact"] - truth).abs().max().item() < 1e-4
+    assert not torch.backends.cudnn.allow_tf32  # the process stays exact (the `eager` timing reads it)
