@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,13 @@ def test_trial_seeds_are_kernelbench_s_draws() -> None:
     torch.manual_seed(42)
     assert seeds == [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(5)]
     assert len(set(seeds)) == 5 and all(0 <= s < 2**32 for s in seeds)
+
+
+def test_the_child_sees_the_gpu_the_judge_sees(tmp_path: Path) -> None:
+    """visible_devices becomes the child's CUDA_VISIBLE_DEVICES, as the judge's worker gets its GPU."""
+    check = "import os\nassert os.environ.get('CUDA_VISIBLE_DEVICES') == '7', os.environ.get('CUDA_VISIBLE_DEVICES')"
+    task, model_new = stand_in(tmp_path, check + "\nreturn torch.relu(self.linear(x))")
+    seen = measure_files("toy", task, model_new, replace(CPU, visible_devices="7", correct_trials=1))
+    assert seen.verdict is not None and seen.verdict.passed, seen.verdict
+    unset = measure_files("toy", task, model_new, replace(CPU, correct_trials=1))
+    assert unset.verdict is not None and "AssertionError" in unset.verdict.reason

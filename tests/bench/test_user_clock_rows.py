@@ -14,6 +14,7 @@ from optiml.bench import runner as bench_runner
 from optiml.bench.metrics import FASTEST, JUDGE_CLOCK, USER_CLOCK, markdown
 from optiml.bench.runner import read_state, write_state
 from optiml.bench.user_clock import (
+    RELEASE_BYTES,
     ClockStats,
     Timing,
     UserClockOptions,
@@ -105,10 +106,20 @@ def test_a_bench_measurement_that_cannot_run_is_a_field_not_an_exception() -> No
     """No GPU here: the export is rendered, the child starts and cannot use CUDA; the row gets the reason."""
     task = load_task(ROOT / "tasks" / "silu.py")
     kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
-    data = measure_for_bench(task, kernel, ROOT / "no-such-store.db", None, torch_compile=False)
-    result = UserClockResult.from_dict(data)
-    assert result.task == "silu" and not result.ok
-    assert result.error.startswith("loading the task or the export:") and "\n" not in result.error
+
+    class Judge:  # the judge's worker, as far as the bench hook uses it: stopped to free a large task's GPU buffers
+        stops = 0
+
+        def stop(self) -> None:
+            self.stops += 1
+
+    judge = Judge()
+    for footprint, stops in ((1 << 20, 0), (RELEASE_BYTES + 1, 1)):
+        data = measure_for_bench(task, kernel, ROOT / "no-such-store.db", None, False, judge, footprint)
+        result = UserClockResult.from_dict(data)
+        assert result.task == "silu" and not result.ok
+        assert result.error.startswith("loading the task or the export:") and "\n" not in result.error
+        assert judge.stops == stops
 
 
 def test_no_user_clock_reaches_the_bench_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -286,8 +286,10 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         if config.user_clock:  # the best kernel's export timed in a fresh process as KernelBench times it
             from optiml.bench.user_clock import measure_for_bench
 
-            store_path, compiled = out_dir / "runs.db", config.torch_compile
-            row.user_clock = measure_for_bench(task, outcome.best_kernel, store_path, gpu, compiled)
+            store_path, footprint = out_dir / "runs.db", facts.input_bytes + facts.output_bytes
+            row.user_clock = measure_for_bench(
+                task, outcome.best_kernel, store_path, gpu, config.torch_compile, worker, footprint
+            )
         row.wall_s = round(time.perf_counter() - start, 1)
         return row
 

@@ -45,6 +45,7 @@ class UserClockOptions:
     """How to measure: KernelBench's counts by default (5 correctness trials, 100 timed trials, seed 42)."""
 
     device: str = "cuda"  # "cuda", "cuda:N" or "cpu" (the child's CPU mode, for tests)
+    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES for the child (as the judge's worker gets it)
     correct_trials: int = 5
     perf_trials: int = 100
     seed: int = 42
@@ -211,7 +212,11 @@ def measure_files(
         }
         (work / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         begin = time.perf_counter()
-        data, error = run_child([sys.executable, str(child), str(work / "spec.json")], work, options.timeout_s)
+        env = dict(os.environ)
+        if options.visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = options.visible_devices
+        command = [sys.executable, str(child), str(work / "spec.json")]
+        data, error = run_child(command, work, options.timeout_s, env)
     if data is None:
         return UserClockResult(task=name, error=error, wall_s=round(time.perf_counter() - begin, 2))
     try:
@@ -220,10 +225,12 @@ def measure_files(
         return UserClockResult(task=name, error=f"the user's process answered an unreadable result: {_one_line(exc)}")
 
 
-def run_child(command: list[str], cwd: Path, timeout_s: float) -> tuple[dict[str, Any] | None, str]:
+def run_child(
+    command: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any] | None, str]:
     """Run the child in a session of its own (killed whole on timeout); (its JSON, "") or (None, why)."""
     process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
         out, err = process.communicate(timeout=timeout_s)
@@ -272,13 +279,29 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
 
 
+#: Inputs and outputs over this, and the judge's worker is stopped before the user's process runs (it starts
+#: again on the next task's first request), so the two never hold a large task's buffers on the GPU at once.
+RELEASE_BYTES = 1 << 30
+
+
 def measure_for_bench(
-    task: Task, kernel: KernelSource, store: Path, gpu: int | None, torch_compile: bool
+    task: Task,
+    kernel: KernelSource,
+    store: Path,
+    gpu: int | None,
+    torch_compile: bool,
+    worker: Any = None,
+    footprint: int = 0,
 ) -> dict[str, Any]:
-    """A bench row's ``user_clock``: the best kernel measured on the row's GPU, as a dict; any failure,
-    however it happens, is the dict's ``error`` (a bench never loses a row to this measurement)."""
-    options = UserClockOptions(device="cuda" if gpu is None else f"cuda:{gpu}", torch_compile=torch_compile)
+    """A bench row's ``user_clock``: the best kernel measured on the GPU the judge used (``gpu`` made the only
+    visible device, as :class:`~optiml.evaluate.client.WorkerClient` does), as a dict; any failure, however it
+    happens, is the dict's ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's,
+    with a ``stop``) is stopped first when the task's ``footprint`` (bytes in and out) is over
+    :data:`RELEASE_BYTES`."""
+    options = UserClockOptions(visible_devices=None if gpu is None else str(gpu), torch_compile=torch_compile)
     try:
+        if footprint > RELEASE_BYTES and callable(getattr(worker, "stop", None)):
+            worker.stop()
         return measure_kernel(task, kernel, options, store).to_dict()
     except Exception as exc:
         return UserClockResult(task=task.name, error=f"user clock: {_one_line(exc)}").to_dict()
