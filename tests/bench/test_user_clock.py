@@ -237,3 +237,13 @@ def test_the_child_sees_the_gpu_the_judge_sees(tmp_path: Path) -> None:
     assert seen.verdict is not None and seen.verdict.passed, seen.verdict
     unset = measure_files("toy", task, model_new, replace(CPU, correct_trials=1))
     assert unset.verdict is not None and "AssertionError" in unset.verdict.reason
+
+
+def test_a_failure_around_the_kernel_is_the_result_s_error_not_a_verdict(tmp_path: Path) -> None:
+    """Out of memory building the inputs is not the kernel's fault: the result says so, in one line."""
+    task, model_new = stand_in(tmp_path, "return torch.relu(self.linear(x))")
+    broken = TASK.replace("return [torch.randn(32, 64)]", "raise RuntimeError('CUDA out of memory. Tried to allocate')")
+    task.write_text(broken, encoding="utf-8")
+    result = measure_files("toy", task, model_new, CPU)
+    assert result.error == "KernelBench's check: RuntimeError: CUDA out of memory. Tried to allocate"
+    assert result.verdict is None and not result.ok
