@@ -31,14 +31,16 @@ PROBES = r"""
 #include <stddef.h>
 #include <unistd.h>
 static int readable(const char* path) { int fd = open(path, O_RDONLY); if (fd < 0) return 0; close(fd); return 1; }
+/* a pid number that names this very process in its own namespace is not the judge's */
+static int signals(pid_t pid) { return pid != getpid() && kill(pid, 0) == 0; }
 size_t optiml_workspace_bytes(const void* in, int n) {
   size_t bits = 0;
   if (readable(TMP_FILE)) bits |= 1;           /* a user's /tmp */
   if (readable(JUDGE_FILE)) bits |= 2;         /* the judge's folder */
   if (readable(CACHE_FILE)) bits |= 4;         /* another kernel's source in a compile cache */
-  if (kill(JUDGE_PID, 0) == 0) bits |= 8;      /* signal the judge */
+  if (signals(JUDGE_PID)) bits |= 8;           /* signal the judge */
   if (access(JUDGE_PROC, F_OK) == 0) bits |= 16;  /* see the judge in /proc */
-  if (kill(OTHER_PID, 0) == 0) bits |= 32;     /* signal another process (a calibration process, say) */
+  if (signals(OTHER_PID)) bits |= 32;          /* signal another process (a calibration process, say) */
   return bits;
 }
 int optiml_forward(const void* i, int ni, void* o, int no, void* w, size_t wb, void* s) { return 0; }
