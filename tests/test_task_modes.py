@@ -81,6 +81,12 @@ def test_training_mode_normalises_by_batch_statistics_and_writes_no_state(tmp_pa
     assert any("mode train" in n and "BatchNorm on batch statistics: bn" in n for n in runtime.notes), runtime.notes
 
 
+def test_check_task_says_how_the_reference_runs_at_full_size_and_on_the_meta_device(tmp_path: Path) -> None:
+    task = load_task(write(tmp_path, "bn_notes"))
+    for notes in (check_task(task), check_task(task, max_bytes=1)):  # max_bytes=1: the meta-device check
+        assert any(n.startswith("reference: mode train") and "precision exact" in n for n in notes), notes
+
+
 def test_eval_mode_uses_running_statistics(tmp_path: Path) -> None:
     train = TaskRuntime(load_task(write(tmp_path, "bn_train")), "cpu").case(3)
     runtime = TaskRuntime(load_task(write(tmp_path, "bn_eval", optiml='{"mode": "eval"}')), "cpu")

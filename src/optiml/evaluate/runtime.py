@@ -238,12 +238,13 @@ def check_task(
     if max_bytes is not None:
         dry = _meta_dry_run(task, shape_set)
         if dry is not None and dry[0] > max_bytes:
-            size, outputs = dry
+            size, outputs, reference = dry
             return [
                 f"shape set {shape_set}: checked on the meta device only (shapes and dtypes; not reproducibility "
                 f"or determinism): its inputs, parameters and outputs take {_gb(size)}, over the "
                 f"{_gb(max_bytes)} limit (--max-bytes); the full check holds about three times that",
                 *(_output_note(i, t) for i, t in enumerate(outputs)),
+                *reference,  # how the reference runs (mode, precision: optiml.task_runtime)
             ]
     first = runtime.make_args(11, shape_set)
     again = runtime.make_args(11, shape_set)
@@ -280,9 +281,10 @@ def _gb(size: int) -> str:
     return f"{size / 1e9:.2f} GB" if size >= 10**9 else f"{size / 1e6:.2f} MB"
 
 
-def _meta_dry_run(task: Task, shape_set: int) -> tuple[int, list[torch.Tensor]] | None:
-    """Bytes of a shape set's inputs, parameters and outputs, and its outputs, from a run on the meta
-    device; None when the task cannot run there (an op without a meta kernel, data-dependent code)."""
+def _meta_dry_run(task: Task, shape_set: int) -> tuple[int, list[torch.Tensor], list[str]] | None:
+    """Bytes of a shape set's inputs, parameters and outputs, its outputs and the runner's notes, from a
+    run on the meta device; None when the task cannot run there (an op without a meta kernel, data-dependent
+    code)."""
     runtime = TaskRuntime(task, "meta")
     try:
         args = runtime.make_args(11, shape_set)
@@ -293,4 +295,4 @@ def _meta_dry_run(task: Task, shape_set: int) -> tuple[int, list[torch.Tensor]] 
             return None
         raise
     tensors = [a for a in args if isinstance(a, torch.Tensor)] + list(model.state_dict().values()) + outputs
-    return sum(t.numel() * t.element_size() for t in tensors), outputs
+    return sum(t.numel() * t.element_size() for t in tensors), outputs, list(runtime.notes)
