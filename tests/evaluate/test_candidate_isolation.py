@@ -12,13 +12,20 @@ import base64
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from optiml.evaluate.candidate_link import CandidateProcess
-from optiml.integrity.candidate_sandbox import probe_candidate_isolation
+from optiml.integrity.candidate_sandbox import (
+    candidate_argv,
+    prepare,
+    probe_candidate_isolation,
+    python_view,
+)
+from optiml.integrity.sandbox import SYSTEM_VIEW
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc"),
@@ -149,3 +156,21 @@ def test_a_stderr_file_swapped_for_a_link_is_not_followed(tmp_path: Path, isolat
             assert "replaced by a link" in message
     finally:
         process.close()
+
+
+def test_the_view_holds_optional_paths_where_they_can_be_mounted(tmp_path: Path) -> None:
+    """``?/sys`` (what a GPU may read) is shown where the bind works; a path not listed is absent."""
+    directory, stage = tmp_path / "candidate", tmp_path / "stage"
+    view = [*SYSTEM_VIEW, *python_view(), "?/sys"]
+    prepare(directory, stage, view)
+    check = "import os,sys; print(os.path.isdir('/sys/class'), os.path.exists(sys.argv[1]), os.path.exists('/proc/1'))"
+    done = subprocess.run(
+        candidate_argv(
+            [os.path.realpath(sys.executable), "-I", "-S", "-c", check, str(tmp_path / "stage")], directory, stage, view
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False"]

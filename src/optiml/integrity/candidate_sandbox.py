@@ -42,8 +42,9 @@ from optiml.integrity.sandbox import SYSTEM_VIEW
 
 JAIL = Path(__file__).resolve().with_name("jail.py")
 _PROBE_TIMEOUT_S = 20.0
-#: what a GPU needs beyond device nodes and libraries: topology and driver parameters, no process data
-GPU_SYSTEM_VIEW = ("/sys", "/proc/driver/nvidia")
+#: what a GPU may read beyond device nodes and libraries: topology and driver parameters, no process data
+#: (optional: a nested user namespace may be refused a bind of them, and CUDA starts without them)
+GPU_SYSTEM_VIEW = ("?/sys", "?/proc/driver/nvidia")
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,11 @@ def candidate_view(shim: str, cudart: str | None) -> tuple[str, ...]:
     if cudart is not None:
         paths += [cudart, *driver_libraries(), *sorted(glob.glob("/dev/nvidia*")), *GPU_SYSTEM_VIEW]
     kept: list[str] = []
-    for path in paths:
-        if os.path.lexists(path) and not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(path)
+    for listed in paths:
+        path = listed.removeprefix("?")
+        covered = any(path == k or path.startswith(k.removeprefix("?").rstrip("/") + "/") for k in kept)
+        if os.path.lexists(path) and not covered:
+            kept.append(listed)
     return tuple(kept)
 
 

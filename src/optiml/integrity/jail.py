@@ -12,6 +12,7 @@ the listed paths, read-only, plus ``DIR`` (writable), a private ``/tmp`` and ``/
 ``/dev/zero``, ``/dev/random``, ``/dev/urandom``: everything else — ``/etc/passwd``, home folders,
 other candidates, ``/proc`` — does not exist, so ``#include "/etc/passwd"`` or ``.incbin`` of a
 secret fails with "no such file". A listed symlink is recreated as a symlink and its target listed too.
+A path listed as ``?PATH`` is optional: where it cannot be mounted it stays an empty folder.
 
 With ``--stage STAGE`` as well (a candidate process's jail, :mod:`optiml.evaluate.candidate_link`),
 the judge made the new root's folders and mount points beforehand (:func:`prepare_stage`): the jail
@@ -52,6 +53,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 VIEW_STAGE = ".optiml-root"  # inside DIR: where the new root is assembled before pivot_root
 VIEW_DEVICES = ("null", "zero", "random", "urandom")
+OPTIONAL = "?"  # a --view path with this prefix is exposed where the kernel allows it, skipped where not
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203}  # syscall numbers (glibc has no wrapper)
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 CAP_VERSION_3 = 0x20080522
@@ -252,10 +254,16 @@ def lay_out(stage: str, workdir: str, paths: Sequence[str], mount: bool) -> None
     """The listed paths, the standard devices and ``workdir`` at their places under ``stage``
     (mounted, or with ``mount`` off only their mount points made)."""
     seen: set[str] = set()
-    for path in paths:
+    for listed in paths:
+        optional = listed.startswith(OPTIONAL)  # shown where it can be, left out (empty) where not
+        path = listed.removeprefix(OPTIONAL)
         if not os.path.isabs(path):
-            raise ValueError(f"--view {path}: not an absolute path")
-        expose(stage, path, seen, mount)
+            raise ValueError(f"--view {listed}: not an absolute path")
+        try:
+            expose(stage, path, seen, mount)
+        except OSError:
+            if not optional:
+                raise
     for name in VIEW_DEVICES:
         device = f"/dev/{name}"
         if os.path.exists(device):
