@@ -115,7 +115,7 @@ class CandidateProcess:
         """``isolate``: None runs it in the sandbox where the host allows, False never (a control)."""
         self.directory = workdir / "candidates" / name
         self.stderr_path = workdir / f"{name}.stderr"  # outside the candidate's directory and view
-        self._stage = workdir / "roots" / name
+        self._stage = workdir / "root"  # the view's mount points, shared by this judge's candidates
         self._workdir_fd: int | None = open_directory(workdir)
         self._cudart, self._device = cudart_path, device
         self.sandboxed = isolate is not False and _isolation.enabled()
@@ -260,8 +260,10 @@ class CandidateProcess:
         """Kill the process; delete its stderr file, its directory and its view's mount points."""
         self.kill()
         self.stderr_path.unlink(missing_ok=True)
-        for folder in (self.directory, self._stage):
-            shutil.rmtree(folder, ignore_errors=True)
+        mount_point = str(self._stage.resolve()) + os.path.realpath(self.directory)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        with contextlib.suppress(OSError):  # its mount point in the shared stage (empty once it is dead)
+            os.rmdir(mount_point)
         if self._workdir_fd is not None:
             os.close(self._workdir_fd)
             self._workdir_fd = None

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -62,8 +63,9 @@ class CandidateIsolation:
 def python_view() -> list[str]:
     """What ``python -I -S`` needs: the real interpreter, its standard library and shared libraries."""
     paths = [os.path.realpath(sys.executable)]
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # never a virtual environment's packages
     for key in ("stdlib", "platstdlib"):
-        paths.append(sysconfig.get_paths()[key])
+        paths.append(sysconfig.get_paths(vars=base)[key])
     libdir = sysconfig.get_config_var("LIBDIR")
     if isinstance(libdir, str) and libdir:
         paths.append(libdir)
@@ -115,12 +117,26 @@ def candidate_argv(argv: Sequence[str], directory: Path, stage: Path, view: Sequ
     return [*prefix, "--", *jail, "--", *argv]
 
 
+_prepared: set[tuple[Path, tuple[str, ...]]] = set()
+_prepared_lock = threading.Lock()
+
+
 def prepare(directory: Path, stage: Path, view: Sequence[str]) -> None:
-    """The candidate's directory and the mount points of its view (as the judge: see the module doc)."""
+    """The candidate's directory and the mount points of its view (as the judge: see the module doc).
+
+    A stage is made once per (stage, view) in this process and shared by every candidate that uses it
+    (each mounts it in a namespace of its own); a later candidate only adds its directory's mount point.
+    """
     from optiml.integrity import jail
 
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    jail.prepare_stage(str(stage), str(directory), list(view))
+    key = (stage.resolve(), tuple(view))
+    with _prepared_lock:
+        if key in _prepared and stage.is_dir():
+            os.makedirs(str(key[0]) + os.path.realpath(directory), exist_ok=True)
+            return
+        jail.prepare_stage(str(stage), str(directory), list(view))
+        _prepared.add(key)
 
 
 @cache
