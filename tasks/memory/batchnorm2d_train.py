@@ -29,8 +29,8 @@ OPTIML = {
 class Model(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
-        # The harness calls model.eval(), under which nn.BatchNorm2d would use running statistics;
-        # F.batch_norm(training=True) with no running buffers always normalises by batch statistics.
+        # F.batch_norm(training=True) with no running buffers normalises by batch statistics in either
+        # mode (OPTIML['mode']), and the kernel's arguments are only x and the affine parameters.
         # eps is part of the op (the ABI passes tensors, not hyperparameters).
         self.eps = 1e-5
         # Non-trivial affine parameters (not ones/zeros), fixed by their own generator so they do not
