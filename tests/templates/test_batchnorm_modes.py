@@ -152,3 +152,28 @@ def test_an_eval_mode_kernel_fails_the_training_mode_reference(tmp_path: Path) -
     code = eval_.render(eval_.default()).code
     failures = emulator_mismatches(tmp_path / "emu", [(train.task, "eval kernel", code)], seed=5, tol=2e-5)
     assert len(failures) == train.task.num_shape_sets, failures
+
+
+@pytest.mark.gpu
+def test_every_seed_verifies_through_the_harness_on_the_gpu(tmp_path: Path) -> None:
+    """On a GPU: each task's seeds, planned for this device, pass the harness's trials at every shape set
+    against the reference as it runs there (training-mode BatchNorm through cuDNN, eval mode for one)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tu import gpu_trial_failures
+
+    from optiml.evaluate.runtime import TaskRuntime
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+    from optiml.templates.kernels import template_kernels
+
+    compiler = Compiler(CompilerConfig(cache_dir=tmp_path / "cache"))
+    failures = []
+    for name, (text, _) in sorted(TASKS.items()):
+        kernels = template_kernels(write_task(tmp_path, name, text))
+        configs = kernels.seeds(4)
+        built = compiler.compile_many([kernels.render(c) for c in configs])
+        runtime = TaskRuntime(kernels.task, "cuda")
+        for config, compiled in zip(configs, built, strict=True):
+            failures += gpu_trial_failures(runtime, compiled, f"{name} " + " + ".join(c.label() for c in config))
+    assert not failures, "\n".join(failures)
