@@ -152,3 +152,21 @@ def test_a_perturbation_changes_a_small_region_only(kind: str) -> None:
     changed = (moved[0] != x).sum().item()
     assert 0 < changed <= x.numel() // 128
     assert not torch.equal(sensitivity.perturb([x], kind, seed=6)[0], moved[0])
+
+
+def test_large_inputs_are_not_redrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A redraw generates the inputs again (on the CPU for KernelBench tasks): above the limit only the
+    perturbations, copies on the device, are measured."""
+    x = torch.rand(1 << 16)
+    expected = [x.mean()]
+
+    def reference(args: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [args[0].mean()]
+
+    def redraw() -> list[torch.Tensor]:
+        raise AssertionError("redrawn above the limit")
+
+    monkeypatch.setattr(sensitivity, "REDRAW_MAX_BYTES", 1024)
+    (finding,) = sensitivity.measure([x], expected, [1e-4], 1e-4, reference, redraw, seed=3)
+    assert finding.redraw is None and finding.moved["outliers"] > sensitivity.MARGIN
+    assert "not measured across input draws" in finding.note("shape set 0", ["outliers"])

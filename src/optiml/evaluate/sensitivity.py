@@ -36,6 +36,9 @@ OUTLIER_SCALE = 64.0  # an outlier adds this many RMS of its tensor
 ROW_SHIFT = 4.0  # a shifted row adds this many RMS
 ROW_SCALE = 8.0  # a scaled row is multiplied by this
 _SEED_OFFSET = 104_729
+#: above this many bytes of inputs the redraw is not measured: a second native draw is generated on the
+#: CPU (KernelBench's inputs take tens of seconds there); the perturbations are copies on the device
+REDRAW_MAX_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -45,15 +48,19 @@ class Finding:
     output: int
     shape: tuple[int, ...]
     inputs: int  # floating input values it is computed from
-    redraw: float  # movement across input draws, in tolerances
+    redraw: float | None  # movement across input draws, in tolerances (None: not measured, large inputs)
     moved: dict[str, float]  # perturbation → movement in tolerances (inf: the reference is not finite there)
 
     def note(self, where: str, used: Sequence[str]) -> str:
         shape = "a scalar" if not self.shape else f"shape {self.shape}"
+        if self.redraw is None:
+            drawn = f"not measured across input draws (inputs over {REDRAW_MAX_BYTES >> 30} GiB)"
+        else:
+            drawn = f"it moves {self.redraw:.3g}x its tolerance across input draws" + (
+                " (an answer that ignores the input passes)" if self.redraw <= 1.0 else ""
+            )
         parts = [
-            f"output {self.output} ({where}) is low-information ({shape} from {self.inputs:,} input values): "
-            f"it moves {self.redraw:.3g}x its tolerance across input draws"
-            + (" (an answer that ignores the input passes)" if self.redraw <= 1.0 else ""),
+            f"output {self.output} ({where}) is low-information ({shape} from {self.inputs:,} input values): {drawn}",
             ", ".join(f"{kind} {_times(value)}" for kind, value in self.moved.items()),
         ]
         if used:
@@ -150,16 +157,18 @@ def measure(
     atol: Sequence[float],
     rtol: float,
     reference: Callable[[Sequence[Any]], list[torch.Tensor]],
-    redrawn: Sequence[Any],
+    redraw: Callable[[], Sequence[Any]],
     seed: int,
 ) -> list[Finding]:
     """Findings for every low-information output of one case: ``reference`` runs the task's model on
-    other arguments, ``redrawn`` are the arguments of another seed of the same distribution."""
+    other arguments, ``redraw`` makes the arguments of another seed of the same distribution (called
+    only for inputs up to :data:`REDRAW_MAX_BYTES`)."""
     outputs = low_information(args, expected)
     if not outputs:
         return []
     values = sum(a.numel() for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
-    other = reference(redrawn)
+    size = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    other = reference(redraw()) if size <= REDRAW_MAX_BYTES else None
     moved: dict[int, dict[str, float]] = {i: {} for i in outputs}
     for kind in PERTURBATIONS:
         result = reference(perturb(args, kind, seed))
@@ -167,7 +176,13 @@ def measure(
             moved[i][kind] = movement(result[i], expected[i], atol[i], rtol)
         del result
     return [
-        Finding(i, tuple(expected[i].shape), values, movement(other[i], expected[i], atol[i], rtol), moved[i])
+        Finding(
+            i,
+            tuple(expected[i].shape),
+            values,
+            movement(other[i], expected[i], atol[i], rtol) if other is not None else None,
+            moved[i],
+        )
         for i in outputs
     ]
 
