@@ -83,6 +83,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "llm",
             "task",
             "kernel",
+            "integrity",  # Ctrl-C ends what a command started (integrity.children)
             "evaluate",
             "profile",
             "propose",

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import re
 from pathlib import Path
 
 from optiml.errors import OptimlError
 
 
 def discover_suite(spec: str, only: str | None = None) -> list[Path]:
-    """Task files of ``spec``, sorted; ``only`` keeps those whose stem matches a comma-separated list of
-    globs or substrings (``--tasks softmax,*norm*``). Raises OptimlError when nothing is found."""
+    """Task files of ``spec``, sorted; ``only`` keeps those a comma-separated list of names or globs selects
+    (``--tasks softmax,*norm*``: see :func:`selects`). Raises OptimlError when nothing is found, or when a
+    name or glob selects no task (naming the tasks that contain it)."""
     path = Path(spec)
     if path.is_dir():  # with its subfolders (tasks/ holds memory/ and compute/), hidden and _private ones skipped
         files = sorted(
@@ -31,10 +33,35 @@ def discover_suite(spec: str, only: str | None = None) -> list[Path]:
         )
     if only:
         patterns = [p.strip() for p in only.split(",") if p.strip()]
-        files = [f for f in files if any(fnmatch.fnmatch(f.stem, p) or p in f.stem for p in patterns)]
-        if not files:
-            raise OptimlError(f"{spec}: no task matches --tasks {only!r}")
+        unmatched = [p for p in patterns if not any(selects(p, f.stem) for f in files)]
+        if unmatched:
+            raise OptimlError(
+                f"{spec}: no task matches --tasks {only!r}: {'; '.join(_near(p, files) for p in unmatched)}"
+            )
+        files = [f for f in files if any(selects(p, f.stem) for p in patterns)]
     return files
+
+
+_NUMBERED = re.compile(r"\d+_(?P<name>.+)")
+
+
+def selects(pattern: str, stem: str) -> bool:
+    """Whether a ``--tasks`` entry selects the task file named ``stem``: a glob (``*norm*``) by fnmatch, a name
+    exactly — the stem, or the stem after KernelBench's number (``relu`` selects ``19_relu``), never a part
+    of a longer name (``silu`` does not select ``silu_fp16``)."""
+    if glob.has_magic(pattern):
+        return fnmatch.fnmatchcase(stem, pattern)
+    numbered = _NUMBERED.fullmatch(stem)
+    return pattern == stem or (numbered is not None and pattern == numbered["name"])
+
+
+def _near(pattern: str, files: list[Path]) -> str:
+    """What to say of a name that selects nothing: the tasks whose names contain it, if any."""
+    near = sorted({f.stem for f in files if pattern.lower() in f.stem.lower()})
+    if not near:
+        return f"no task is named {pattern!r}"
+    shown = ", ".join(near[:5]) + (f" and {len(near) - 5} more" if len(near) > 5 else "")
+    return f"no task is named {pattern!r} (names containing it: {shown}; the glob '*{pattern}*' selects them)"
 
 
 def _list_file(path: Path) -> list[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -53,8 +54,21 @@ def _plain_help(params: list[Any]) -> list[Any]:
     return params
 
 
+def reflow(text: str) -> str:
+    """A docstring as help text: the lines of each paragraph joined, so the help wraps at the terminal's
+    width instead of breaking where the source's lines did."""
+    paragraphs = re.split(r"\n\s*\n", text.strip())
+    return "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines()) for paragraph in paragraphs)
+
+
 class Command(typer.core.TyperCommand):
-    """Every ``optiml`` command: flags shown as flags and arguments by their metavar in ``--help``."""
+    """Every ``optiml`` command: flags shown as flags and arguments by their metavar in ``--help``; the
+    help text in paragraphs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.help:
+            self.help = reflow(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_help(super().get_params(ctx))
@@ -80,14 +94,16 @@ class Group(typer.core.TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as exc:  # `optiml` alone: the help, as before
-            err_console.print(exc.ctx.get_help(), highlight=False, markup=False)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `optiml` alone: the help, once
+            text = exc.format_message()  # the help, built when the error was: typer's rich help printed it then
+            if text.strip():
+                err_console.print(text, highlight=False, markup=False)
             sys.exit(exc.exit_code)
         except click.exceptions.UsageError as exc:
-            err_console.print(f"[red]error:[/red] {escape(usage_line(exc))}", highlight=False, soft_wrap=True)
+            print_error(usage_line(exc), exc.exit_code, "--json" in (sys.argv[1:] if args is None else args))
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException as exc:
-            err_console.print(f"[red]error:[/red] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+            print_error(exc.format_message(), exc.exit_code, "--json" in (sys.argv[1:] if args is None else args))
             sys.exit(exc.exit_code)
         except typer.Abort:
             err_console.print("[yellow]aborted[/yellow]")
@@ -118,8 +134,20 @@ app = _App(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+#: the width of output that goes to a file or a pipe: wide enough for paths, so a log is not cut at 80 columns
+PIPED_WIDTH = 200
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console for stdout or stderr. On a terminal (or with COLUMNS set) rich's own width; into a file
+    or a pipe, lines are not wrapped (``soft_wrap``) and tables and panels get :data:`PIPED_WIDTH`."""
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, soft_wrap=piped, width=PIPED_WIDTH if piped else None)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,15 +159,24 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 DEFAULT_STORE = Path(".optiml") / "runs.db"
 
 
+def print_error(message: str, code: int, as_json: bool) -> None:
+    """An error as one red line on stderr, or (``as_json``) as a JSON object on stdout."""
+    if as_json:
+        sys.stdout.write(json.dumps({"ok": False, "error": message, "exit_code": code}) + "\n")
+    else:
+        err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def reports_errors(func: F) -> F:
-    """Map OptiML's exceptions to one red line and exit code 2 (the one place that does it)."""
+    """Map OptiML's exceptions to one red line and exit code 2 (the one place that does it); a command
+    called with ``as_json=True`` gets the error as JSON on stdout instead."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except OptimlError as exc:
-            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            print_error(str(exc), 2, bool(kwargs.get("as_json")))
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             end_all()  # what the command started runs in groups of its own, which Ctrl-C does not reach

@@ -19,7 +19,12 @@ def bench_cmd(
         str, typer.Argument(help="A folder of task files (a KernelBench level folder), a glob, or a list file.")
     ],
     tasks: Annotated[
-        str | None, typer.Option("--tasks", help="Only these tasks: comma-separated names or globs.")
+        str | None,
+        typer.Option(
+            "--tasks",
+            help="Only these tasks: comma-separated names (a file's name without .py, or after KernelBench's "
+            "number: relu selects 19_relu) or globs (*norm*).",
+        ),
     ] = None,
     evaluations: Annotated[int, typer.Option("--evals", help="Evaluations per task (root candidates included).")] = 30,
     minutes: Annotated[float, typer.Option(help="Wall-time budget per task, in minutes.")] = 10.0,
@@ -44,19 +49,21 @@ def bench_cmd(
     Resumable: the same command continues where a killed run stopped. A failing task is recorded
     with its reason; the suite goes on.
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from optiml.bench import BenchConfig, discover_suite, run_bench
-    from optiml.bench.metrics import suite_metrics
-    from optiml.bench.runner import REPORT, STATE
-    from optiml.cli.views.bench import bench_summary
-
     require_at_least("--evals", evaluations, what="evaluations per task")
     require_number("--minutes", minutes, unit="minutes per task")
+    from optiml.bench.suite import discover_suite  # light: no torch
+
     paths = discover_suite(suite, tasks)
     target = out or Path(f"bench-{Path(suite).stem or 'suite'}")
     if target.exists() and not target.is_dir():
         raise OptimlError(f"{target}: exists and is not a folder")
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from optiml.bench import BenchConfig, run_bench
+    from optiml.bench.metrics import suite_metrics
+    from optiml.bench.runner import REPORT, STATE
+    from optiml.cli.views.bench import bench_summary
+
     config = BenchConfig(
         evaluations=evaluations,
         minutes_per_task=minutes,

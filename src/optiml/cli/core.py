@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from optiml.cli.app import (
     DEFAULT_STORE,
@@ -26,8 +27,10 @@ from optiml.cli.app import (
     require_at_least,
     write_output,
 )
+from optiml.cli.preflight import require_gpu, require_nvcc, require_task_and_kernel, require_task_file
 from optiml.errors import NoGPUError, OptimlError, StoreError
 
+COMPILE_ONLY_HINT = "`optiml eval --compile-only` checks compilation and ptxas resources without one"
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?(?:e\d+)?)\s*(?P<unit>[kmgt]?)b?", re.IGNORECASE)
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
@@ -49,7 +52,7 @@ def check_task_cmd(
     task: TaskArg,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds the dynamic check may run (in its own process).")
-    ] = 300.0,
+    ] = 600.0,
     max_bytes: Annotated[
         str,
         typer.Option(
@@ -61,18 +64,24 @@ def check_task_cmd(
 ) -> None:
     """Load a task and run its static and dynamic checks on the CPU (smallest shape set), in a separate
     process with a timeout; a task too big for --max-bytes is dry-run on the meta device instead."""
-    from optiml.generate.task_check import validate_task_file
-
+    require_task_file(task)
     if not (timeout > 0 and math.isfinite(timeout)):
         raise OptimlError(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    check = validate_task_file(task, timeout_s=timeout, max_bytes=parse_size(max_bytes))
+    limit = parse_size(max_bytes)
+    from optiml.cli.views.waiting import waiting
+    from optiml.generate.task_check import validate_task_file
+
+    with waiting(err_console, f"checking {task} on the CPU, in a process of its own (--timeout {timeout:g} s)"):
+        check = validate_task_file(task, timeout_s=timeout, max_bytes=limit)
     loaded = check.task
-    console.print(f"[green]ok[/green] {loaded.shown}: {loaded.meta.description or loaded.name}", highlight=False)
+    mark = "[green]ok[/green]" if check.full else "[yellow]ok on the meta device only[/yellow] (over --max-bytes)"
+    console.print(f"{mark} {escape(loaded.shown)}: {escape(loaded.meta.description or loaded.name)}", highlight=False)
     for note in check.notes:
-        console.print(f"  {note}", highlight=False, soft_wrap=True)
+        console.print(f"  {escape(note)}", highlight=False, soft_wrap=True)
     console.print(
         f"  shape sets: {loaded.num_shape_sets}; dtype {loaded.meta.dtype}; "
-        f"atol {loaded.meta.atol:g}, rtol {loaded.meta.rtol:g}"
+        f"atol {loaded.meta.atol:g}, rtol {loaded.meta.rtol:g}",
+        highlight=False,
     )
 
 
@@ -84,11 +93,12 @@ def init_kernel_cmd(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented skeleton .cu for TASK: argument order, shapes, dtypes, launch pattern."""
+    require_task_file(task)
+    if output is not None:
+        check_output(output, force=force)
     from optiml.kernel.skeleton import render_skeleton
     from optiml.task import load_task
 
-    if output is not None:
-        check_output(output, force=force)
     text = render_skeleton(load_task(task))
     if output is None:
         sys.stdout.write(text)
@@ -115,17 +125,22 @@ def eval_cmd(
     ] = False,
 ) -> None:
     """Compile, verify and time KERNEL against TASK's reference (--compile-only: screen and compile)."""
-    from optiml.cli.views.evaluation import eval_to_json, render_eval
-    from optiml.kernel.source import KernelSource
-    from optiml.session import SessionOptions, check_compiles, eval_config, make_evaluator
-    from optiml.task import load_task
-
     if compile_only and torch_compile:
         raise OptimlError("--compile-only builds the kernel only; --compile (timing torch.compile) needs a full run")
     require_at_least("--seeds", seeds, what="verification trials on the default shape set")
     require_arch(arch)
-    loaded = load_task(task)
+    require_task_and_kernel(task, kernel)
+    from optiml.kernel.source import KernelSource  # light: no torch
+
     source = KernelSource.from_file(kernel)
+    if not compile_only:
+        require_gpu("evaluation", instead=COMPILE_ONLY_HINT)
+    require_nvcc()
+    from optiml.cli.views.evaluation import eval_to_json, render_eval
+    from optiml.session import SessionOptions, check_compiles, eval_config, make_evaluator
+    from optiml.task import load_task
+
+    loaded = load_task(task)
     if compile_only:
         result = check_compiles(loaded, source, arch, screen=not no_screen)
     else:
@@ -135,7 +150,7 @@ def eval_cmd(
             with make_evaluator(loaded, options, config) as evaluator:
                 result = evaluator.evaluate(source)
         except NoGPUError as exc:
-            raise NoGPUError(f"{exc}; `optiml eval --compile-only` checks compilation and ptxas resources") from exc
+            raise NoGPUError(f"{exc}; {COMPILE_ONLY_HINT}") from exc
     if as_json:
         data = eval_to_json(loaded, kernel, result)
         data["compile_only"] = compile_only
@@ -156,14 +171,18 @@ def profile_cmd(
 ) -> None:
     """Verify, time and profile KERNEL: metrics per kernel, roofline position and a diagnosis."""
     require_arch(arch)
+    require_task_and_kernel(task, kernel)
+    from optiml.kernel.source import KernelSource  # light: no torch
+
+    source = KernelSource.from_file(kernel)
+    require_gpu("profiling", instead=COMPILE_ONLY_HINT)
+    require_nvcc()
     from optiml.cli.views.profile import render_report
-    from optiml.kernel.source import KernelSource
     from optiml.profile import ProfileConfig, report_to_json
     from optiml.session import SessionOptions, make_evaluator, make_profiler
     from optiml.task import load_task
 
     loaded = load_task(task)
-    source = KernelSource.from_file(kernel)
     with make_evaluator(loaded, SessionOptions(arch=arch)) as evaluator:
         result = evaluator.evaluate(source)
         report = make_profiler(loaded, evaluator, ProfileConfig(raw_dir=raw_dir)).report(source, result)
@@ -222,6 +241,7 @@ def export_cmd(
     from optiml.task import load_task
 
     check_request(ExportRequest(form, Path(), namespace, name, shape_set))  # before reading anything
+    require_task_and_kernel(task, kernel)
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     request = ExportRequest(form, out or default_output(loaded, form), namespace, name, shape_set)

@@ -21,7 +21,11 @@ from optiml.cli.app import (
     llm_overrides,
     reports_errors,
 )
-from optiml.errors import OptimlError
+from optiml.cli.preflight import require_gpu, require_nvcc, require_task_file
+from optiml.errors import ConfigError, OptimlError
+
+NO_GPU_ONLY = "run on a GPU machine (`optiml doctor` shows what this one offers)"
+NO_GPU_HINT = "run on a GPU machine, or pass --no-verify to write the LLM's candidates compiled but unverified"
 
 if TYPE_CHECKING:
     from optiml.kernel.source import KernelSource
@@ -60,9 +64,23 @@ NO_VERIFY_HELP = "No GPU: write the LLM's candidate kernels (compiled, not verif
 
 
 def _llm_configured(model: str | None, base_url: str | None) -> bool:
-    from optiml.session import SessionOptions, llm_config
+    from optiml.llm.config import load_llm_config  # light: no torch
 
-    return llm_config(SessionOptions(llm_overrides=llm_overrides(model, base_url))).is_configured
+    return load_llm_config(overrides=llm_overrides(model, base_url) or None).is_configured
+
+
+def _require_llm_now(model: str | None, base_url: str | None, why: str = "generation needs an LLM") -> None:
+    """No LLM configured: one line saying how to configure one, before anything is loaded."""
+    from optiml.llm.config import load_llm_config
+    from optiml.llm.errors import LLMConfigError
+
+    try:
+        load_llm_config(overrides=llm_overrides(model, base_url) or None).require_configured()
+    except LLMConfigError as exc:
+        raise ConfigError(
+            f"{why}. {exc} Without one, start from a hand-written kernel: "
+            "`optiml init-kernel TASK -o kernel.cu` writes a skeleton to fill in."
+        ) from exc
 
 
 def _generate_offline(reference: Path, kernel_out: Path | None) -> None:
@@ -128,6 +146,19 @@ def generate_cmd(
     """From a request: write and validate a task (shown to you), then generate a verified root kernel.
 
     With --reference and no LLM configured, the root comes from the op graph's templates."""
+    if reference is not None:
+        require_task_file(reference)
+    offline = reference is not None and not _llm_configured(llm_model, llm_base_url)
+    if no_verify:  # the LLM's candidates, compiled: an LLM and nvcc, no GPU
+        _require_llm_now(llm_model, llm_base_url, "--no-verify writes the LLM's candidate kernels: it needs an LLM")
+        require_nvcc()
+    elif offline:  # the templates' kernels, verified
+        require_gpu("generating from templates (no LLM is configured) verifies every kernel: it", instead=NO_GPU_ONLY)
+        require_nvcc()
+    else:
+        _require_llm_now(llm_model, llm_base_url)
+        require_gpu("generation verifies every candidate (no LLM call was made): it", instead=NO_GPU_HINT)
+        require_nvcc()
     from rich.syntax import Syntax
 
     from optiml.cli.views.confirm import confirm_task
@@ -140,10 +171,12 @@ def generate_cmd(
         validate_task_file,
     )
     from optiml.generate.candidate_files import write_candidates
-    from optiml.generate.unverified import CompileOnly, require_gpu
+    from optiml.generate.unverified import CompileOnly
+    from optiml.generate.unverified import require_gpu as require_cuda
     from optiml.session import SessionOptions, make_compiler, make_evaluator
 
-    if reference is not None and not _llm_configured(llm_model, llm_base_url):
+    if offline:
+        assert reference is not None
         _generate_offline(reference, kernel_out)  # a reference needs no LLM: the templates serve it
         return
     client = _llm_client_for(llm_model, llm_base_url, store, budget_usd)  # no call yet: checks the configuration
@@ -151,7 +184,7 @@ def generate_cmd(
     config = load_generation_config()
     try:
         if not no_verify:
-            require_gpu()  # before any paid call: every candidate is verified on the GPU
+            require_cuda()  # a GPU device but no working CUDA: said before any paid call
         if reference is not None:
             task = validate_task_file(reference).task
         else:
@@ -201,21 +234,25 @@ def adapt_cmd(
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
     """Wrap an existing CUDA kernel into the OptiML ABI (by the LLM, verified against TASK)."""
-    from optiml.cli.views.generation import render_generation
-    from optiml.generate import GenerationStore, adapt_kernel, load_generation_config
-    from optiml.generate.candidate_files import write_candidates
-    from optiml.generate.unverified import require_gpu
-    from optiml.session import SessionOptions, make_evaluator
-    from optiml.task import load_task
-
-    loaded = load_task(task)
+    require_task_file(task)
     try:
         source = code.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise OptimlError(f"{code}: cannot read: {exc}") from exc
+    _require_llm_now(llm_model, llm_base_url, "adapting a kernel needs an LLM")
+    require_gpu("adapting verifies the adapted kernel (no LLM call was made): it", instead=NO_GPU_ONLY)
+    require_nvcc()
+    from optiml.cli.views.generation import render_generation
+    from optiml.generate import GenerationStore, adapt_kernel, load_generation_config
+    from optiml.generate.candidate_files import write_candidates
+    from optiml.generate.unverified import require_gpu as require_cuda
+    from optiml.session import SessionOptions, make_evaluator
+    from optiml.task import load_task
+
+    loaded = load_task(task)
     client = _llm_client_for(llm_model, llm_base_url, store)
     try:
-        require_gpu(no_verify_flag=False)  # before any paid call: the adapted kernel is verified on the GPU
+        require_cuda(no_verify_flag=False)  # a GPU device but no working CUDA: said before any paid call
         with make_evaluator(loaded, SessionOptions()) as evaluator:
             outcome = adapt_kernel(
                 source, loaded, client, evaluator, load_generation_config(), store=GenerationStore(store)

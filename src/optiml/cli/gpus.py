@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from optiml.cli.preflight import gpu_missing
 from optiml.errors import NoGPUError, OptimlError
 
 GPUS_HELP = "GPUs to use: 'all', or indices like 0,1."
@@ -10,6 +11,9 @@ GPUS_HELP = "GPUs to use: 'all', or indices like 0,1."
 def parse_gpus(spec: str) -> tuple[int, ...]:
     """``"all"`` (every visible device), or comma-separated indices such as ``0,1``; one line on bad input."""
     if spec == "all":
+        missing = gpu_missing()
+        if missing is not None:
+            raise NoGPUError(f"no CUDA GPU is visible ({missing}): --gpus all needs one (`optiml doctor` checks)")
         import torch
 
         count = torch.cuda.device_count()

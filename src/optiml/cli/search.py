@@ -32,9 +32,21 @@ from optiml.cli.app import (
     require_number,
     write_output,
 )
+from optiml.cli.core import COMPILE_ONLY_HINT
 from optiml.cli.generate import generate_root_for
 from optiml.cli.gpus import parse_gpus
-from optiml.errors import ConfigError, OptimlError, StoreError
+from optiml.cli.preflight import (
+    PROPOSE_KINDS,
+    SEARCH_PROPOSERS,
+    STRATEGIES,
+    require_choice,
+    require_gpu,
+    require_nvcc,
+    require_store_file,
+    require_task_and_kernel,
+    require_task_file,
+)
+from optiml.errors import OptimlError, StoreError
 
 if TYPE_CHECKING:
     from optiml.llm import LLMClient
@@ -62,6 +74,11 @@ def propose_cmd(
 ) -> None:
     """Propose edits to KERNEL without running a search; writes each proposal and its rationale.
     Exit status 1 when no proposal is usable."""
+    require_choice("--proposer", proposer, PROPOSE_KINDS)
+    require_at_least("-n", count, what="how many proposals")
+    if out.exists() and not out.is_dir():
+        raise OptimlError(f"{out}: is a file; -o takes the folder to write the proposals into")
+    require_task_and_kernel(task, kernel)
     from optiml.kernel.source import KernelSource
     from optiml.propose.base import ProposalContext
     from optiml.propose.factory import make_proposer
@@ -69,10 +86,6 @@ def propose_cmd(
     from optiml.session import SessionOptions, llm_config, make_llm_client
     from optiml.task import load_task
 
-    if count < 1:
-        raise OptimlError(f"-n must be at least 1 (how many proposals), got {count}")
-    if out.exists() and not out.is_dir():
-        raise OptimlError(f"{out}: is a file; -o takes the folder to write the proposals into")
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     client = None
@@ -204,6 +217,19 @@ def optimize_cmd(
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
     """Optimize TASK's kernel by search under verification; writes the best verified kernel."""
+    _check_search_flags(evaluations, minutes, proposer, strategy=strategy)
+    require_arch(arch)
+    require_number("--budget-usd", budget_usd, positive=False, unit="USD")
+    require_number("--profile-margin", profile_margin, positive=False)
+    if kernel is not None:
+        require_task_and_kernel(task, kernel)
+    else:
+        require_task_file(task)
+    if out is not None:
+        check_output(out)
+    require_store_file(store)
+    require_gpu("a search", instead=COMPILE_ONLY_HINT)
+    require_nvcc()
     from optiml.cli.views.search import LiveView, render_summary
     from optiml.kernel.source import KernelSource
     from optiml.report.llm_spend import load_run_spend
@@ -212,10 +238,6 @@ def optimize_cmd(
     from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
 
-    _check_search_flags(evaluations, minutes, proposer, strategy=strategy)
-    require_arch(arch)
-    require_number("--budget-usd", budget_usd, positive=False, unit="USD")
-    require_number("--profile-margin", profile_margin, positive=False)
     loaded = load_task(task)
     target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
     run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
@@ -300,6 +322,12 @@ def resume_cmd(
     llm_base_url: LlmUrlOpt = None,
 ) -> None:
     """Continue a stopped or interrupted run; no evaluated candidate is evaluated again."""
+    _check_search_flags(evaluations, minutes, proposer)
+    if out is not None:
+        check_output(out)
+    _require_store(store)  # opening a missing store would create an empty one
+    require_gpu("a search", instead=COMPILE_ONLY_HINT)
+    require_nvcc()
     from optiml.cli.views.search import LiveView, render_summary
     from optiml.report.llm_spend import load_run_spend
     from optiml.search import Budgets, SearchConfig, resume_search
@@ -307,10 +335,6 @@ def resume_cmd(
     from optiml.store import RunStore
     from optiml.task import load_task
 
-    _check_search_flags(evaluations, minutes, proposer)
-    if out is not None:
-        check_output(out)
-    _require_store(store)  # opening a missing store would create an empty one
     with RunStore(store) as run_store:
         run = run_store.get_run(run_id)
         loaded = load_task(run.task_path)
@@ -359,13 +383,21 @@ def resume_cmd(
 @reports_errors
 def runs_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the runs in the store."""
+    _require_store(store)
     from optiml.cli.views.runs import render_runs
     from optiml.search import list_runs
     from optiml.store import RunStore
 
-    _require_store(store)
     with RunStore(store) as run_store:
-        console.print(render_runs(list_runs(run_store)))
+        runs = list_runs(run_store)
+    if not runs:
+        console.print(
+            f"no runs yet in {store}: `optiml optimize TASK` starts one (tasks/ holds starter tasks), "
+            "or pass --store to read another store",
+            highlight=False,
+        )
+        return
+    console.print(render_runs(runs))
 
 
 @app.command("show")
@@ -377,14 +409,14 @@ def show_cmd(
 ) -> None:
     """Show a run's best kernel path: each edit, why, and what it gained; and its LLM calls, tokens and
     cost, per verified candidate too."""
+    if kernel_out is not None:
+        check_output(kernel_out)
+    _require_store(store)
     from optiml.cli.views.runs import render_run_path
     from optiml.report.llm_spend import load_run_spend
     from optiml.search import best_path
     from optiml.store import RunStore
 
-    if kernel_out is not None:
-        check_output(kernel_out)
-    _require_store(store)
     with RunStore(store) as run_store:
         path = best_path(run_store, run_id)
     console.print(render_run_path(path, load_run_spend(store, path.run.id)))
@@ -395,18 +427,15 @@ def show_cmd(
 
 def _check_search_flags(evaluations: int | None, minutes: float | None, proposer: str, strategy: str = "") -> None:
     """The budgets and choices of optimize and resume, named by their flags, before anything is loaded."""
-    from optiml.search.config import STRATEGIES
-    from optiml.session import PROPOSER_CHOICES
-
     require_at_least("--evals", evaluations, what="the evaluation budget, the root included")
     require_number("--minutes", minutes, unit="minutes")
-    if strategy and strategy not in STRATEGIES:
-        raise ConfigError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
-    if proposer not in PROPOSER_CHOICES:
-        raise ConfigError(f"--proposer {proposer!r}: choose one of {', '.join(PROPOSER_CHOICES)}")
+    if strategy:
+        require_choice("--strategy", strategy, STRATEGIES)
+    require_choice("--proposer", proposer, SEARCH_PROPOSERS)
 
 
 def _require_store(store: Path) -> None:
+    require_store_file(store)
     if not store.exists():
         raise StoreError(f"{store}: no run store yet (run `optiml optimize` first, or pass --store)")
 

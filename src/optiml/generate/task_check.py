@@ -28,13 +28,22 @@ from optiml.integrity import children
 from optiml.integrity.sandbox import ResourceLimits, build_worker_launch, kill_group
 from optiml.task import Task, load_task
 
+#: the most memory one GPU holds today (B300, 288 GB): a task whose one case needs more runs on none
+GPU_MEMORY_BOUND = 288 * 10**9
+#: what the allocators say when they run out (torch's CPU allocator, a CUDA one)
+_OUT_OF_MEMORY = ("can't allocate memory", "out of memory", "DefaultCPUAllocator")
+
 
 @dataclass(frozen=True)
 class TaskCheck:
-    """A task that passed every check, and what the dynamic check saw (shapes, dtypes)."""
+    """A task that passed every check, and what the dynamic check saw (shapes, dtypes). ``full``: the
+    check ran at full size on the CPU (False: on the meta device only, the task being over ``max_bytes``);
+    ``case_bytes``: one case's inputs, parameters and outputs at the smallest shape set (None: unknown)."""
 
     task: Task
     notes: tuple[str, ...]
+    full: bool = True
+    case_bytes: int | None = None
 
 
 def validate_task_file(path: str | Path, timeout_s: float = 300.0, max_bytes: int | None = None) -> TaskCheck:
@@ -78,7 +87,13 @@ def validate_task_file(path: str | Path, timeout_s: float = 300.0, max_bytes: in
         message = str(reply.get("error", "the check failed without a message"))
         raise TaskError(_relocate(message, copy, Path(task.shown)))
     notes = reply.get("notes")
-    return TaskCheck(task=task, notes=tuple(str(n) for n in notes) if isinstance(notes, list) else ())
+    size = reply.get("case_bytes")
+    return TaskCheck(
+        task=task,
+        notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
+        full=bool(reply.get("full", True)),
+        case_bytes=size if isinstance(size, int) else None,
+    )
 
 
 #: The check process's entry: ``-m optiml.generate.task_check`` would work too, but as the package
@@ -109,16 +124,69 @@ def _last_json_line(text: str) -> dict[str, object] | None:
 def _check(path: str, max_bytes: int | None = None) -> dict[str, object]:
     from optiml.evaluate.runtime import check_task
 
+    size: int | None = None
     try:
         task = load_task(path)
+        size = case_bytes(task)
+        if size is not None and size > GPU_MEMORY_BOUND:
+            return {
+                "ok": False,
+                "error": f"{path}: one case of its smallest shape set takes {size / 1e9:,.0f} GB (inputs, parameters "
+                f"and outputs), more than any GPU holds ({GPU_MEMORY_BOUND / 1e9:.0f} GB): are its sizes right?",
+            }
         notes = check_task(task, device="cpu", max_bytes=max_bytes)
-    except TaskError as exc:
+    except (TaskError, MemoryError) as exc:
+        if _out_of_memory(exc):
+            needs = f" (one case takes {(size or 0) / 1e9:.2f} GB; the full check holds about three times that)"
+            needs = needs if size else ""
+            return {
+                "ok": False,
+                "error": f"{path}: this machine ran out of memory checking the task at full size on the CPU{needs}; "
+                "a smaller --max-bytes checks it on the meta device instead",
+            }
         return {"ok": False, "error": " ".join(str(exc).split())}
     except Exception as exc:  # the task's own code misbehaved in a way check_task did not anticipate
         return {"ok": False, "error": f"{path}: {type(exc).__name__}: {' '.join(str(exc).split())}"}
     except SystemExit as exc:  # the task called sys.exit() or exit(): a task must not end its process
         return {"ok": False, "error": f"{path}: the task called sys.exit({exc.code!r}) while it was checked"}
-    return {"ok": True, "notes": notes}
+    full = size is None or max_bytes is None or size <= max_bytes
+    if not full:
+        notes.append(
+            "tolerances: whether atol must be tightened (where an all-zero or constant output would pass the task's "
+            "atol, as in KernelBench's 23_Softmax) is decided from the reference's outputs, which a meta-device check "
+            "does not compute: `optiml eval` reports it, or check at full size with a larger --max-bytes"
+        )
+    return {"ok": True, "notes": notes, "full": full, "case_bytes": size}
+
+
+def case_bytes(task: Task) -> int | None:
+    """Bytes of one case's inputs, parameters and outputs at the task's smallest shape set, from a run on the
+    meta device (no memory, no compute); None where the task cannot run there."""
+    import torch
+
+    from optiml.evaluate.runtime import TaskRuntime, runs_on_the_cpu_instead, smallest_shape_set
+
+    runner = TaskRuntime(task, "meta")
+    shape_set = smallest_shape_set(runner)
+    try:
+        args = runner.make_args(11, shape_set)
+        model = runner.build_model(11, shape_set)
+        outputs = runner.run_reference(model, args)
+    except TaskError as exc:
+        if runs_on_the_cpu_instead(exc):
+            return None
+        raise
+    tensors = [a for a in args if isinstance(a, torch.Tensor)] + list(model.state_dict().values()) + outputs
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) is an allocator that ran out of memory."""
+    while exc is not None:
+        if isinstance(exc, MemoryError) or any(text in str(exc) for text in _OUT_OF_MEMORY):
+            return True
+        exc = exc.__cause__  # type: ignore[assignment]
+    return False
 
 
 def main(argv: list[str]) -> None:

@@ -48,8 +48,8 @@ KEYLESS_PLACEHOLDER = "no-key"
 
 _HOW_TO = (
     "set OPTIML_LLM_MODEL and OPTIML_LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY), "
-    "or an [llm] table with model = ... in optiml.toml; for a local server set "
-    "OPTIML_LLM_BASE_URL=http://127.0.0.1:8000/v1 (no key needed)"
+    "or an [llm] table with model = ... in optiml.toml; for a local server set the model too: "
+    "OPTIML_LLM_BASE_URL=http://127.0.0.1:8000/v1 and OPTIML_LLM_MODEL=its model name (no key needed)"
 )
 
 
