@@ -174,3 +174,36 @@ def test_the_view_holds_optional_paths_where_they_can_be_mounted(tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "False"]
+
+
+def test_a_sandbox_that_breaks_the_start_is_given_up_and_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injected: a view without the interpreter. The process is started again unconfined, and
+    from then on every candidate runs so — which the task notes say."""
+    from optiml.evaluate import candidate_link
+
+    monkeypatch.setattr(candidate_link._isolation, "given_up", None)
+    monkeypatch.setattr(candidate_link._isolation, "proven", False)
+    monkeypatch.setattr(candidate_link, "_view", lambda cudart: (*SYSTEM_VIEW[:2], str(candidate_link.SHIM)))
+    process = CandidateProcess(None, 0, tmp_path, "broken")
+    try:
+        process.wait_ready()
+        assert not process.sandboxed
+    finally:
+        process.close()
+    assert "candidate isolation unavailable: a candidate process could not start" in candidate_link.isolation_note()
+    assert not candidate_link.candidates_confined()
+
+
+def test_a_start_that_fails_unconfined_too_keeps_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from optiml.evaluate import candidate_link
+    from optiml.evaluate.candidate_link import CandidateFailure
+
+    monkeypatch.setattr(candidate_link._isolation, "given_up", None)
+    monkeypatch.setattr(candidate_link._isolation, "proven", False)
+    process = CandidateProcess(str(tmp_path / "no-libcudart.so"), 0, tmp_path, "no-cuda")
+    try:
+        with pytest.raises(CandidateFailure, match="could not start CUDA"):
+            process.wait_ready()
+    finally:
+        process.close()
+    assert candidate_link.candidates_confined()  # not the sandbox's fault

@@ -162,37 +162,44 @@ class CandidateProcess:
         return self.proc.poll() is None
 
     def wait_ready(self, deadline: float | None = None) -> None:
-        """Block until the process has its CUDA context (the first line it writes)."""
+        """Block until the process has its CUDA context (the first line it writes).
+
+        A sandboxed process that fails to start, before any sandboxed process of this judge has, is
+        started once more unconfined: if that one starts, the sandbox is given up for the judge's life
+        (and :func:`isolation_note` says why); if it fails too, the fault was not the sandbox's and the
+        sandbox is kept for the next process."""
         if self._ready:
             return
         until = deadline if deadline is not None else time.monotonic() + START_TIMEOUT_S
-        try:
-            reply = self._receive(until)
-        except CandidateFailure as failure:
-            if not self._give_up_sandbox(failure.message):
-                raise
-            return self.wait_ready(deadline)
-        if not reply.get("ok"):
-            error = str(reply.get("error", "the process did not start"))
-            if self._give_up_sandbox(error):
-                return self.wait_ready(deadline)
-            self.kill()
-            raise CandidateFailure(EvalStatus.RUNTIME_ERROR, redact(error))
+        failure = self._first_reply(until)
+        if failure is not None and self.sandboxed and not _isolation.proven:
+            self.sandboxed, self._buffer = False, b""
+            self._start()
+            unconfined = self._first_reply(until)
+            if unconfined is None:
+                with _isolation.lock:
+                    if _isolation.given_up is None and not _isolation.proven:
+                        _isolation.given_up = (
+                            f"a candidate process could not start in its sandbox ({failure.message[:200]})"
+                        )
+            failure = unconfined
+        if failure is not None:
+            raise failure
         _isolation.proven = _isolation.proven or self.sandboxed
         self._ready = True
 
-    def _give_up_sandbox(self, why: str) -> bool:
-        """After a sandboxed process failed to start, before any ever started: run unconfined from now
-        on (said in :func:`isolation_note`) and start this one again. False when that does not apply."""
-        with _isolation.lock:
-            if not self.sandboxed or _isolation.proven:
-                return False
-            if _isolation.given_up is None:
-                _isolation.given_up = f"a candidate process could not start in its sandbox ({redact(why)[:200]})"
+    def _first_reply(self, deadline: float) -> CandidateFailure | None:
+        """None when the process said it is ready; otherwise why not (the process is then killed)."""
+        try:
+            reply = self._receive(deadline)
+        except CandidateFailure as failure:
+            self.kill()
+            return failure
+        if reply.get("ok"):
+            return None
         self.kill()
-        self.sandboxed, self._buffer = False, b""
-        self._start()
-        return True
+        error = redact(str(reply.get("error", "the process did not start")))
+        return CandidateFailure(EvalStatus.RUNTIME_ERROR, error)
 
     def request(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
         """Send one request, return its ``result``; a refusal is raised as ``status`` (default runtime_error)."""
