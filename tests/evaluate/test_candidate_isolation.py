@@ -207,3 +207,17 @@ def test_a_start_that_fails_unconfined_too_keeps_the_sandbox(tmp_path: Path, mon
     finally:
         process.close()
     assert candidate_link.candidates_confined()  # not the sandbox's fault
+
+
+def test_the_shims_pid_is_found_from_parents_too() -> None:
+    """Where the kernel has no /proc/PID/task/TID/children, the judge finds the shim by every process's
+    parent instead (it counts the shim's threads, not those of unshare above it)."""
+    from optiml.evaluate import candidate_link
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        by_parents = [pid for pid, parent in candidate_link._parents().items() if parent == os.getpid()]
+        assert child.pid in by_parents and child.pid in candidate_link._children(os.getpid())
+    finally:
+        child.kill()
+        child.wait()

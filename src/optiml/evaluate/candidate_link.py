@@ -364,9 +364,29 @@ def _find_shim(root: int, depth: int = 4) -> int:
 
 
 def _children(pid: int) -> list[int]:
+    """``pid``'s children: from ``/proc/PID/task/TID/children``, or where the kernel has no such file
+    (``CONFIG_PROC_CHILDREN`` off), from every process's parent in ``/proc/*/stat``."""
     found: list[int] = []
-    with contextlib.suppress(OSError):
+    try:
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as listing:
                 found += [int(word) for word in listing.read().split()]
+    except FileNotFoundError:
+        return [child for child, parent in _parents().items() if parent == pid]
+    except OSError:
+        return found
     return found
+
+
+def _parents() -> dict[int, int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # the name, in parentheses, may hold spaces
+        except (OSError, IndexError):
+            continue
+        parents[int(entry)] = int(fields[1])
+    return parents
