@@ -35,7 +35,7 @@ from optiml.evaluate import judge as judge_module
 from optiml.evaluate.abi import KernelLibrary
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
-from optiml.evaluate.harness import Peaks, evaluate_candidate, verification_plan
+from optiml.evaluate.harness import CaseSeeds, Peaks, evaluate_candidate, verification_plan
 from optiml.evaluate.inprocess import CandidateRunner
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.evaluate.timing import DeviceTimer, StopRule, run_trials
@@ -115,6 +115,7 @@ def slowdown_side(task_path: Path, so_path: str, config: EvalConfig, repeats: in
 
     variants = {"judge": {}, "no_fill": {"fill": fill_once}, "no_flush": {"before_call": synchronise_only}}
     rows: dict[str, dict[str, list[float]]] = {v: {"judge_ms": [], "claimed_ms": []} for v in variants}
+    seeds = CaseSeeds()
     with tempfile.TemporaryDirectory() as workdir:
         judge = judge_module.Judge(torch.device("cuda"), Path(workdir))
         try:
@@ -122,7 +123,7 @@ def slowdown_side(task_path: Path, so_path: str, config: EvalConfig, repeats: in
                 for name, patch in variants.items():
                     harness_module.FreshInputs.fill = patch.get("fill", real_fill)
                     judge_module.Judge.before_call = patch.get("before_call", real_before)
-                    judged = evaluate_candidate(judge, runtime, so_path, config, Peaks(), None)
+                    judged = evaluate_candidate(judge, runtime, so_path, config, Peaks(), None, seeds)
                     assert judged.result.ok and judged.result.timing is not None, judged.result.message
                     rows[name]["judge_ms"].append(judged.result.timing.median_ms)
                     rows[name]["claimed_ms"].append(judged.judge["claimed_stream_ms"])
@@ -138,7 +139,7 @@ def slowdown_side(task_path: Path, so_path: str, config: EvalConfig, repeats: in
 def in_process_side(task_path: Path, so_path: str, config: EvalConfig, repeats: int) -> dict[str, Any]:
     """The previous design: candidate loaded here, verified and timed on its own stream's events."""
     runtime = TaskRuntime(load_task(task_path), "cuda")
-    plan = verification_plan(runtime, config)
+    plan = [(p.seeds[0], p.shape_set, p.distribution) for p in verification_plan(runtime, config, CaseSeeds())]
     cases = [runtime.case(config.base_seed + i) for i in range(config.timing_inputs)]
     for seed, shape_set, distribution in [*plan, (config.base_seed + 97, 0, "native")]:
         runtime.case(seed, shape_set, distribution)  # build (and cache) every case before the clock starts

@@ -24,7 +24,7 @@ import torch
 from llm_servers import OpenAIServer, answer
 from optiml.evaluate import candidate_link
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.harness import Peaks, evaluate_candidate
+from optiml.evaluate.harness import CaseSeeds, Peaks, evaluate_candidate
 from optiml.evaluate.judge import Judge
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.kernel.source import KernelSource
@@ -103,7 +103,9 @@ def _judge_leak(paths: dict[str, Path], confined: bool, monkeypatch: pytest.Monk
     (paths["root"] / f"judge-{confined}").mkdir(exist_ok=True)
     try:
         runtime = TaskRuntime(load_task(paths["task"]), "cpu")
-        judged = evaluate_candidate(judge, runtime, str(paths["library"]), EvalConfig(timeout_s=30), Peaks(), None)
+        judged = evaluate_candidate(
+            judge, runtime, str(paths["library"]), EvalConfig(timeout_s=30), Peaks(), None, CaseSeeds()
+        )
     finally:
         judge.close()
     assert judged.result.status is EvalStatus.CRASH, judged.result.message

@@ -18,7 +18,7 @@ import torch
 
 from optiml.evaluate import sensitivity
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.harness import Peaks, evaluate_candidate
+from optiml.evaluate.harness import CaseSeeds, Peaks, evaluate_candidate
 from optiml.evaluate.judge import Judge
 from optiml.evaluate.runtime import TaskRuntime, check_task
 from optiml.task import load_task
@@ -108,7 +108,7 @@ def _verdict(judge: Judge, task_path: Path, library: str, settled: bool) -> tupl
     runtime = TaskRuntime(load_task(task_path), "cpu")
     if settled:
         runtime.settle(CONFIG.base_seed)  # what the worker's `prepare` does
-    result = evaluate_candidate(judge, runtime, library, CONFIG, Peaks(), None).result
+    result = evaluate_candidate(judge, runtime, library, CONFIG, Peaks(), None, CaseSeeds()).result
     return result.status, result.message
 
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.harness import MAX_WINDOW_CALLS, Peaks, evaluate_candidate, hidden_work_ms, window_width
+from optiml.evaluate.harness import MAX_WINDOW_CALLS, CaseSeeds, Peaks, evaluate_candidate, hidden_work_ms, window_width
 from optiml.evaluate.judge import Judge
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
@@ -183,7 +183,7 @@ CONFIG = EvalConfig(min_trials=5, max_trials=12, timing_seconds=0.2, warmup_call
 
 
 def _evaluate(judge: Judge, runtime: TaskRuntime, library: str, config: EvalConfig = CONFIG):  # type: ignore[no-untyped-def]
-    return evaluate_candidate(judge, runtime, library, config, Peaks(), None).result
+    return evaluate_candidate(judge, runtime, library, config, Peaks(), None, CaseSeeds()).result
 
 
 def test_honest_candidate_is_verified_and_timed_by_the_judge(
@@ -230,14 +230,16 @@ def test_state_carried_between_timed_calls_is_caught(
 ) -> None:
     report = _evaluate(judge, runtime, libraries[name])
     assert report.status is EvalStatus.WRONG_ANSWER, report.message
-    assert "timed call" in report.message
-    assert all(t.passed for t in report.verify.trials)  # it behaved during the trials: only the timed calls catch it
+    # Trials are fresh mixes too (entropy masks): a cache keyed on a pointer and a sampled value can "hit"
+    # in a later trial as well as in a timed call; wherever it hits, the answer it serves is wrong.
+    caught_in_trial = not all(t.passed for t in report.verify.trials)
+    assert caught_in_trial or "timed call" in report.message
 
 
 def test_a_fast_candidate_is_timed_several_calls_to_a_window(
     judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
 ) -> None:
-    judged = evaluate_candidate(judge, runtime, libraries["honest"], CONFIG, Peaks(), None)
+    judged = evaluate_candidate(judge, runtime, libraries["honest"], CONFIG, Peaks(), None, CaseSeeds())
     assert judged.result.status is EvalStatus.OK, judged.result.message
     assert judged.judge["window_calls"] == MAX_WINDOW_CALLS  # microseconds a call: as many as allowed
 
@@ -322,7 +324,7 @@ def test_a_calibration_taken_under_another_load_cannot_turn_an_honest_kernel_int
     bytes_moved = 3 * 4099 * 4  # the timed shape set: two inputs and one output of N floats
     floor = Peaks(bandwidth=bytes_moved / 1e-3)  # 1 ms
     config = dataclasses.replace(CONFIG, stream_slack_ms=50.0)
-    judged = evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None)
+    judged = evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None, CaseSeeds())
     assert judged.result.status is EvalStatus.OK, judged.result.message
     assert judged.result.timing is not None and judged.result.timing.median_ms > 1.0
     assert any(w.startswith("suspect:") for w in judged.result.warnings)

@@ -34,7 +34,7 @@ class _Judge:
 def _bench(judge: _Judge) -> TimingBench:
     session = SimpleNamespace(judge=judge, bind=lambda buffers: id(buffers))
     case = SimpleNamespace(abi_inputs=[], expected=[], args=[])
-    return TimingBench(session, SimpleNamespace(device="cpu"), [case], seed=0, max_width=16)
+    return TimingBench(session, SimpleNamespace(device="cpu"), [case], max_width=16)
 
 
 def test_out_of_memory_leaves_the_window_with_the_slots_that_fit() -> None:

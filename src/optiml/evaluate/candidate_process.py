@@ -29,8 +29,10 @@ run's, on this process's own events. ``load`` also resets the persisting-L2 carv
 the library's static constructors ran; each call's reply says the carve-out's size after it
 (``l2``), which the judge rejects when it is not zero. ``host_us`` is the process's own host clock
 (microseconds) around the call's prologue (the start event), its launch (the candidate's host
-code) and the device synchronisation: a claim like ``inner_ms``, kept only to explain the judge's
-window, never to decide anything.
+code), the device synchronisation, and of that the ``tail``: the device-wide wait after the stream's
+last event had happened, i.e. work of the call that ran outside the given stream. Claims like
+``inner_ms``: the judge convicts on a tail (an honest shim's is evidence; a rewritten shim can hide it,
+never make the judge's clock read less).
 
 SPEC is an ``optiml_tensor`` array as the judge marshalled it (``structs``: base64 of the array,
 ``size``: bytes per entry) and one relocation per entry for its ``data`` field, the struct's
@@ -324,6 +326,10 @@ class Cuda:
     def synchronize(self) -> int:
         return int(self.lib.cudaDeviceSynchronize())
 
+    def wait(self, event: ctypes.c_void_p) -> int:
+        """Until ``event`` (recorded on this process's stream) has happened: the stream's work is done."""
+        return int(self.lib.cudaEventSynchronize(event))
+
     def reset_persisting_l2(self) -> None:
         self.lib.cudaCtxResetPersistingL2Cache()
         self.lib.cudaDeviceSetLimit(ctypes.c_int(LIMIT_PERSISTING_L2), ctypes.c_size_t(0))
@@ -456,10 +462,14 @@ class Runner:
             rc = cuda.empty_call(int(request["cycles"]) if "cycles" in request else None)
         cuda.record(cuda.end)
         t2 = time.perf_counter()
-        sync = cuda.synchronize()
+        stream_sync = cuda.wait(cuda.end)
         t3 = time.perf_counter()
+        sync = cuda.synchronize() or stream_sync
+        t4 = time.perf_counter()
         inner = cuda.elapsed_ms() if sync == 0 else -1.0
-        host_us = {"prologue": (t1 - t0) * 1e6, "launch": (t2 - t1) * 1e6, "sync": (t3 - t2) * 1e6}
+        # tail: the device-wide wait after the stream's last event, i.e. work left outside the given stream
+        host_us = {"prologue": (t1 - t0) * 1e6, "launch": (t2 - t1) * 1e6, "sync": (t4 - t2) * 1e6}
+        host_us["tail"] = (t4 - t3) * 1e6
         return {"rc": rc, "sync": sync, "inner_ms": inner, "l2": cuda.persisting_l2(), "host_us": host_us}
 
     # -- helpers -------------------------------------------------------------------------------

@@ -18,9 +18,10 @@ stale answer that the check rejects.
 from __future__ import annotations
 
 import math
+import secrets
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-proce
 from optiml.evaluate.judge import Calibration, CandidateSession, Judge, low_quantile, median_phases
 from optiml.evaluate.memory import WINDOW_BYTES
 from optiml.evaluate.runtime import Case, TaskRuntime
+from optiml.evaluate.sensitivity import PERTURBATIONS
 from optiml.evaluate.timing import StopRule
 from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
@@ -54,6 +56,10 @@ STREAM_FACTOR = 1.5
 #: events by ~0.15-0.18 ms on the H200 (silu, softmax; benchmarks/results/judge_overhead.json), which
 #: the compute-only calibration kernels do not show; an honest small kernel must not read as hidden work.
 JUDGE_SLACK_MS = 0.25
+#: Work still running on the device after the given stream's last event: more than this many ms and this
+#: share of the call is work outside the given stream (an honest call's device-wide wait then returns at once).
+TAIL_SLACK_MS = 0.05
+TAIL_SHARE = 0.25
 MIN_SAMPLE_MS = 1e-4  # a calibrated sample is never taken as zero (speedups divide by it)
 #: A timed window holds calls worth this much work (see TimingBench), at most MAX_WINDOW_CALLS of
 #: them, whose input and output sets together stay within memory.WINDOW_BYTES.
@@ -79,13 +85,78 @@ class Peaks:
     flops: float = 0.0
 
 
-def verification_plan(runtime: TaskRuntime, config: EvalConfig) -> list[tuple[int, int, str]]:
+def entropy_seed() -> int:
+    """A seed from the operating system's entropy: nothing a candidate has seen predicts it."""
+    return secrets.randbits(48)  # room for the arithmetic seeded helpers do on it (sensitivity.perturb)
+
+
+class CaseSeeds:
+    """The seeds of a task's cached cases in the judge (issue 39, class 1).
+
+    Each seed is drawn on its own from OS entropy the first time it is asked for and kept while the
+    judge holds the task: cases are cached by seed, so a seed drawn once costs one build, and no seed
+    follows from another (torch's CPU generator keeps 32 bits of a seed, few enough to search for one
+    from what a candidate saw; consecutive seeds would then give the next case away). What a call
+    sees is never a cached case as it is: every trial and timed call mixes two of them, element by
+    element, by a mask drawn from entropy for that call (:func:`mixed_case`, :class:`FreshInputs`).
+    """
+
+    def __init__(self) -> None:
+        self._seeds: dict[tuple[str, int, int], int] = {}
+
+    def seed(self, distribution: str = "native", shape_set: int = 0, index: int = 0) -> int:
+        key = (distribution, shape_set, index)
+        if key not in self._seeds:
+            self._seeds[key] = entropy_seed()
+        return self._seeds[key]
+
+    def pair(self, distribution: str = "native", shape_set: int = 0) -> tuple[int, int]:
+        """Two cases of one (distribution, shape set): what a fresh mix is drawn from."""
+        return self.seed(distribution, shape_set, 0), self.seed(distribution, shape_set, 1)
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One verification trial: the cached cases it mixes, its shape set and its input distribution."""
+
+    seeds: tuple[int, int]
+    shape_set: int
+    distribution: str
+
+
+def verification_plan(runtime: TaskRuntime, config: EvalConfig, seeds: CaseSeeds) -> list[PlannedTrial]:
     distributions = runtime.distributions()  # the task's, less a default signed one the reference is not finite on
     count = max(config.seeds, len(distributions))  # every distribution gets a trial
-    plan = [(config.base_seed + i, 0, distributions[i % len(distributions)]) for i in range(count)]
+    plan = [
+        PlannedTrial(seeds.pair(d), 0, d) for d in (distributions[i % len(distributions)] for i in range(count))
+    ]
     if config.check_shape_sets:
-        plan += [(config.base_seed, s, "native") for s in range(1, runtime.task.num_shape_sets)]
+        plan += [PlannedTrial(seeds.pair("native", s), s, "native") for s in range(1, runtime.task.num_shape_sets)]
     return plan
+
+
+def fresh_trial(runtime: TaskRuntime, planned: PlannedTrial) -> Case:
+    """The planned trial's case, made fresh: two cached cases mixed by an entropy mask, the reference run
+    on the mix. Perturbed inputs (low-information outputs, :mod:`optiml.evaluate.sensitivity`) keep their
+    one perturbation as built, from a seed the candidate cannot know, and are not mixed."""
+    first = runtime.case(planned.seeds[0], planned.shape_set, planned.distribution)
+    if planned.distribution in PERTURBATIONS:
+        return first
+    second = runtime.case(planned.seeds[1], planned.shape_set, planned.distribution)
+    return mixed_case(runtime, first, second, entropy_seed())
+
+
+def mixed_case(runtime: TaskRuntime, first: Case, second: Case, mask_seed: int) -> Case:
+    """``first`` with every forward tensor argument mixed element by element with ``second``'s by a mask
+    from ``mask_seed``, and the reference output of ``first``'s model on the mix (parameters, scalars
+    and tolerance are ``first``'s). Its ``seed`` is the mask's, so a report names what was drawn."""
+    generator = torch.Generator(device=runtime.device).manual_seed(mask_seed)
+    args = list(first.args)
+    for index, (a, b) in enumerate(zip(first.args, second.args, strict=True)):
+        if isinstance(a, torch.Tensor):
+            args[index] = torch.empty_like(a)
+            _mix_into(args[index], a, b, generator)
+    return replace(first, seed=mask_seed, args=args, expected=runtime.run_reference(first.model, args))
 
 
 def physical_floor_ms(case: Case, flops: float | None, peaks: Peaks) -> float | None:
@@ -98,24 +169,28 @@ def physical_floor_ms(case: Case, flops: float | None, peaks: Peaks) -> float | 
     return max(times) if times else None
 
 
-def timing_cases(runtime: TaskRuntime, config: EvalConfig) -> list[Case]:
-    return [runtime.case(config.base_seed + i) for i in range(max(2, config.timing_inputs))]
+def timing_cases(runtime: TaskRuntime, seeds: CaseSeeds) -> list[Case]:
+    """The native pair every timed call's inputs are mixed from."""
+    return [runtime.case(seed) for seed in seeds.pair()]
 
 
 class FreshInputs:
     """Inputs never seen before for every timed call, and the judge's reference output for them.
 
     Each floating, integer or boolean forward argument becomes, element by element, the value of
-    one of two seeded cases, chosen by a fresh random mask; parameters and scalars are the first
-    case's. The reference is the first case's model run on exactly these inputs.
+    one of two cached cases, chosen by a mask drawn for that call from a seed of OS entropy (so
+    neither an earlier call nor a retried series predicts it: issue 39, classes 1 and 2);
+    parameters and scalars are the first case's. The reference is the first case's model run on
+    exactly these inputs.
     """
 
-    def __init__(self, runtime: TaskRuntime, first: Case, second: Case, seed: int) -> None:
+    def __init__(self, runtime: TaskRuntime, first: Case, second: Case) -> None:
         self.runtime, self.first, self.second = runtime, first, second
-        self.generator = torch.Generator(device=runtime.device).manual_seed(seed)
+        self.generator = torch.Generator(device=runtime.device)
 
     def fill(self, buffers: SharedBuffers) -> list[torch.Tensor]:
         count = len(self.first.args)
+        self.generator.manual_seed(entropy_seed())
         for index, (a, b) in enumerate(zip(self.first.args, self.second.args, strict=True)):
             if isinstance(a, torch.Tensor):
                 _mix_into(buffers.args[index], a, b, self.generator)
@@ -215,12 +290,11 @@ class TimingBench:
         session: CandidateSession,
         runtime: TaskRuntime,
         cases: list[Case],
-        seed: int,
         max_width: int = MAX_WINDOW_CALLS,
     ) -> None:
         self.session, self.runtime = session, runtime
         self.first_case = cases[0]
-        self.fresh = FreshInputs(runtime, cases[0], cases[1 % len(cases)], seed)
+        self.fresh = FreshInputs(runtime, cases[0], cases[1 % len(cases)])
         self.slots: list[tuple[SharedBuffers, int]] = []
         self.max_width = max_width
         self.sized = max_width <= 1
@@ -328,22 +402,35 @@ def time_candidate(
     session: CandidateSession,
     runtime: TaskRuntime,
     config: EvalConfig,
+    seeds: CaseSeeds,
     incumbent: TimingStats | None = None,
     single_calls: bool = False,
 ) -> tuple[TimingStats, dict[str, Any]]:
     """Time on the judge's clock with the calibrated round trip removed; see the module docstring.
     Returns the timing and what the judge knows about it (calibration, the candidate's own claim).
 
-    A judge time far above the candidate stream's own events is work outside the given stream, but
-    only once a fresh calibration (the device's load may have changed) and a second series agree.
-    A series a verdict rests on (that second one, and ``single_calls``) times one call per window:
-    the protocol the adversarial suite was validated on. Windows of several calls read two honest
+    Work outside the given stream is read two ways. The candidate process waits for the given stream's
+    last event, then for the whole device, and says how long the second wait took (``tail``): work
+    still running after the stream was done. Read on the candidate's side of the GPU, it does not
+    stretch when another process takes time slices, so it convicts on a shared GPU too (issue 39,
+    class 7: the suite's side_stream kernel was accepted with eight test workers on one GPU). And the
+    judge's time far above the stream's own events, once a fresh calibration and a second series
+    (new contents, one call a window) agree; on a GPU other processes share, that alone is withheld
+    with a warning (the time is the judge's, which counts all the work). Both are the candidate
+    process's claims, so a candidate that rewrites that process can hide its tail; it still pays for
+    the work, which the judge's window counts.
+    A series a verdict rests on times one call per window: windows of several calls read two honest
     kernels below the physics floor on a GPU shared by four test workers (H200, 2026-12-01: the judge's
-    start event waits for the judge's own time slice, see :func:`_recheck_suspect`), so they time, and
-    never alone convict."""
-    stats, detail = _time_series(session, runtime, config, incumbent, session.judge.calibration(), single_calls)
-    if _outside_stream(detail, config):
-        stats, detail = _time_series(session, runtime, config, incumbent, session.judge.recalibrate(), True)
+    start event waits for the judge's own time slice, see :func:`_recheck_suspect`)."""
+    stats, detail = _time_series(session, runtime, config, seeds, incumbent, session.judge.calibration(), single_calls)
+    if _outside_stream(detail, config) or _off_stream_tail(detail):
+        stats, detail = _time_series(session, runtime, config, seeds, incumbent, session.judge.recalibrate(), True)
+        if _off_stream_tail(detail):
+            raise CandidateFailure(
+                EvalStatus.INTEGRITY,
+                f"work ran outside the given stream: {detail['claimed_tail_ms']:.3f} ms of each call's work was "
+                f"still running after the given stream's last event ({detail['claimed_stream_ms']:.3f} ms on it)",
+            )
         if _outside_stream(detail, config) and session.judge.gpu_shared():
             detail["withheld"] = (
                 "another process shares the GPU (the judge's own probe kernel varied by whole time slices): "
@@ -363,12 +450,13 @@ def _time_series(
     session: CandidateSession,
     runtime: TaskRuntime,
     config: EvalConfig,
+    seeds: CaseSeeds,
     incumbent: TimingStats | None,
     calibration: Calibration,
     single_calls: bool = False,
 ) -> tuple[TimingStats, dict[str, Any]]:
-    seed = config.base_seed + 7777
-    bench = TimingBench(session, runtime, timing_cases(runtime, config), seed, 1 if single_calls else MAX_WINDOW_CALLS)
+    """One timed series; a new :class:`TimingBench`, so a retried series draws new contents (class 2)."""
+    bench = TimingBench(session, runtime, timing_cases(runtime, seeds), 1 if single_calls else MAX_WINDOW_CALLS)
     threads = session.process.thread_count()
     rule = StopRule(
         min_trials=config.min_trials,
@@ -384,12 +472,25 @@ def _time_series(
     detail = {
         "calibration": asdict(calibration),
         "claimed_stream_ms": statistics.median(samples.inner_ms),
+        "claimed_tail_ms": claimed_tail_ms(samples.claims, bench.width),
         "stream_excess_ms": hidden_work_ms(samples.event_ms, samples.inner_ms),
         "host_timing": asdict(TimingStats.from_samples(samples.host_ms, samples.host_ms, stop=samples.stop)),
         "window_calls": bench.width,
         "claimed_host_us": median_phases(samples.claims),
     }
     return stats, detail
+
+
+def claimed_tail_ms(claims: list[dict[str, Any]], width: int) -> float:
+    """Per call, the median of what the candidate process waited for after its stream's last event."""
+    tails = [float(c["host_us"].get("tail", 0.0)) for c in claims if isinstance(c.get("host_us"), dict)]
+    return statistics.median(tails) / 1e3 / max(1, width) if tails else 0.0
+
+
+def _off_stream_tail(detail: dict[str, Any]) -> bool:
+    """Whether a real share of each call's work ran after the given stream was done (see time_candidate)."""
+    tail, stream = detail["claimed_tail_ms"], detail["claimed_stream_ms"]
+    return bool(tail > TAIL_SLACK_MS and tail > TAIL_SHARE * (tail + stream))
 
 
 def hidden_work_ms(judge_ms: list[float], stream_ms: list[float]) -> float:
@@ -413,6 +514,7 @@ def evaluate_candidate(
     config: EvalConfig,
     peaks: Peaks,
     flops: float | None,
+    seeds: CaseSeeds,
     incumbent: TimingStats | None = None,
 ) -> Judged:
     """Run the whole protocol for one shared object; never raises for candidate faults."""
@@ -428,20 +530,20 @@ def evaluate_candidate(
         result.phase_seconds["load"] = _lap(clock)
 
         clock = time.perf_counter()
-        _verify(session, runtime, verification_plan(runtime, config), result)
+        _verify(session, runtime, verification_plan(runtime, config, seeds), result)
         result.phase_seconds["verify"] = _lap(clock)
 
         clock = time.perf_counter()
-        result.timing, judged.judge = time_candidate(session, runtime, config, incumbent)
+        result.timing, judged.judge = time_candidate(session, runtime, config, seeds, incumbent)
         if "withheld" in judged.judge:
             result.warnings.append(judged.judge["withheld"])
         result.phase_seconds["time"] = _lap(clock)
 
         clock = time.perf_counter()
-        result.floor_ms = physical_floor_ms(timing_cases(runtime, config)[0], flops, peaks)
+        result.floor_ms = physical_floor_ms(timing_cases(runtime, seeds)[0], flops, peaks)
         if result.floor_ms and result.timing.median_ms < config.suspect_margin * result.floor_ms:
-            _recheck_suspect(session, runtime, config, judged)
-        _verify(session, runtime, [(config.base_seed + 97, 0, "native")], result)  # after timing, fresh seed
+            _recheck_suspect(session, runtime, config, seeds, judged)
+        _verify(session, runtime, [PlannedTrial(seeds.pair(), 0, "native")], result)  # after timing: a fresh mix
         result.phase_seconds["recheck"] = _lap(clock)
     except CandidateFailure as failure:
         result.status, result.message, judged.fatal = failure.status, failure.message, failure.fatal
@@ -458,12 +560,14 @@ def evaluate_candidate(
     return judged
 
 
-def _verify(
-    session: CandidateSession, runtime: TaskRuntime, plan: list[tuple[int, int, str]], result: EvalResult
-) -> None:
-    """Run the trials of ``plan`` in order, each added to ``result.verify``; the first failing one raises."""
-    for seed, shape_set, distribution in plan:
-        check = trial(session, runtime, runtime.case(seed, shape_set, distribution))
+def _verify(session: CandidateSession, runtime: TaskRuntime, plan: list[PlannedTrial], result: EvalResult) -> None:
+    """Run the trials of ``plan`` in order, each on fresh inputs (:func:`fresh_trial`), each added to
+    ``result.verify``; the first failing one raises."""
+    for planned in plan:
+        case = fresh_trial(runtime, planned)
+        check = trial(session, runtime, case)
+        seed, shape_set, distribution = case.seed, case.shape_set, case.distribution
+        del case  # the mix and its reference: one trial's worth of memory at a time
         trials = (*result.verify.trials, check) if result.verify is not None else (check,)
         result.verify = VerifyReport(passed=all(t.passed for t in trials), trials=trials)
         if not check.passed:
@@ -471,7 +575,9 @@ def _verify(
             raise CandidateFailure(EvalStatus.WRONG_ANSWER, f"wrong answer ({where}): {check.message}")
 
 
-def _recheck_suspect(session: CandidateSession, runtime: TaskRuntime, config: EvalConfig, judged: Judged) -> None:
+def _recheck_suspect(
+    session: CandidateSession, runtime: TaskRuntime, config: EvalConfig, seeds: CaseSeeds, judged: Judged
+) -> None:
     """Re-verify and re-time a candidate faster than the physics floor allows."""
     result = judged.result
     assert result.timing is not None and result.floor_ms is not None
@@ -480,10 +586,9 @@ def _recheck_suspect(session: CandidateSession, runtime: TaskRuntime, config: Ev
         f"suspect: {first:.4f} ms is below {config.suspect_margin:.0%} of the physical floor "
         f"{result.floor_ms:.4f} ms; re-verified with fresh inputs and re-timed"
     )
-    fresh = [(config.base_seed + 500 + i, 0, d) for i, d in enumerate(("normal", "uniform_pm1", "native"))]
-    _verify(session, runtime, fresh, result)
+    _verify(session, runtime, [PlannedTrial(seeds.pair(d), 0, d) for d in ("normal", "uniform_pm1", "native")], result)
     session.judge.recalibrate()  # the verdict rests on the calibration: take it again, under today's load
-    result.timing, judged.judge = time_candidate(session, runtime, config, single_calls=True)
+    result.timing, judged.judge = time_candidate(session, runtime, config, seeds, single_calls=True)
     floor = config.suspect_margin * result.floor_ms
     if result.timing.median_ms < floor:
         host = TimingStats(**judged.judge["host_timing"])

@@ -54,6 +54,7 @@ from optiml.evaluate.candidate_link import candidates_confined, isolation_note
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import (
     CandidateFailure,
+    CaseSeeds,
     Peaks,
     TimingBench,
     evaluate_candidate,
@@ -133,6 +134,7 @@ class Worker:
             raise NoCudaDevice("no CUDA device is visible to the worker")
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.runtimes: dict[str, TaskRuntime] = {}
+        self.case_seeds = CaseSeeds()  # the task's cases' seeds (one task at a time, as runtimes)
         self.references: dict[tuple[str, str], TimingStats] = {}
         self._bandwidth: float | None = None
         self.judge = Judge(self.device, Path.cwd())
@@ -157,8 +159,12 @@ class Worker:
         runtime = self.runtime(request["task"])
         config = EvalConfig.from_dict(request.get("config", {}))
         start = time.perf_counter()
-        notes = runtime.settle(config.base_seed)  # distributions used, tolerances adjusted (runtime.py)
-        case = runtime.case(config.base_seed)
+        seeds = self.case_seeds
+        for distribution in runtime.task.meta.distributions:  # their first cases settle which are usable
+            runtime.case(seeds.seed(distribution), 0, distribution)
+        runtime.measure_outputs(seeds.seed())  # low-information outputs (sensitivity.py)
+        notes = list(runtime.notes)  # distributions used, tolerances adjusted (runtime.py)
+        case = runtime.case(seeds.seed())
         modes = [m for m in REFERENCE_MODES if m in (*config.reference_modes, "eager_tf32")]
         references = {mode: asdict(self.reference_timing(runtime, mode, config)) for mode in modes}
         return {
@@ -189,6 +195,7 @@ class Worker:
             config,
             peaks,
             runtime.task.flops(0),
+            self.case_seeds,
             TimingStats(**incumbent) if incumbent else None,
         )
         judged.result.memory = runtime.memory_report()  # peak since reset_peak, against the footprint (memory.py)
@@ -217,11 +224,11 @@ class Worker:
         sessions: list[CandidateSession] = []
         try:
             benches = []
-            for index, path in enumerate(request["so"]):
+            for path in request["so"]:
                 session = CandidateSession(self.judge, self.judge.take_process(), deadline)
                 sessions.append(session)
                 session.load(path)
-                benches.append(TimingBench(session, runtime, timing_cases(runtime, config), config.base_seed + index))
+                benches.append(TimingBench(session, runtime, timing_cases(runtime, self.case_seeds)))
             samples: list[list[float]] = [[] for _ in benches]
             reference_samples: dict[str, list[float]] = {mode: [] for mode in references}
             for round_ in range(rounds):
@@ -250,6 +257,7 @@ class Worker:
             task: Task = load_task(task_path)
             self.judge.forget_buffers()
             self.runtimes = {task_path: TaskRuntime(task, str(self.device))}  # one task at a time in memory
+            self.case_seeds = CaseSeeds()  # drawn from OS entropy as the task's cases are built
             self.references = {k: v for k, v in self.references.items() if k[0] == task_path}
         return self.runtimes[task_path]
 
@@ -276,8 +284,8 @@ class Worker:
         if mode not in REFERENCE_MODES:
             raise ValueError(f"unknown reference mode {mode!r} ({', '.join(REFERENCE_MODES)})")
         calls: list[TimedCall] = []
-        for i in range(max(1, config.timing_inputs)):
-            case = runtime.case(config.base_seed + i)
+        for seed in self.case_seeds.pair():
+            case = runtime.case(seed)
             forward: Callable[..., Any] = torch.compile(case.model) if mode == "compile" else case.model
             calls.append((functools.partial(_run_reference, forward, case.args, stream), None, None))
         return calls
