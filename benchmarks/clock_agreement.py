@@ -5,7 +5,8 @@ use), then exported as KernelBench's ``ModelNew`` and measured in a fresh plain 
 back-to-back calls, beside eager and ``torch.compile`` in that process, and KernelBench's verdict).
 
 Kernels: the best of each task's run in a bench folder (``--bench DIR``: its ``bench.json`` names the run,
-its ``runs.db`` holds the kernel), else ``--kernel NAME=FILE.cu``, else the task's ``.naive.cu``.
+its ``runs.db`` holds the kernel), else ``--kernel NAME=FILE.cu``, else (``--template-root``) the planner's
+seed rendered on the CPU, else the task's ``.naive.cu``.
 The judge's evaluator is closed before the user's process starts, so each has the GPU to itself.
 
     export PYTHONPATH=$PWD/src
@@ -55,15 +56,31 @@ def bench_kernels(bench: Path) -> BenchKernels:
     return found
 
 
+def template_root(task: Task) -> KernelSource | None:
+    """The planner's own seed for ``task`` (its rule's variant and knobs), rendered on the CPU; None
+    where no template serves the task."""
+    from optiml.templates.kernels import template_kernels
+
+    try:
+        kernels = template_kernels(task)
+        return kernels.render(next(iter(kernels.seeds(1))))
+    except (OptimlError, StopIteration):
+        return None
+
+
 def kernel_for(
-    task: Task, path: Path, from_bench: BenchKernels, given: dict[str, Path]
+    task: Task, path: Path, from_bench: BenchKernels, given: dict[str, Path], templates: bool = False
 ) -> tuple[KernelSource | None, str, float | None, Path | None]:
-    """(kernel, where it came from, the bench's time for it, the store verifying it), or (None, why not, ...)."""
+    """(kernel, where it came from, the bench's time for it, the store verifying it), or (None, why not, ...).
+    ``templates``: the planner's seed comes before the task's ``.naive.cu`` (no search needed)."""
     if str(path.resolve()) in from_bench:
         kernel, bench_ms, store = from_bench[str(path.resolve())]
         return kernel, "bench run", bench_ms, store
     if task.name in given:
         return KernelSource.from_file(given[task.name]), str(given[task.name]), None, None
+    root = template_root(task) if templates else None
+    if root is not None:
+        return root, "template seed", None, None
     if task.naive_kernel_path:
         return KernelSource.from_file(task.naive_kernel_path), "naive kernel", None, None
     return None, "no verified kernel in the bench, no --kernel, no .naive.cu", None, None
@@ -141,6 +158,9 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile in the user's process")
     parser.add_argument("--op", action="store_true", help="also time the torch.library op export")
     parser.add_argument("--fresh", action="store_true", help="measure every task again (default: resume)")
+    parser.add_argument(
+        "--template-root", action="store_true", help="without a bench kernel, the planner's seed (before .naive.cu)"
+    )
     parser.add_argument("--commit", default=None, help="the commit to record (default: the checkout's HEAD)")
     args = parser.parse_args()
     commit = head_commit(args.commit)
@@ -158,7 +178,7 @@ def main() -> None:
         if str(path.resolve()) in done:
             continue
         task = load_task(path)
-        kernel, source, bench_ms, store = kernel_for(task, path, from_bench, given)
+        kernel, source, bench_ms, store = kernel_for(task, path, from_bench, given, args.template_root)
         row: dict[str, Any] = {"task": task.name, "file": str(path.resolve()), "kernel": source, "bench_ms": bench_ms}
         if kernel is not None:
             try:
