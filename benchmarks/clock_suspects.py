@@ -39,84 +39,10 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from optiml.evaluate import cudart  # noqa: E402
+from optiml.evaluate.candidate_process import VirtualMemory  # noqa: E402
 
 MIB = 1 << 20
 WARMUP = 2
-POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-
-
-class _Location(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-class _AllocFlags(ctypes.Structure):
-    _fields_ = [
-        ("compressionType", ctypes.c_ubyte),
-        ("gpuDirectRDMACapable", ctypes.c_ubyte),
-        ("usage", ctypes.c_ushort),
-        ("reserved", ctypes.c_ubyte * 4),
-    ]
-
-
-class _AllocProp(ctypes.Structure):
-    _fields_ = [
-        ("type", ctypes.c_int),
-        ("requestedHandleTypes", ctypes.c_int),
-        ("location", _Location),
-        ("win32HandleMetaData", ctypes.c_void_p),
-        ("allocFlags", _AllocFlags),
-    ]
-
-
-class _AccessDesc(ctypes.Structure):
-    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
-
-
-class _Driver:
-    def __init__(self) -> None:
-        self.lib = ctypes.CDLL("libcuda.so.1")
-
-    def check(self, name: str, *args: Any) -> None:
-        code = getattr(self.lib, name)(*args)
-        if code != 0:
-            raise RuntimeError(f"{name} failed: {code}")
-
-    def prop(self) -> _AllocProp:
-        prop = _AllocProp()
-        prop.type = 1  # pinned (device memory)
-        prop.requestedHandleTypes = POSIX_FD
-        prop.location = _Location(1, torch.cuda.current_device())
-        return prop
-
-    def granularity(self) -> int:
-        value = ctypes.c_size_t()
-        self.check("cuMemGetAllocationGranularity", ctypes.byref(value), ctypes.byref(self.prop()), 1)
-        return int(value.value)
-
-    def create(self, nbytes: int) -> tuple[int, int]:
-        handle = ctypes.c_uint64()
-        self.check("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(nbytes), ctypes.byref(self.prop()), 0)
-        return int(handle.value), self.map(int(handle.value), nbytes)
-
-    def export_fd(self, handle: int) -> int:
-        fd = ctypes.c_int()
-        self.check("cuMemExportToShareableHandle", ctypes.byref(fd), ctypes.c_uint64(handle), POSIX_FD, 0)
-        return int(fd.value)
-
-    def import_fd(self, fd: int, nbytes: int) -> int:
-        handle = ctypes.c_uint64()
-        self.check(
-            "cuMemImportFromShareableHandle", ctypes.byref(handle), ctypes.c_void_p(fd), POSIX_FD
-        )
-        return self.map(int(handle.value), nbytes)
-
-    def map(self, handle: int, nbytes: int) -> int:
-        ptr = ctypes.c_uint64()
-        self.check("cuMemAddressReserve", ctypes.byref(ptr), ctypes.c_size_t(nbytes), ctypes.c_size_t(0), 0, 0)
-        self.check("cuMemMap", ptr, ctypes.c_size_t(nbytes), ctypes.c_size_t(0), ctypes.c_uint64(handle), 0)
-        desc = _AccessDesc(_Location(1, torch.cuda.current_device()), 3)
-        self.check("cuMemSetAccess", ptr, ctypes.c_size_t(nbytes), ctypes.byref(desc), 1)
-        return int(ptr.value)
 
 
 class _IpcHandle(ctypes.Structure):
@@ -135,8 +61,9 @@ def pair(address: int, elements: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def flush_buffer() -> torch.Tensor:
-    return torch.empty(max(256 * MIB, 2 * torch.cuda.get_device_properties(0).L2_cache_size), dtype=torch.uint8,
-                       device="cuda")
+    return torch.empty(
+        max(256 * MIB, 2 * torch.cuda.get_device_properties(0).L2_cache_size), dtype=torch.uint8, device="cuda"
+    )
 
 
 def one_call(x: torch.Tensor, y: torch.Tensor, gather: torch.Tensor | None = None) -> float:
@@ -174,8 +101,9 @@ def load_library(path: str | None) -> None:
         _LIBRARY.append(KernelLibrary(path))
 
 
-def timed(x: torch.Tensor, y: torch.Tensor, flush: torch.Tensor, trials: int, gather: torch.Tensor | None = None
-          ) -> float:
+def timed(
+    x: torch.Tensor, y: torch.Tensor, flush: torch.Tensor, trials: int, gather: torch.Tensor | None = None
+) -> float:
     samples = []
     for index in range(trials + WARMUP):
         flush.zero_()
@@ -199,7 +127,7 @@ def child(sock_fd: int, so: str | None) -> int:
     sock = socket.socket(fileno=sock_fd)
     flush = flush_buffer()
     libcudart = ctypes.CDLL(cudart.library_path())
-    driver = _Driver()
+    driver = VirtualMemory(torch.cuda.current_device())
     tensors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     gathers: dict[int, torch.Tensor] = {}
     for line in sys.stdin:
@@ -227,14 +155,15 @@ def child(sock_fd: int, so: str | None) -> int:
             reply["address"] = int(ptr.value or 0)
         elif op == "map_vmm":
             _, fds, _, _ = socket.recv_fds(sock, 16, 1)
-            address = driver.import_fd(fds[0], int(request["bytes"]))
+            address = driver.import_fd(fds[0], int(request["bytes"]))[1]
             os.close(fds[0])
             tensors["vmm"] = pair(address, elements)
         elif op == "time":
             x, y = tensors[request["which"]]
             reply["ms"] = timed(x, y, flush, request["trials"])
-            reply["gather_ms"] = timed(x, y, flush, request["trials"],
-                                       gathers.setdefault(x.numel(), indices(x.numel())))
+            reply["gather_ms"] = timed(
+                x, y, flush, request["trials"], gathers.setdefault(x.numel(), indices(x.numel()))
+            )
         elif op == "call":
             if request.get("which"):
                 x, y = tensors[request["which"]]
@@ -254,7 +183,10 @@ class Child:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--child", str(theirs.fileno()), *([so] if so else [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(theirs.fileno(),), text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=(theirs.fileno(),),
+            text=True,
         )
         theirs.close()
 
@@ -277,8 +209,9 @@ class Child:
         self.proc.wait(timeout=60)
 
 
-def pingpong(child_: Child, which: str, x: torch.Tensor, y: torch.Tensor, flush: torch.Tensor, trials: int,
-             rewrite: bool) -> dict[str, float]:
+def pingpong(
+    child_: Child, which: str, x: torch.Tensor, y: torch.Tensor, flush: torch.Tensor, trials: int, rewrite: bool
+) -> dict[str, float]:
     stream = torch.cuda.current_stream()
 
     def window(name: str | None) -> tuple[float, float]:
@@ -303,7 +236,7 @@ def pingpong(child_: Child, which: str, x: torch.Tensor, y: torch.Tensor, flush:
     }
 
 
-def measure(size_mib: int, trials: int, child_: Child, driver: _Driver) -> dict[str, Any]:
+def measure(size_mib: int, trials: int, child_: Child, driver: VirtualMemory) -> dict[str, Any]:
     elements = size_mib * MIB // 4
     flush = flush_buffer()
     out: dict[str, Any] = {"size_mib": size_mib}
@@ -328,8 +261,7 @@ def measure(size_mib: int, trials: int, child_: Child, driver: _Driver) -> dict[
     out["pingpong_ipc_no_rewrite"] = pingpong(child_, "ipc", bx, by, flush, trials, rewrite=False)
     out["owner_block_after"] = timed(bx, by, flush, trials)
 
-    granularity = driver.granularity()
-    nbytes = -(-2 * elements * 4 // granularity) * granularity
+    nbytes = driver.rounded(2 * elements * 4)
     handle, vaddr = driver.create(nbytes)
     vx, vy = pair(vaddr, elements)
     vx.uniform_()
@@ -341,7 +273,7 @@ def measure(size_mib: int, trials: int, child_: Child, driver: _Driver) -> dict[
     vmm = child_.ask(op="time", which="vmm", trials=trials)
     out["child_vmm"], out["gather_child_vmm"] = vmm["ms"], vmm["gather_ms"]
     out["pingpong_vmm"] = pingpong(child_, "vmm", vx, vy, flush, trials, rewrite=True)
-    out["granularity"] = granularity
+    out["granularity"] = driver.rounded(1)
     child_.ask(op="unmap")
     # the block and the VMM mapping stay mapped until this process exits (a probe: a few GB, freed then)
     cudart.free(address)
@@ -362,7 +294,7 @@ def main() -> int:
     args = parser.parse_args()
     torch.zeros(1, device="cuda")
     load_library(args.so)
-    driver = _Driver()
+    driver = VirtualMemory(torch.cuda.current_device())
     child_ = Child(args.so)
     rows = []
     try:
