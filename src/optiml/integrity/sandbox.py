@@ -45,6 +45,9 @@ client's wall-clock timeout, this is the backstop.
 
 Under a pid namespace the worker runs as a child of an init process, so a worker killed by
 signal N is reported as exit status 128 + N; :meth:`WorkerLaunch.describe_exit` decodes both forms.
+
+Inside the worker, each candidate process gets a sandbox of its own — its own pid, network, IPC and
+mount namespaces and a view of only what it needs: :mod:`optiml.integrity.candidate_sandbox`.
 """
 
 from __future__ import annotations
