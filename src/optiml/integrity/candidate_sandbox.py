@@ -12,7 +12,8 @@ The judge (inside its own sandbox, :mod:`optiml.integrity.sandbox`) starts every
 * **Its own filesystem view** (:func:`candidate_view`): the system's libraries (``/usr``, ``/lib*``,
   ``/bin``), Python's standard library, the shim (``candidate_process.py`` alone, not the package),
   ``libcudart``, the driver's libraries, ``/dev/nvidia*`` (and on a GPU ``/sys`` and
-  ``/proc/driver/nvidia``, which hold no process's data), and its own directory ``DIR``: no user
+  ``/proc/driver/nvidia``, which hold no process's data, and the ``LD_LIBRARY_PATH`` folders, where
+  a task's libraries may be found), and its own directory ``DIR``: no user
   ``/tmp``, no home, no compile cache, no run store, no other kernel's files, no judge's folder.
 * **No network, its own SysV IPC.** CUDA IPC works across all of these (measured on the H200).
 
@@ -45,7 +46,8 @@ JAIL = Path(__file__).resolve().with_name("jail.py")
 _PROBE_TIMEOUT_S = 20.0
 #: what a GPU may read beyond device nodes and libraries: topology and driver parameters, no process data
 #: (optional: a nested user namespace may be refused a bind of them, and CUDA starts without them)
-GPU_SYSTEM_VIEW = ("?/sys", "?/proc/driver/nvidia")
+OPTIONAL = "?"  # jail.OPTIONAL: shown where it can be mounted, an empty folder where not
+GPU_SYSTEM_VIEW = (OPTIONAL + "/sys", OPTIONAL + "/proc/driver/nvidia")
 
 
 @dataclass(frozen=True)
@@ -92,15 +94,22 @@ def driver_libraries() -> list[str]:
     return sorted(folders)
 
 
+def library_path() -> list[str]:
+    """The folders of ``LD_LIBRARY_PATH``, where the loader finds a task's libraries (``-lcublas``: the
+    candidate's shared object has no run path) when ``ld.so.cache`` does not list them."""
+    return [folder for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if folder]
+
+
 def candidate_view(shim: str, cudart: str | None) -> tuple[str, ...]:
     """Every path a candidate process sees besides its own directory, read-only, without repeats."""
     paths = [*SYSTEM_VIEW, *python_view(), shim]
     if cudart is not None:
         paths += [cudart, *driver_libraries(), *sorted(glob.glob("/dev/nvidia*")), *GPU_SYSTEM_VIEW]
+        paths += [OPTIONAL + folder for folder in library_path() if os.path.isabs(folder)]
     kept: list[str] = []
     for listed in paths:
-        path = listed.removeprefix("?")
-        covered = any(path == k or path.startswith(k.removeprefix("?").rstrip("/") + "/") for k in kept)
+        path = listed.removeprefix(OPTIONAL)
+        covered = any(path == k or path.startswith(k.removeprefix(OPTIONAL).rstrip("/") + "/") for k in kept)
         if os.path.lexists(path) and not covered:
             kept.append(listed)
     return tuple(kept)
