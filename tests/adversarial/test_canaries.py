@@ -145,3 +145,37 @@ def test_canaries_reach_no_message_store_or_prompt(
         assert canary.encode() not in stored, canary
         assert canary.encode() not in prompt, canary
     assert b"[redacted]" in prompt  # the prompt was sent, with the crash message in it
+
+
+LEAK_CU = r"""
+#include "optiml.h"
+#include <cstdio>
+#include <cstdlib>
+static void dump(const char* path) {
+  FILE* f = fopen(path, "rb"); if (!f) { fprintf(stderr, "cannot read %s\n", path); return; }
+  int c; while ((c = fgetc(f)) != EOF) fputc(c == 0 ? '\n' : c, stderr); fclose(f);
+}
+extern "C" int optiml_forward(const optiml_tensor* i, int ni, optiml_tensor* o, int no, void* w, size_t wb,
+                              cudaStream_t s) {
+  dump(PLANTED); dump("/proc/1/environ"); dump("/proc/self/environ");
+  const char* key = getenv("OPTIML_LLM_API_KEY");
+  fprintf(stderr, "key: %s\n", key ? key : "(none)"); fflush(stderr); abort();
+}
+"""
+
+
+@pytest.mark.gpu
+def test_canaries_do_not_leave_a_gpu_evaluation(planted: dict[str, Path]) -> None:
+    """The same on a GPU, through the Evaluator and the sandboxed worker: the candidate prints what it can
+    reach (a planted environ file, /proc, its environment) into its crash message."""
+    from optiml.evaluate.config import EvalConfig as Config
+    from optiml.evaluate.evaluator import Evaluator
+
+    task = load_task(Path(__file__).resolve().parent / "tasks" / "axpy.py")
+    kernel = KernelSource(LEAK_CU, flags=(f'-DPLANTED="{planted["root"] / "environ"}"',))
+    with Evaluator(task, Config(screen=False)) as evaluator:
+        result = evaluator.evaluate(kernel)
+    assert result.status is EvalStatus.CRASH, result.message
+    shown = json.dumps(result.to_dict())
+    for canary in CANARIES:
+        assert canary not in shown, canary
