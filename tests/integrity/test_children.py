@@ -146,3 +146,35 @@ def test_descendants_and_their_memory_are_found_through_proc(tmp_path: Path) -> 
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_ctrl_c_during_check_task_ends_the_command_and_its_check_process(tmp_path: Path) -> None:
+    task = tmp_path / "slow_task.py"
+    task.write_text(
+        "import time\nimport torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        time.sleep(120)\n        return x\n\n\n"
+        "def get_inputs():\n    return [torch.rand(4)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    argv = [sys.executable, "-m", "optiml.cli", "check-task", str(task)]
+    proc = _start_in_terminal_group(argv, dict(os.environ), tmp_path / "log.txt")
+    try:
+        deadline = time.monotonic() + 120
+        checking: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None and not checking:
+            checking = [pid for pid in descendants(proc.pid) if "task_check" in _command_line(pid)]
+            time.sleep(0.1)
+        assert checking, (tmp_path / "log.txt").read_text()[-2000:]
+        time.sleep(3)  # the check is in forward's sleep by now
+        started = descendants(proc.pid)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=10)
+        took = time.monotonic() - sent
+        while any(_alive(pid) for pid in started) and time.monotonic() - sent < 2.0:
+            time.sleep(0.05)
+        left = [_command_line(pid)[:120] for pid in started if _alive(pid)]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code == 130 and took <= 2.0, f"exit {code} after {took:.2f} s"
+    assert not left, f"still running 2 s after SIGINT: {left}"

@@ -301,4 +301,14 @@ def llm_overrides(
 
 
 def main() -> None:
-    app()
+    """The ``optiml`` program. After Ctrl-C (exit 130, every child already ended) it leaves at once: the
+    interpreter's teardown with torch loaded took another second or more."""
+    try:
+        app()
+    except SystemExit as exc:
+        if exc.code == 130:
+            end_all()  # again: a command that caught Ctrl-C itself (a search, a bench) did not end them
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise

@@ -28,6 +28,7 @@ from optiml.cli.app import (
     write_output,
 )
 from optiml.cli.preflight import require_gpu, require_nvcc, require_task_and_kernel, require_task_file
+from optiml.cli.views.waiting import waiting
 from optiml.errors import NoGPUError, OptimlError, StoreError
 
 COMPILE_ONLY_HINT = "`optiml eval --compile-only` checks compilation and ptxas resources without one"
@@ -68,7 +69,6 @@ def check_task_cmd(
     if not (timeout > 0 and math.isfinite(timeout)):
         raise OptimlError(f"--timeout must be a positive number of seconds, got {timeout:g}")
     limit = parse_size(max_bytes)
-    from optiml.cli.views.waiting import waiting
     from optiml.generate.task_check import validate_task_file
 
     with waiting(err_console, f"checking {task} on the CPU, in a process of its own (--timeout {timeout:g} s)"):
@@ -140,14 +140,17 @@ def eval_cmd(
     from optiml.session import SessionOptions, check_compiles, eval_config, make_evaluator
     from optiml.task import load_task
 
-    loaded = load_task(task)
+    with waiting(err_console, f"loading {task}"):
+        loaded = load_task(task)
     if compile_only:
-        result = check_compiles(loaded, source, arch, screen=not no_screen)
+        with waiting(err_console, f"screening and compiling {kernel}"):
+            result = check_compiles(loaded, source, arch, screen=not no_screen)
     else:
         options = SessionOptions(arch=arch, torch_compile=torch_compile)
         config = eval_config(options, seeds=seeds, screen=not no_screen)
         try:
-            with make_evaluator(loaded, options, config) as evaluator:
+            what = f"compiling {kernel}, then verifying and timing it and the reference on the GPU"
+            with waiting(err_console, what), make_evaluator(loaded, options, config) as evaluator:
                 result = evaluator.evaluate(source)
         except NoGPUError as exc:
             raise NoGPUError(f"{exc}; {COMPILE_ONLY_HINT}") from exc
@@ -182,8 +185,10 @@ def profile_cmd(
     from optiml.session import SessionOptions, make_evaluator, make_profiler
     from optiml.task import load_task
 
-    loaded = load_task(task)
-    with make_evaluator(loaded, SessionOptions(arch=arch)) as evaluator:
+    with waiting(err_console, f"loading {task}"):
+        loaded = load_task(task)
+    what = f"compiling, verifying and timing {kernel}, then profiling it with Nsight Compute"
+    with waiting(err_console, what), make_evaluator(loaded, SessionOptions(arch=arch)) as evaluator:
         result = evaluator.evaluate(source)
         report = make_profiler(loaded, evaluator, ProfileConfig(raw_dir=raw_dir)).report(source, result)
     if as_json:

@@ -22,6 +22,7 @@ from optiml.cli.app import (
     reports_errors,
 )
 from optiml.cli.preflight import require_gpu, require_nvcc, require_task_file
+from optiml.cli.views.waiting import llm_where, retries_note, waiting
 from optiml.errors import ConfigError, OptimlError
 
 NO_GPU_ONLY = "run on a GPU machine (`optiml doctor` shows what this one offers)"
@@ -189,7 +190,8 @@ def generate_cmd(
             task = validate_task_file(reference).task
         else:
             path = task_out or Path(_slug(request) + ".py")
-            generate_task_from_request(request, client, path, config, generation_store)
+            with waiting(console, f"waiting for the LLM ({llm_where(client)}) to write the task", retries_note(client)):
+                generate_task_from_request(request, client, path, config, generation_store)
             if yes:
                 console.print(Syntax(path.read_text(encoding="utf-8"), "python", line_numbers=True))
                 task = validate_task_file(path).task
@@ -199,11 +201,18 @@ def generate_cmd(
                     err_console.print(f"task rejected; the draft stays at {path}")
                     raise typer.Exit(1)
                 task = accepted
+        checked = "compiling" if no_verify else "verifying"
+        shown = waiting(
+            console, f"generating kernels with the LLM ({llm_where(client)}), {checked} them", retries_note(client)
+        )
         if no_verify:
             compile_only = CompileOnly(make_compiler(task))
-            outcome = generate_root(task, client, compile_only, replace(config, max_repairs=0), store=generation_store)
+            with shown:
+                outcome = generate_root(
+                    task, client, compile_only, replace(config, max_repairs=0), store=generation_store
+                )
         else:
-            with make_evaluator(task, SessionOptions()) as evaluator:
+            with make_evaluator(task, SessionOptions()) as evaluator, shown:
                 outcome = generate_root(task, client, evaluator, config, store=generation_store)
     finally:
         client.close()
@@ -253,7 +262,8 @@ def adapt_cmd(
     client = _llm_client_for(llm_model, llm_base_url, store)
     try:
         require_cuda(no_verify_flag=False)  # a GPU device but no working CUDA: said before any paid call
-        with make_evaluator(loaded, SessionOptions()) as evaluator:
+        what = f"adapting the kernel with the LLM ({llm_where(client)}) and verifying it"
+        with make_evaluator(loaded, SessionOptions()) as evaluator, waiting(console, what, retries_note(client)):
             outcome = adapt_kernel(
                 source, loaded, client, evaluator, load_generation_config(), store=GenerationStore(store)
             )

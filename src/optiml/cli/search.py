@@ -46,6 +46,7 @@ from optiml.cli.preflight import (
     require_task_and_kernel,
     require_task_file,
 )
+from optiml.cli.views.waiting import llm_where, retries_note, waiting
 from optiml.errors import OptimlError, StoreError
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def propose_cmd(
     from optiml.propose.output import write_proposals
     from optiml.session import SessionOptions, llm_config, make_llm_client
     from optiml.task import load_task
+    from optiml.values import EvalStatus
 
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
@@ -103,9 +105,16 @@ def propose_cmd(
         config.require_configured()
         client = make_llm_client(config, store)  # refuses a budget it cannot enforce, before any work
         context = _with_evidence(context)  # what the LLM is told about the current kernel and the GPU
+    elif proposer in ("heuristic", "offline"):
+        context = _with_compile_check(context)  # an edit of a kernel that does not build is of no use
     try:
         chosen = make_proposer(proposer, seed=seed, client=client)
-        proposals = chosen.propose(context, count)
+        if client is not None:
+            what = f"waiting for the LLM ({llm_where(client)}) to propose {count} edits"
+            with waiting(console, what, retries_note(client)):
+                proposals = chosen.propose(context, count)
+        else:
+            proposals = chosen.propose(context, count)
     finally:
         if client is not None:
             client.close()
@@ -124,6 +133,8 @@ def propose_cmd(
         console.print(_usage_line(client), highlight=False)
     if usable == 0:
         why = ""
+        if context.result is not None and context.result.status in (EvalStatus.COMPILE_ERROR, EvalStatus.REJECTED):
+            why = f": {kernel} does not build; `optiml eval {task} {kernel} --compile-only` shows why"
         if not proposals and proposer == "structural":
             from optiml.propose.structural import read_marker
 
@@ -135,6 +146,24 @@ def propose_cmd(
             )
         err_console.print(f"[red]error:[/red] no usable proposal{escape(why)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def _with_compile_check(context: ProposalContext) -> ProposalContext:
+    """The context with the current kernel compiled (no GPU needed), so the heuristic proposer knows whether it
+    builds; unchanged, with a note, where there is no nvcc."""
+    from dataclasses import replace
+
+    from optiml.session import check_compiles
+
+    try:
+        with waiting(console, "compiling the current kernel (edits of a kernel that does not build are of no use)"):
+            result = check_compiles(context.task, context.kernel)
+    except OptimlError as exc:  # no nvcc: the proposals stand, unchecked
+        err_console.print(f"[yellow]the current kernel was not compiled[/yellow]: {escape(str(exc))}", highlight=False)
+        return context
+    if not result.ok:
+        err_console.print(f"[red]the current kernel does not build[/red]: {escape(result.feedback())}", highlight=False)
+    return replace(context, result=result)
 
 
 def _usage_line(client: LLMClient) -> str:
@@ -163,12 +192,12 @@ def _with_evidence(context: ProposalContext) -> ProposalContext:
     except OptimlError as exc:  # no nvcc: the LLM still gets the kernel, without compile evidence
         err_console.print(f"[yellow]no compile evidence for the LLM[/yellow]: {exc}", highlight=False)
         return replace(context, target=probe_target(DEFAULT_ARCH))
-    with console.status("compiling the current kernel (its ptxas resources go to the LLM)"):
+    with waiting(console, "compiling the current kernel (its ptxas resources go to the LLM)"):
         result = compile_check(context.task, context.kernel, compiler)
     target = probe_target(compiler.arch)
     if result.ok and target.sm_count is not None:  # a GPU is visible: verify and time it as well
         try:
-            status = console.status("verifying and timing the current kernel on the GPU")
+            status = waiting(console, "verifying and timing the current kernel on the GPU")
             with status, make_evaluator(context.task, SessionOptions(), compiler=compiler) as evaluator:
                 result = evaluator.evaluate(context.kernel)
                 if evaluator.facts is not None:

@@ -44,6 +44,7 @@ attempt's thread ends by itself when its socket times out (``timeout_s``).
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -435,7 +436,13 @@ class LLMClient:
                     raise self._give_up(failures, deadline=True) from None
                 with self._lock:
                     self._retries += 1
-                log.warning("%s; retry %d of %d in %.1f s", self.config.redact(str(exc)), attempt, attempts - 1, delay)
+                log.warning(
+                    "%s; retry %d of at most %d in %.1f s",
+                    self.config.redact(str(exc)),
+                    attempt,
+                    attempt - 1 + self._retries_left(attempts - attempt, deadline - time.monotonic() - delay),
+                    delay,
+                )
                 self._pause(delay)
                 continue
             except BaseException:
@@ -444,6 +451,11 @@ class LLMClient:
             self._account_api_call(response)
             return response
         raise self._give_up(failures)
+
+    def _retries_left(self, allowed: int, seconds: float) -> int:
+        """How many of ``allowed`` retries can still start in ``seconds`` before the request's deadline, each
+        attempt taking up to ``timeout_s`` (the one about to start is counted: at least 1)."""
+        return max(1, min(allowed, math.ceil(seconds / self.config.timeout_s)))
 
     def _call_provider(self, request: LLMRequest, deadline: float) -> LLMResponse:
         """`provider.complete` in a daemon thread; the caller waits in short steps for the answer,

@@ -136,8 +136,12 @@ class HeuristicProposer:
         return list(unique.values())
 
     def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
+        """Up to ``n`` proposals, the moves best fitting the evidence first. Where the current kernel is known not
+        to compile (or was rejected by screening), each proposal carries that as its error: a knob or a flag
+        changed in a kernel that does not build yields one that does not build either."""
         if n <= 0:
             return []
+        broken = _not_buildable(context.result)
         detected = bottleneck_signals(context.diagnosis_text, context.result, context.diagnosis)
         rng = random.Random(f"{self.seed}:{context.kernel.digest}")
         scored = []
@@ -153,7 +157,7 @@ class HeuristicProposer:
             )
             _score, move = scored.pop(best)
             used[move.family] = used.get(move.family, 0) + 1
-            chosen.append(Proposal(edit=self._with_evidence(move, detected), kernel=move.kernel))
+            chosen.append(Proposal(edit=self._with_evidence(move, detected), kernel=move.kernel, error=broken))
         return chosen
 
     def _knob_moves(self, kernel: KernelSource, seen: set[str]) -> list[Move]:
@@ -279,3 +283,13 @@ def _same_idea(a: Edit, b: Edit) -> bool:
     if a.kind == "knob" or b.kind == "knob":
         return a.kind == b.kind and a.payload.split("=", 1)[0] == b.payload.split("=", 1)[0]
     return a.category == b.category
+
+
+def _not_buildable(result: EvalResult | None) -> str | None:
+    """Why an edit of the kernel evaluated as ``result`` cannot be used (None: nothing known against it)."""
+    if result is None or result.status not in (EvalStatus.COMPILE_ERROR, EvalStatus.REJECTED):
+        return None
+    if result.status is EvalStatus.REJECTED:  # its message: "rejected by screening: <rule>"
+        return f"the kernel it edits was {(result.message or 'rejected by screening').splitlines()[0][:200]}"
+    first = result.compile.error_summary(limit=1) if result.compile is not None else result.message
+    return f"the kernel it edits does not compile ({(first or 'no message').splitlines()[0][:200]})"

@@ -6,9 +6,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from optiml.llm import LLMClient
 
 
 @contextlib.contextmanager
@@ -33,3 +37,23 @@ def waiting(console: Console, what: str, detail: Callable[[], str] | None = None
         finally:
             done.set()
             ticker.join()
+
+
+def llm_where(client: LLMClient) -> str:
+    """``model at host``: which LLM a wait is for (the URL without credentials)."""
+    from optiml.llm.config import redact_url
+
+    return f"{client.config.model} at {redact_url(client.config.effective_base_url)}"
+
+
+def retries_note(client: LLMClient) -> Callable[[], str]:
+    """The note a wait on ``client`` shows: its retries so far (the deadline bounds how many are left)."""
+
+    def note() -> str:
+        retries = client.usage.retries
+        if not retries:
+            return ""
+        deadline = client.config.deadline_s
+        return f"{retries} retr{'y' if retries == 1 else 'ies'} so far, within the {deadline:g} s deadline per request"
+
+    return note
