@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from llm_servers import OpenAIServer, slow
 
+from llm_servers import OpenAIServer, slow
 from optiml.llm import ChatMessage, LLMClient, LLMUnavailable
 
 
