@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from optiml.evaluate.checks import CHUNK_ELEMENTS, chunks
+
 #: perturbations, each a distribution name verification can use (native inputs, then perturbed)
 PERTURBATIONS = ("outliers", "row_shift", "row_scale")
 #: an output is low-information when the forward's floating inputs hold this many times more values
@@ -99,8 +101,12 @@ def perturb(args: Sequence[Any], kind: str, seed: int) -> list[Any]:
 
 
 def _rms(x: torch.Tensor) -> float:
-    value = float(x.double().square().mean().sqrt().item())
-    return value if value > 0 and value == value else 1.0
+    """RMS of ``x`` (1 where it is 0 or not finite), summed in float64 chunk by chunk: no full-size copy."""
+    flat, total = x.reshape(-1), 0.0
+    for lo, hi in chunks(flat.numel(), CHUNK_ELEMENTS):
+        total += float(flat[lo:hi].float().square().sum(dtype=torch.float64).item())
+    value = (total / max(1, flat.numel())) ** 0.5
+    return value if 0 < value < float("inf") else 1.0
 
 
 def _outliers(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
