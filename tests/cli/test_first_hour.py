@@ -158,3 +158,59 @@ def test_a_full_check_out_of_memory_says_so(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "ran out of memory checking the task at full size" in result.output
     assert "DefaultCPUAllocator" not in result.output and "get_inputs() failed" not in result.output
+
+
+BROKEN = r"""
+#include "optiml.h"
+#define BLOCK 256
+__global__ void k(const float* x, float* y, long n) {
+  long i = blockIdx.x * BLOCK + threadIdx.x; if (i < n) y[i] = x[i] * undefined_thing; }
+extern "C" OPTIML_EXPORT int optiml_forward(const optiml_tensor* in, int n_in, optiml_tensor* out, int n_out,
+                                            void* ws, size_t wsb, cudaStream_t s) {
+  long n = 1; for (int d = 0; d < out[0].ndim; ++d) n *= out[0].shape[d];
+  k<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, s>>>((const float*)in[0].data, (float*)out[0].data, n); return 0; }
+"""
+
+
+@pytest.mark.nvcc
+def test_proposals_for_a_kernel_that_does_not_compile_are_not_usable(tmp_path: Path, kernel_cache: Path) -> None:
+    kernel = tmp_path / "broken.cu"
+    kernel.write_text(BROKEN)
+    result = runner.invoke(app, ["propose", str(TASKS / "silu.py"), str(kernel), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert "0 of 4 proposals usable" in result.output
+    assert "does not compile" in result.output and "undefined_thing" in result.output
+    assert f"no usable proposal: {kernel} does not build" in result.output
+
+
+def _without_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("OPTIML_LLM_") or name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            monkeypatch.delenv(name)
+
+
+def test_the_no_llm_hint_says_a_local_server_needs_a_model_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_llm(monkeypatch)
+    result = runner.invoke(app, ["generate", "row softmax"])
+    assert result.exit_code == 2
+    assert "OPTIML_LLM_BASE_URL=http://127.0.0.1:8000/v1 and OPTIML_LLM_MODEL" in result.output
+
+
+def test_generate_no_verify_without_an_llm_says_it_needs_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_llm(monkeypatch)
+    result = runner.invoke(app, ["generate", "x", "--reference", str(TASKS / "silu.py"), "--no-verify"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --no-verify writes the LLM's candidate kernels: it needs an LLM")
+    assert "GPU" not in result.output
+
+
+def test_bench_tasks_selects_names_not_parts_of_names(tmp_path: Path) -> None:
+    from optiml.bench.suite import discover_suite
+
+    for name in ("silu", "silu_fp16", "swiglu_silu", "19_relu"):
+        (tmp_path / f"{name}.py").write_text("# a task\n")
+    assert [p.stem for p in discover_suite(str(tmp_path), "silu")] == ["silu"]
+    assert [p.stem for p in discover_suite(str(tmp_path), "relu,*fp16")] == ["19_relu", "silu_fp16"]
+    result = runner.invoke(app, ["bench", str(tmp_path), "--tasks", "swig"])
+    assert result.exit_code == 2
+    assert "no task is named 'swig' (names containing it: swiglu_silu; the glob '*swig*' selects them)" in result.output
