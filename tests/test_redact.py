@@ -51,7 +51,7 @@ class _Outer:
 
 
 def test_nested_values_are_copied_redacted() -> None:
-    value = _Outer([_Inner("key sk-abcdefghijklmnopqrstuvwx")], {"k": "TOKEN=abcdefgh123"})
+    value = _Outer([_Inner("key sk-abcdefghijklmnopqrstuvwx")], {"k": "TOKEN=abcdefgh1234567"})
     clean = redact_value(value, values=[])
     assert clean.items[0].text == f"key {REDACTED}" and clean.notes["k"] == f"TOKEN={REDACTED}"
     assert clean.count == 3 and value.items[0].text.startswith("key sk-")  # the original is untouched
@@ -62,3 +62,9 @@ def test_an_eval_result_keeps_its_status(monkeypatch: pytest.MonkeyPatch) -> Non
     result = EvalResult(status=EvalStatus.CRASH, message="died: canary-openai-555555", warnings=["ok"])
     clean = redact_value(result)
     assert clean.status is EvalStatus.CRASH and "canary-openai" not in clean.message and clean.warnings == ["ok"]
+
+
+def test_kernel_code_keeps_its_identifiers() -> None:
+    """A prompt carries the kernel: ``key``/``tokens`` variables are code, not secrets."""
+    code = "float key = x[blockIdx.x * blockDim.x];\nint tokens = blockDim.x * 4;\n#define KEY_MASK 0xffffffffu"
+    assert redact(code, values=[]) == code

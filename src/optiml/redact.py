@@ -45,11 +45,13 @@ _NOT_SECRET = re.compile(
     r"^OPTIML_LLM_(MODEL|PROVIDER|BASE_URL|MODE|BUDGET_USD|PRICE_\w+|PRICES_FILE|API_KEY_ENV|TIMEOUT\w*|\w*_S)$",
     re.IGNORECASE,
 )
-_NAME_CHARS = r"[A-Za-z0-9_.-]"
+#: ``NAME=value`` / ``"name": "value"`` with a secret-looking name: environment style (upper case, as in a
+#: dumped ``environ``) or a config key (``api_key``, ``access_token``, ``password``, ``secret``); code
+#: such as ``float key = x[i];`` keeps its lower-case identifiers, and values are at least 12 characters
 _ASSIGNMENT = re.compile(
-    rf"(?P<name>\b{_NAME_CHARS}*(?:KEY|TOKEN|SECRET|PASSW(?:OR)?D?|CREDENTIAL|AUTH\w*){_NAME_CHARS}*)"
-    r"(?P<sep>\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;|\x00]{4,})",
-    re.IGNORECASE,
+    r"(?P<name>\b[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSW(?:OR)?D?|CREDENTIAL|AUTH[A-Z]*)[A-Z0-9_]*"
+    r"|\b(?i:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd))"
+    r"(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;|\x00]{12,})",
 )
 _KEY_SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_-]{16,}"
