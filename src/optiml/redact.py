@@ -11,8 +11,9 @@ What is replaced by ``[redacted]``:
 * the *values* of secret-looking environment variables (:data:`SECRET_NAME`: ``*KEY*``,
   ``*TOKEN*``, ``*SECRET*``, ``*PASSW*``, ``OPTIML_LLM_*``, ``OPENAI_*``, …) of this process, and
   any value given to :func:`register_secret` (an ``api_key`` read from ``optiml.toml``);
-* ``NAME=value`` pairs whose name looks secret, whatever the value (an environment dumped from
-  another process, whose values this process never saw);
+* ``NAME=value`` pairs whose name looks secret — upper case, as in an environment dumped from
+  another process, whose values this process never saw, or a config key such as ``api_key`` — and
+  whose value has 12 characters or more (kernel code such as ``float key = x[i];`` stays);
 * well-known key shapes: ``sk-…`` (OpenAI, Anthropic, DeepSeek …), ``ghp_``/``github_pat_``,
   ``AKIA…`` (AWS), ``hf_…``, ``xox?-…`` (Slack), ``AIza…`` (Google), ``Bearer …`` and
   ``Authorization:`` values.
