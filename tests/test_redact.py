@@ -24,9 +24,9 @@ def test_registered_secrets_and_key_shapes(monkeypatch: pytest.MonkeyPatch) -> N
     register_secret("short")  # too short to search for: left alone
     text = redact(
         "a config-file-key-000111 b sk-abcdefghijklmnopqrstuvwx c ghp_abcdefghijklmnopqrstuvwxyz0123 "
-        "d AKIAABCDEFGHIJKLMNOP e Bearer abcdefghijklmnop f short"
+        "d AKIAABCDEFGHIJKLMNOP e Bearer abcdefghijklmnop g Authorization: Basic dXNlcjpwYXNzd29yZDEy f short"
     )
-    for secret in ("config-file-key", "sk-abcdef", "ghp_", "AKIAABCD", "abcdefghijklmnop"):
+    for secret in ("config-file-key", "sk-abcdef", "ghp_", "AKIAABCD", "abcdefghijklmnop", "dXNlcjpw"):
         assert secret not in text, text
     assert text.endswith("f short")
 

@@ -15,8 +15,8 @@ What is replaced by ``[redacted]``:
   another process, whose values this process never saw, or a config key such as ``api_key`` — and
   whose value has 12 characters or more (kernel code such as ``float key = x[i];`` stays);
 * well-known key shapes: ``sk-…`` (OpenAI, Anthropic, DeepSeek …), ``ghp_``/``github_pat_``,
-  ``AKIA…`` (AWS), ``hf_…``, ``xox?-…`` (Slack), ``AIza…`` (Google), ``Bearer …`` and
-  ``Authorization:`` values.
+  ``AKIA…`` (AWS), ``hf_…``, ``xox?-…`` (Slack), ``AIza…`` (Google), ``Bearer …`` and ``Basic …``
+  credentials.
 
 Values shorter than :data:`MIN_SECRET_CHARS` are not searched for (``1`` or ``true`` would
 redact half of every message). Standard library only: every layer imports this module.
@@ -51,7 +51,7 @@ _NOT_SECRET = re.compile(
 #: such as ``float key = x[i];`` keeps its lower-case identifiers, and values are at least 12 characters
 _ASSIGNMENT = re.compile(
     r"(?P<name>\b[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSW(?:OR)?D?|CREDENTIAL|AUTH[A-Z]*)[A-Z0-9_]*"
-    r"|\b(?i:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd))"
+    r"|\b(?i:api[_-]?key|access[_-]?token|auth[_-]?token|authorization|secret|password|passwd))"
     r"(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;|\x00]{12,})",
 )
 _KEY_SHAPES = re.compile(
@@ -61,7 +61,7 @@ _KEY_SHAPES = re.compile(
     r"|\bhf_[A-Za-z0-9]{20,}"
     r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"
     r"|\bAIza[0-9A-Za-z_-]{30,}"
-    r"|(?<=Bearer )[A-Za-z0-9._~+/=-]{12,}",
+    r"|(?<=Bearer )[A-Za-z0-9._~+/=-]{12,}|(?<=Basic )[A-Za-z0-9+/=]{12,}",
 )
 
 _lock = threading.Lock()
