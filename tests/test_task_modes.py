@@ -136,7 +136,7 @@ def test_a_random_module_is_refused_in_one_line_unless_the_mode_is_eval(
 def test_an_inactive_dropout_is_kept_in_training_mode(tmp_path: Path) -> None:
     init = "        self.drop = nn.Dropout(p=0.0)"
     notes = check_task(load_task(write(tmp_path, "p0", init=init, body="self.drop(self.bn(x))")))
-    assert any("Dropout active (p=0): drop" in n for n in notes), notes
+    assert any("Dropout p=0 in training mode: drop" in n for n in notes), notes
 
 
 def test_a_tf32_reference_runs_under_pytorch_s_defaults_and_restores_the_exact_state(tmp_path: Path) -> None:

@@ -272,14 +272,14 @@ def semantics_note(task: Task, model: torch.nn.Module) -> str:
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
             kind = f"BatchNorm on {'batch' if module.training else 'running'} statistics"
         elif isinstance(module, torch.nn.modules.dropout._DropoutNd):
-            kind = f"Dropout {'active' if module.training else 'off'} (p={module.p:g})"
+            kind = f"Dropout p={module.p:g} in {'training' if module.training else 'eval'} mode"
         else:
             continue
         groups.setdefault(kind, []).append(name or "Model")
     modules = "; ".join(f"{kind}: {_some(names)}" for kind, names in groups.items()) or "no BatchNorm or Dropout"
     mode = "train (as KernelBench runs it)" if task.meta.mode == "train" else "eval (model.eval())"
     precision = (
-        "exact fp32 (TF32 off)"
+        "exact (TF32 off, half GEMMs reduced in fp32)"
         if task.meta.precision == "exact"
         else "tf32 (PyTorch's defaults: cuDNN convolutions in TF32; candidates may use TF32)"
     )
