@@ -99,7 +99,8 @@ def init_kernel_cmd(
     from optiml.kernel.skeleton import render_skeleton
     from optiml.task import load_task
 
-    text = render_skeleton(load_task(task))
+    with waiting(err_console, f"loading {task}"):
+        text = render_skeleton(load_task(task))
     if output is None:
         sys.stdout.write(text)
         return
@@ -247,7 +248,8 @@ def export_cmd(
 
     check_request(ExportRequest(form, Path(), namespace, name, shape_set))  # before reading anything
     require_task_and_kernel(task, kernel)
-    loaded = load_task(task)
+    with waiting(err_console, f"loading {task}"):
+        loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     request = ExportRequest(form, out or default_output(loaded, form), namespace, name, shape_set)
     check_output(request.out, force=force)

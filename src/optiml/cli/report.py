@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from optiml.cli.app import DEFAULT_STORE, StoreOpt, app, check_output, console, reports_errors, write_output
+from optiml.cli.preflight import require_store_file
+from optiml.errors import StoreError
 
 
 @app.command("report")
@@ -28,12 +30,17 @@ def report_cmd(
     """Write one self-contained HTML report (opens from disk, no network): a run's task, search tree,
     best path with diffs, gains and profiler evidence, roofline and curves, failures, LLM calls and
     cost; or a bench's suite table and fast_p curves."""
-    from optiml.report import bench_file, load_bench_report, load_run_report, render_bench_html, render_run_html
-
     if out is not None:
         check_output(out)
     path = Path(target)
-    if path.is_dir() or path.suffix == ".json":
+    bench = path.is_dir() or path.suffix == ".json"
+    if not bench:  # before the report's imports (torch among them): a store that is not there
+        require_store_file(store)
+        if not store.exists():
+            raise StoreError(f"{store}: no run store yet (run `optiml optimize` first, or pass --store)")
+    from optiml.report import bench_file, load_bench_report, load_run_report, render_bench_html, render_run_html
+
+    if bench:
         source = bench_file(path)
         html_path = check_output(out or source.parent / "bench.html")
         html = render_bench_html(load_bench_report(source))

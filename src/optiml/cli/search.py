@@ -267,7 +267,8 @@ def optimize_cmd(
     from optiml.store import RunStore, new_run_id
     from optiml.task import load_task
 
-    loaded = load_task(task)
+    with waiting(console, f"loading {task}"):
+        loaded = load_task(task)
     target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
     run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
     devices = parse_gpus(gpus) if gpus is not None else ()
