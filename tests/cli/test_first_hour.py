@@ -214,3 +214,22 @@ def test_bench_tasks_selects_names_not_parts_of_names(tmp_path: Path) -> None:
     result = runner.invoke(app, ["bench", str(tmp_path), "--tasks", "swig"])
     assert result.exit_code == 2
     assert "no task is named 'swig' (names containing it: swiglu_silu; the glob '*swig*' selects them)" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check-task", str(TASKS / "silu.py")],  # the check runs in its own process: torch is imported there
+        ["eval", str(TASKS / "silu.naive.cu"), str(TASKS / "silu.py")],
+        ["propose", str(TASKS / "silu.py"), str(TASKS / "silu.naive.cu"), "--proposer", "magic"],
+    ],
+    ids=["check-task", "eval-swapped", "propose-bad-flag"],
+)
+def test_these_commands_never_import_torch_in_the_optiml_process(args: list[str]) -> None:
+    script = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom optiml.cli import app\n"
+        f"result = CliRunner().invoke(app, {args!r})\nprint(result.exit_code, 'torch' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    code, imported = run.stdout.split()
+    assert imported == "False", f"exit {code}: torch imported"
