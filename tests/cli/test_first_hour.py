@@ -233,3 +233,15 @@ def test_these_commands_never_import_torch_in_the_optiml_process(args: list[str]
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     code, imported = run.stdout.split()
     assert imported == "False", f"exit {code}: torch imported"
+
+
+@pytest.mark.nvcc
+def test_a_rejected_kernel_is_said_once_with_its_rule(tmp_path: Path, kernel_cache: Path) -> None:
+    kernel = tmp_path / "spawns.cu"
+    source = (TASKS / "silu.naive.cu").read_text()
+    kernel.write_text(source.replace('#include "optiml.h"', '#include "optiml.h"\n#include <cstdlib>\n'
+                                     'static int f() { return system("ls"); }', 1))  # fmt: skip
+    result = runner.invoke(app, ["eval", str(TASKS / "silu.py"), str(kernel), "--compile-only"])
+    assert result.exit_code == 1
+    line = next(line for line in result.output.splitlines() if line.startswith("screening"))
+    assert "rejected: [process-spawn] line" in line and "rejected by screening" not in line

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from optiml.task import Task
@@ -22,13 +23,14 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
     table.add_column()
     compiled = result.compile
     if result.status is EvalStatus.REJECTED:
-        table.add_row("screening", f"[red]rejected[/red]: {result.message}")
+        why = result.message.removeprefix("rejected by screening:").strip()  # the row says screening already
+        table.add_row("screening", f"[red]rejected[/red]: {escape(why)}")
     elif compiled is not None:
         cached = " (cached)" if compiled.cached else ""
         state = "[green]yes[/green]" if compiled.ok else "[red]no[/red]"
         table.add_row("compiled", f"{state} {compiled.seconds:.2f} s{cached}, {compiled.arch}")
         if not compiled.ok:
-            table.add_row("", compiled.error_summary())
+            table.add_row("", escape(compiled.error_summary()))
     if result.verify is not None:
         verdict = "[green]yes[/green]" if result.verify.passed else "[red]no[/red]"
         trials = len(result.verify.trials)
@@ -43,7 +45,7 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
         )
     compile_failed = compiled is not None and not compiled.ok
     if result.status not in (EvalStatus.OK, EvalStatus.REJECTED) and not compile_failed:
-        table.add_row("status", f"[red]{result.status.value}[/red]: {result.message}")
+        table.add_row("status", f"[red]{result.status.value}[/red]: {escape(result.message)}")
     if result.timing is not None:
         table.add_row("time", _fmt_time(result.timing))
     for mode, stats in result.reference.items():
@@ -55,18 +57,16 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
     if result.floor_ms:
         table.add_row("physical floor", f"{result.floor_ms:.4f} ms (bytes / copy bandwidth, flops / compute roof)")
     for note in result.task_notes:  # distributions used, tolerances adjusted, the floor's roofs
-        table.add_row("judged by", note)
+        table.add_row("judged by", escape(note))
     if result.memory.get("peak_bytes"):
         table.add_row("GPU memory", _memory(result.memory))
     if compiled is not None:
         for res in compiled.resources:
             spills = f", [yellow]spills {res.spill_stores}/{res.spill_loads} B[/yellow]" if res.spills else ""
-            table.add_row(
-                "resources",
-                f"{res.name}: {res.registers} regs, {res.shared_bytes} B smem, {res.stack_bytes} B stack{spills}",
-            )
+            usage = f"{res.registers} regs, {res.shared_bytes} B smem, {res.stack_bytes} B stack"
+            table.add_row("resources", f"{escape(res.name)}: {usage}{spills}")
     for warning in result.warnings:
-        table.add_row("[yellow]warning[/yellow]", warning)
+        table.add_row("[yellow]warning[/yellow]", escape(warning))
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phase_seconds.items())
     table.add_row("phases", phases)
     console.print(table)
