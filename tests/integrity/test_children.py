@@ -178,3 +178,50 @@ def test_ctrl_c_during_check_task_ends_the_command_and_its_check_process(tmp_pat
             os.killpg(proc.pid, signal.SIGKILL)
     assert code == 130 and took <= 2.0, f"exit {code} after {took:.2f} s"
     assert not left, f"still running 2 s after SIGINT: {left}"
+
+
+#: silu whose kernel spins for about 20 s on the GPU before it writes its output
+SPINNING = r"""
+#include "optiml.h"
+__global__ void spin_silu(const float* x, float* y, long n) {
+  long long start = clock64();
+  while (clock64() - start < 20LL * 1000 * 1000 * 1000) {}
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+extern "C" OPTIML_EXPORT int optiml_forward(const optiml_tensor* in, int n_in, optiml_tensor* out, int n_out,
+                                            void* ws, size_t wsb, cudaStream_t s) {
+  long n = 1; for (int d = 0; d < out[0].ndim; ++d) n *= out[0].shape[d];
+  spin_silu<<<(unsigned)((n + 255) / 256), 256, 0, s>>>((const float*)in[0].data, (float*)out[0].data, n);
+  return 0; }
+"""
+
+
+@pytest.mark.gpu
+def test_ctrl_c_during_a_gpu_evaluation_ends_the_judge_and_the_candidate_within_two_seconds(tmp_path: Path) -> None:
+    kernel = tmp_path / "spin.cu"
+    kernel.write_text(SPINNING)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "optiml.cli", "eval", str(ROOT / "tasks" / "silu.py"), str(kernel)]
+    proc = _start_in_terminal_group(argv, env, tmp_path / "log.txt")
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any("candidate_process" in _command_line(pid) for pid in descendants(proc.pid)):
+                break
+            time.sleep(0.1)
+        time.sleep(2.0)  # the candidate is spinning on the GPU
+        started = descendants(proc.pid)
+        assert started, (tmp_path / "log.txt").read_text()[-2000:]
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=30)
+        took = time.monotonic() - sent
+        while any(_alive(pid) for pid in started) and time.monotonic() - sent < 2.0:
+            time.sleep(0.05)
+        left = [_command_line(pid)[:120] for pid in started if _alive(pid)]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code == 130 and took <= 2.0, f"exit {code} after {took:.2f} s"
+    assert not left, f"still running 2 s after SIGINT: {left}"
