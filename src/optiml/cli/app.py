@@ -180,7 +180,10 @@ def reports_errors(func: F) -> F:
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             end_all()  # what the command started runs in groups of its own, which Ctrl-C does not reach
-            err_console.print("[yellow]interrupted[/yellow]")
+            if kwargs.get("as_json"):
+                print_error("interrupted", 130, True)
+            else:
+                err_console.print("[yellow]interrupted[/yellow]")
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
