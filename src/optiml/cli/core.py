@@ -96,10 +96,10 @@ def init_kernel_cmd(
     require_task_file(task)
     if output is not None:
         check_output(output, force=force)
-    from optiml.kernel.skeleton import render_skeleton
-    from optiml.task import load_task
+    with waiting(err_console, f"loading PyTorch and {task}"):
+        from optiml.kernel.skeleton import render_skeleton
+        from optiml.task import load_task
 
-    with waiting(err_console, f"loading {task}"):
         text = render_skeleton(load_task(task))
     if output is None:
         sys.stdout.write(text)
@@ -137,11 +137,11 @@ def eval_cmd(
     if not compile_only:
         require_gpu("evaluation", instead=COMPILE_ONLY_HINT)
     require_nvcc()
-    from optiml.cli.views.evaluation import eval_to_json, render_eval
-    from optiml.session import SessionOptions, check_compiles, eval_config, make_evaluator
-    from optiml.task import load_task
+    with waiting(err_console, f"loading PyTorch and {task}"):
+        from optiml.cli.views.evaluation import eval_to_json, render_eval
+        from optiml.session import SessionOptions, check_compiles, eval_config, make_evaluator
+        from optiml.task import load_task
 
-    with waiting(err_console, f"loading {task}"):
         loaded = load_task(task)
     if compile_only:
         with waiting(err_console, f"screening and compiling {kernel}"):
@@ -181,12 +181,12 @@ def profile_cmd(
     source = KernelSource.from_file(kernel)
     require_gpu("profiling", instead=COMPILE_ONLY_HINT)
     require_nvcc()
-    from optiml.cli.views.profile import render_report
-    from optiml.profile import ProfileConfig, report_to_json
-    from optiml.session import SessionOptions, make_evaluator, make_profiler
-    from optiml.task import load_task
+    with waiting(err_console, f"loading PyTorch and {task}"):
+        from optiml.cli.views.profile import render_report
+        from optiml.profile import ProfileConfig, report_to_json
+        from optiml.session import SessionOptions, make_evaluator, make_profiler
+        from optiml.task import load_task
 
-    with waiting(err_console, f"loading {task}"):
         loaded = load_task(task)
     what = f"compiling, verifying and timing {kernel}, then profiling it with Nsight Compute"
     with waiting(err_console, what), make_evaluator(loaded, SessionOptions(arch=arch)) as evaluator:
@@ -248,8 +248,7 @@ def export_cmd(
 
     check_request(ExportRequest(form, Path(), namespace, name, shape_set))  # before reading anything
     require_task_and_kernel(task, kernel)
-    with waiting(err_console, f"loading {task}"):
-        loaded = load_task(task)
+    loaded = load_task(task)
     source = KernelSource.from_file(kernel)
     request = ExportRequest(form, out or default_output(loaded, form), namespace, name, shape_set)
     check_output(request.out, force=force)
@@ -265,7 +264,8 @@ def export_cmd(
             f"for {loaded.shown}; verify it (`optiml optimize {loaded.shown} --kernel {kernel}`, with --store if "
             "you use another store) or pass --unverified to export it labelled UNVERIFIED"
         )
-    files, usage = render_export(request, loaded, source, verification, str(store))
+    with waiting(err_console, f"writing the export ({form})"):
+        files, usage = render_export(request, loaded, source, verification, str(store))
     for path, contents in files:
         if isinstance(contents, str):
             write_output(path, contents)

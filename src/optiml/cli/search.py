@@ -259,15 +259,15 @@ def optimize_cmd(
     require_store_file(store)
     require_gpu("a search", instead=COMPILE_ONLY_HINT)
     require_nvcc()
-    from optiml.cli.views.search import LiveView, render_summary
-    from optiml.kernel.source import KernelSource
-    from optiml.report.llm_spend import load_run_spend
-    from optiml.search import Budgets, SearchConfig, run_search
-    from optiml.session import SessionOptions, open_session
-    from optiml.store import RunStore, new_run_id
-    from optiml.task import load_task
+    with waiting(console, f"loading PyTorch and {task}"):
+        from optiml.cli.views.search import LiveView, render_summary
+        from optiml.kernel.source import KernelSource
+        from optiml.report.llm_spend import load_run_spend
+        from optiml.search import Budgets, SearchConfig, run_search
+        from optiml.session import SessionOptions, open_session
+        from optiml.store import RunStore, new_run_id
+        from optiml.task import load_task
 
-    with waiting(console, f"loading {task}"):
         loaded = load_task(task)
     target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
     run_id = new_run_id()  # known up front: the run's LLM calls (generation included) carry it
