@@ -261,6 +261,8 @@ class EvalResult:
             return "; ".join(parts)
         if self.ok and self.verify is None and self.compile is not None:  # a compile check (no GPU run)
             return f"compiles for {self.compile.arch}; not yet verified or timed (no run on a GPU)"
+        if self.message.startswith(self.status.value):  # "rejected by screening: …" says its status already
+            return self.message
         return f"{self.status.value}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -245,3 +245,12 @@ def test_a_rejected_kernel_is_said_once_with_its_rule(tmp_path: Path, kernel_cac
     assert result.exit_code == 1
     line = next(line for line in result.output.splitlines() if line.startswith("screening"))
     assert "rejected: [process-spawn] line" in line and "rejected by screening" not in line
+
+
+def test_feedback_names_a_status_once() -> None:
+    from optiml.values import EvalResult, EvalStatus
+
+    rejected = EvalResult(status=EvalStatus.REJECTED, message="rejected by screening: [process-spawn] line 3")
+    assert rejected.feedback() == "rejected by screening: [process-spawn] line 3"
+    crashed = EvalResult(status=EvalStatus.CRASH, message="killed by SIGSEGV")
+    assert crashed.feedback() == "crash: killed by SIGSEGV"
