@@ -9,6 +9,7 @@ import typer
 
 from optiml.cli.app import app, console, err_console, reports_errors, require_at_least, require_number
 from optiml.cli.gpus import parse_gpus
+from optiml.cli.views.waiting import waiting
 from optiml.errors import OptimlError
 
 
@@ -59,10 +60,11 @@ def bench_cmd(
         raise OptimlError(f"{target}: exists and is not a folder")
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from optiml.bench import BenchConfig, run_bench
-    from optiml.bench.metrics import suite_metrics
-    from optiml.bench.runner import REPORT, STATE
-    from optiml.cli.views.bench import bench_summary
+    with waiting(console, "loading PyTorch and the bench"):
+        from optiml.bench import BenchConfig, run_bench
+        from optiml.bench.metrics import suite_metrics
+        from optiml.bench.runner import REPORT, STATE
+        from optiml.cli.views.bench import bench_summary
 
     config = BenchConfig(
         evaluations=evaluations,

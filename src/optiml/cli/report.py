@@ -9,6 +9,7 @@ import typer
 
 from optiml.cli.app import DEFAULT_STORE, StoreOpt, app, check_output, console, reports_errors, write_output
 from optiml.cli.preflight import require_store_file
+from optiml.cli.views.waiting import waiting
 from optiml.errors import StoreError
 
 
@@ -38,7 +39,8 @@ def report_cmd(
         require_store_file(store)
         if not store.exists():
             raise StoreError(f"{store}: no run store yet (run `optiml optimize` first, or pass --store)")
-    from optiml.report import bench_file, load_bench_report, load_run_report, render_bench_html, render_run_html
+    with waiting(console, "loading the report's parts (PyTorch among them)"):
+        from optiml.report import bench_file, load_bench_report, load_run_report, render_bench_html, render_run_html
 
     if bench:
         source = bench_file(path)

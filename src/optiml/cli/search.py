@@ -80,13 +80,14 @@ def propose_cmd(
     if out.exists() and not out.is_dir():
         raise OptimlError(f"{out}: is a file; -o takes the folder to write the proposals into")
     require_task_and_kernel(task, kernel)
-    from optiml.kernel.source import KernelSource
-    from optiml.propose.base import ProposalContext
-    from optiml.propose.factory import make_proposer
-    from optiml.propose.output import write_proposals
-    from optiml.session import SessionOptions, llm_config, make_llm_client
-    from optiml.task import load_task
-    from optiml.values import EvalStatus
+    with waiting(console, "loading PyTorch and the proposers"):  # PyTorch comes with them: seconds
+        from optiml.kernel.source import KernelSource
+        from optiml.propose.base import ProposalContext
+        from optiml.propose.factory import make_proposer
+        from optiml.propose.output import write_proposals
+        from optiml.session import SessionOptions, llm_config, make_llm_client
+        from optiml.task import load_task
+        from optiml.values import EvalStatus
 
     loaded = load_task(task)
     source = KernelSource.from_file(kernel)
@@ -358,12 +359,13 @@ def resume_cmd(
     _require_store(store)  # opening a missing store would create an empty one
     require_gpu("a search", instead=COMPILE_ONLY_HINT)
     require_nvcc()
-    from optiml.cli.views.search import LiveView, render_summary
-    from optiml.report.llm_spend import load_run_spend
-    from optiml.search import Budgets, SearchConfig, resume_search
-    from optiml.session import SessionOptions, open_session
-    from optiml.store import RunStore
-    from optiml.task import load_task
+    with waiting(console, "loading PyTorch and the search"):  # PyTorch comes with them: seconds
+        from optiml.cli.views.search import LiveView, render_summary
+        from optiml.report.llm_spend import load_run_spend
+        from optiml.search import Budgets, SearchConfig, resume_search
+        from optiml.session import SessionOptions, open_session
+        from optiml.store import RunStore
+        from optiml.task import load_task
 
     with RunStore(store) as run_store:
         run = run_store.get_run(run_id)
@@ -414,9 +416,10 @@ def resume_cmd(
 def runs_cmd(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the runs in the store."""
     _require_store(store)
-    from optiml.cli.views.runs import render_runs
-    from optiml.search import list_runs
-    from optiml.store import RunStore
+    with waiting(console, "loading the run store's reader"):  # PyTorch comes with them: seconds
+        from optiml.cli.views.runs import render_runs
+        from optiml.search import list_runs
+        from optiml.store import RunStore
 
     with RunStore(store) as run_store:
         runs = list_runs(run_store)
@@ -442,10 +445,11 @@ def show_cmd(
     if kernel_out is not None:
         check_output(kernel_out)
     _require_store(store)
-    from optiml.cli.views.runs import render_run_path
-    from optiml.report.llm_spend import load_run_spend
-    from optiml.search import best_path
-    from optiml.store import RunStore
+    with waiting(console, "loading the run store's reader"):  # PyTorch comes with them: seconds
+        from optiml.cli.views.runs import render_run_path
+        from optiml.report.llm_spend import load_run_spend
+        from optiml.search import best_path
+        from optiml.store import RunStore
 
     with RunStore(store) as run_store:
         path = best_path(run_store, run_id)
