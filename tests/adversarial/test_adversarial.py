@@ -186,8 +186,10 @@ CASES: tuple[Case, ...] = (
         "axpy",
         "host code patches the candidate process to reply before its kernel finishes",
         None,
-        (WRONG, OK),
-        (*WRONG_PHRASES, "still running"),
+        # its patched claim (0.001 ms on its stream) against the judge's 3.5 ms convicts it (H200, 2026-12-04);
+        # a verdict of ok must still show the whole kernel's time
+        (WRONG, OK, INTEGRITY),
+        (*WRONG_PHRASES, "still running", "outside the given stream"),
         counted_ms=2.5,
     ),
     # -- class 3: state carried between timed calls ------------------------------------------------------

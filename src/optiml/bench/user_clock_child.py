@@ -90,8 +90,11 @@ class Device:
     """The device's clock and housekeeping: CUDA events and synchronisation, or the host's."""
 
     def __init__(self, name: str) -> None:
-        self.device = torch.device(name)
-        self.cuda = self.device.type == "cuda"
+        device = torch.device(name)
+        self.cuda = device.type == "cuda"
+        if self.cuda and device.index is None:  # torch 2.11's set_device refuses a device without an index
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
         if self.cuda:
             torch.cuda.set_device(self.device)
 

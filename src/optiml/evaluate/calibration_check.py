@@ -26,11 +26,16 @@ MIN_CALLS = 20
 class CalibrationLike(Protocol):
     """The fields of ``optiml.evaluate.judge.Calibration`` this check reads."""
 
-    event_ms: float
-    host_ms: float
-    host_spread_ms: float
-    calls: int
-    excess_ms: float
+    @property
+    def event_ms(self) -> float: ...
+    @property
+    def host_ms(self) -> float: ...
+    @property
+    def host_spread_ms(self) -> float: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def excess_ms(self) -> float: ...
 
 
 def calibration_plausible(calibration: CalibrationLike, cuda: bool = True) -> str | None:

@@ -127,9 +127,7 @@ class PlannedTrial:
 def verification_plan(runtime: TaskRuntime, config: EvalConfig, seeds: CaseSeeds) -> list[PlannedTrial]:
     distributions = runtime.distributions()  # the task's, less a default signed one the reference is not finite on
     count = max(config.seeds, len(distributions))  # every distribution gets a trial
-    plan = [
-        PlannedTrial(seeds.pair(d), 0, d) for d in (distributions[i % len(distributions)] for i in range(count))
-    ]
+    plan = [PlannedTrial(seeds.pair(d), 0, d) for d in (distributions[i % len(distributions)] for i in range(count))]
     if config.check_shape_sets:
         plan += [PlannedTrial(seeds.pair("native", s), s, "native") for s in range(1, runtime.task.num_shape_sets)]
     return plan
@@ -475,6 +473,7 @@ def _time_series(
         "claimed_tail_ms": claimed_tail_ms(samples.claims, bench.width),
         "stream_excess_ms": hidden_work_ms(samples.event_ms, samples.inner_ms),
         "host_timing": asdict(TimingStats.from_samples(samples.host_ms, samples.host_ms, stop=samples.stop)),
+        "raw_host_ms": [h + calibration.host_ms / bench.width for h in samples.host_ms],  # nothing subtracted
         "window_calls": bench.width,
         "claimed_host_us": median_phases(samples.claims),
     }
@@ -592,6 +591,17 @@ def _recheck_suspect(
     floor = config.suspect_margin * result.floor_ms
     if result.timing.median_ms < floor:
         host = TimingStats(**judged.judge["host_timing"])
+        if host.median_ms < floor and session.judge.gpu_shared():
+            # Both clocks minus a round trip calibrated under another load: an honest kernel read 0.0001 ms
+            # with four test suites on one H200 (2026-12-04). The window itself, nothing subtracted, is a
+            # bound no reading can undercut; the verdict waits for a GPU of its own.
+            raw = judged.judge["raw_host_ms"]
+            result.timing = TimingStats.from_samples(raw, raw)
+            result.warnings.append(
+                "below the physical floor on both clocks while another process shares the GPU: the floor's "
+                "verdict is withheld, and the time is the judge's whole window per call, round trip included"
+            )
+            return
         if host.median_ms >= floor:
             # On a GPU other processes share, the judge's start event waits for the judge's time slice
             # and can run after the candidate's work (0.0001 ms windows for honest kernels, four test
