@@ -30,6 +30,12 @@ WORKER_SIDE = {
     "optiml.kernel",
     "optiml.values",
     "optiml.evaluate",
+    # the candidate processes' own sandbox and the redaction of their text (issue 39): standard library only
+    "optiml.redact",
+    "optiml.integrity",
+    "optiml.integrity.sandbox",
+    "optiml.integrity.candidate_sandbox",
+    "optiml.integrity.files",
 }
 
 
