@@ -133,7 +133,7 @@ def render_summary(outcome: SearchOutcome, spend: LLMSpend | None = None) -> Ren
         reference = outcome.reference_timings.get(name)
         if reference is not None:
             when = "re-timed with the best" if outcome.references_retimed else "timed at the start"
-            speedup.append(f"  ({reference.median_ms:.4f} ms, {when})", style="dim")
+            speedup.append(f"  ({reference.median_ms:.4f} ms, {when}; the judge's clock)", style="dim")
         text_row(table, f"speedup vs {REFERENCE_NAMES.get(name, name)}", speedup)
     if outcome.roofline_fraction is not None:
         root = outcome.root_roofline_fraction
