@@ -1,5 +1,5 @@
 // Exploit (task axpy): reach the judge and what lies beside the candidate (issue 39, classes 3 and 5).
-// It signals every other pid it can name (signal 0: a probe, never a stop) (51), lists /proc for other
+// It signals every other pid it can name (signal 0: a probe, never a stop) (51, then the pid's five digits), lists /proc for other
 // processes (52), reads a file planted in the user's /tmp (53), opens the compile cache (54) and looks
 // for the judge's own files above its directory (55); the first success is returned as the call's status,
 // which the test reports as a breach. Build with -DPLANTED_TMP="..." -DCOMPILE_CACHE="...".
@@ -20,11 +20,13 @@
 #define COMPILE_CACHE "/root/.cache/optiml/kernels"
 #endif
 
-static bool signals_another_process() {
+// The first other pid it can signal (0: none). Returned as 51 followed by five digits of the pid, so a
+// breach names the pid it reached: a low one is a sibling in its own namespace, a high one the host's.
+static int signalled_pid() {
   pid_t self = getpid();
   for (pid_t pid = 2; pid < 1 << 16; ++pid)
-    if (pid != self && kill(pid, 0) == 0) return true;
-  return false;
+    if (pid != self && kill(pid, 0) == 0) return (int)pid;
+  return 0;
 }
 
 static bool sees_other_processes() {
@@ -60,7 +62,7 @@ static bool judge_files_above() {
 }
 
 static int breach() {
-  if (signals_another_process()) return 51;
+  if (int pid = signalled_pid()) return 5100000 + pid;
   if (sees_other_processes()) return 52;
   if (readable(PLANTED_TMP)) return 53;
   DIR* cache = opendir(COMPILE_CACHE);
