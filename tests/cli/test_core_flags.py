@@ -55,3 +55,28 @@ def test_check_task_refuses_a_byte_budget_of_nothing() -> None:
     result = runner.invoke(app, ["check-task", TASK, "--max-bytes", "0"])
     assert result.exit_code == 2
     assert "--max-bytes '0': must be at least one byte" in one_line_error(result.output)
+
+
+def test_eval_user_clock_needs_a_full_run() -> None:
+    result = runner.invoke(app, ["eval", TASK, KERNEL, "--compile-only", "--user-clock"])
+    assert result.exit_code == 2
+    assert "--user-clock runs it, which needs a full run" in one_line_error(result.output)
+
+
+def test_the_user_clock_line_states_the_verdict_the_time_and_the_ratios() -> None:
+    from optiml.cli.core import user_clock_line
+
+    measured = {
+        "error": "",
+        "verdict": {"passed": True, "reason": ""},
+        "timings": {"model_new": {"cold": {"median_ms": 3.4186}}},
+        "speedups": {"eager": 0.903, "compile": None},
+        "agreement": 1.0873,
+    }
+    line = user_clock_line(measured)
+    assert line.startswith("user's process: KernelBench's check passes")
+    assert "ModelNew 3.4186 ms (KernelBench's timing)" in line and "0.90x eager" in line
+    assert "judge ÷ user 1.087" in line and "compile" not in line
+    failed = {**measured, "verdict": {"passed": False, "reason": "max abs diff 7e-4 against the default-settings"}}
+    assert "fails (max abs diff 7e-4 against the default-settings)" in user_clock_line(failed)
+    assert user_clock_line({"error": "no CUDA GPU"}) == "user's process: not measured (no CUDA GPU)"

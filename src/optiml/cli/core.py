@@ -7,7 +7,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -124,10 +124,20 @@ def eval_cmd(
             "--compile-only", help="Screen and compile only, with ptxas resources per kernel (no GPU needed)."
         ),
     ] = False,
+    user_clock: Annotated[
+        bool,
+        typer.Option(
+            "--user-clock",
+            help="Also run the verified kernel as an exported ModelNew in a fresh process, as KernelBench does: "
+            "its correctness check, and its time beside eager and torch.compile (with --compile) there.",
+        ),
+    ] = False,
 ) -> None:
     """Compile, verify and time KERNEL against TASK's reference (--compile-only: screen and compile)."""
     if compile_only and torch_compile:
         raise OptimlError("--compile-only builds the kernel only; --compile (timing torch.compile) needs a full run")
+    if compile_only and user_clock:
+        raise OptimlError("--compile-only builds the kernel only; --user-clock runs it, which needs a full run")
     require_at_least("--seeds", seeds, what="verification trials on the default shape set")
     require_arch(arch)
     require_task_and_kernel(task, kernel)
@@ -155,13 +165,42 @@ def eval_cmd(
                 result = evaluator.evaluate(source)
         except NoGPUError as exc:
             raise NoGPUError(f"{exc}; {COMPILE_ONLY_HINT}") from exc
+    measured: dict[str, Any] | None = None
+    if user_clock and result.ok:
+        from optiml.bench.user_clock import UserClockOptions, eval_block
+
+        with waiting(err_console, "exporting the kernel and running it in a fresh process, as KernelBench does"):
+            measured = eval_block(
+                loaded, source, judge_ms=result.time_ms, options=UserClockOptions(torch_compile=torch_compile)
+            )
     if as_json:
         data = eval_to_json(loaded, kernel, result)
         data["compile_only"] = compile_only
+        if measured is not None:
+            data["user_clock"] = measured
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         render_eval(console, loaded, kernel, result, compile_only=compile_only)
+        if measured is not None:
+            console.print(user_clock_line(measured))
     raise typer.Exit(0 if result.ok else 1)
+
+
+def user_clock_line(measured: dict[str, Any]) -> str:
+    """One line of the user's clock for the text view: KernelBench's verdict, the export's time, the ratios."""
+    if measured.get("error"):
+        return f"user's process: not measured ({measured['error']})"
+    verdict = measured.get("verdict") or {}
+    passed = "passes" if verdict.get("passed") else f"fails ({verdict.get('reason', '')})"
+    cold = ((measured.get("timings") or {}).get("model_new") or {}).get("cold") or {}
+    parts = [f"user's process: KernelBench's check {passed}"]
+    if cold.get("median_ms") is not None:
+        parts.append(f"ModelNew {cold['median_ms']:.4f} ms (KernelBench's timing)")
+    speedups = measured.get("speedups") or {}
+    parts += [f"{speedup:.2f}x {name}" for name, speedup in speedups.items() if speedup is not None]
+    if measured.get("agreement") is not None:
+        parts.append(f"judge ÷ user {measured['agreement']:.3f}")
+    return "; ".join(parts)
 
 
 @app.command("profile")
