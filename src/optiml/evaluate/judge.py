@@ -52,9 +52,10 @@ SHARED_STRETCH = 1.5  # the spin kernel's slowest call over its fastest: another
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 POISON_WORKSPACE = 0xFF
 #: The judge polls for a timed window's reply this long before it blocks. Blocked for the length of a
-#: long call, it was woken late (a virtual machine's idle halt), and the window's end event, recorded
-#: after the wake-up, carried that latency: ~0.35 ms on a 3.3 ms kernel that the calibration's short
-#: empty calls never pay (H200, 2026-12-04). The candidate process polls for requests for the same reason.
+#: long call it can be woken late (a virtual machine's idle halt), and the window's end event, recorded
+#: after the wake-up, would carry latency the calibration's short empty calls never pay: a one-call
+#: window on a 3.3 ms kernel read ~0.35 ms over the call (H200, 2026-12-04; the poll's own share of that
+#: is not measured yet). The candidate process polls for requests for the same reason.
 REPLY_SPIN_S = 0.5
 
 
