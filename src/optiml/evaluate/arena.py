@@ -55,17 +55,18 @@ class _DeviceMemory:
 def _virtual_memory(device: int) -> VirtualMemory | None:
     """The virtual-memory API on ``device`` where it can share allocations as file descriptors
     (tried once, for real, with the smallest allocation); None: blocks fall back to CUDA IPC handles."""
-    torch.cuda.synchronize(device)  # the device's primary context exists and is current on this thread
-    try:
-        memory = VirtualMemory(device)
-        nbytes = memory.rounded(1)
-        handle, address = memory.create(nbytes)
+    with torch.cuda.device(device):
+        torch.cuda.synchronize()  # the device's primary context exists and is current on this thread
         try:
-            os.close(memory.export_fd(handle))
-        finally:
-            memory.release(handle, address, nbytes)
-    except (Failure, OSError, AttributeError):
-        return None
+            memory = VirtualMemory(device)  # keeps that context, made current again where memory is released
+            nbytes = memory.rounded(1)
+            handle, address = memory.create(nbytes)
+            try:
+                os.close(memory.export_fd(handle))
+            finally:
+                memory.release(handle, address, nbytes)
+        except (Failure, OSError, AttributeError):
+            return None
     return memory
 
 
