@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK
 
 from optiml.evaluate import harness
 from optiml.evaluate.arena import SharedBuffers
@@ -36,44 +37,6 @@ from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
 from optiml.values import EvalStatus
 
-TASK = """
-import torch
-import torch.nn as nn
-
-N = 2053
-
-
-class Model(nn.Module):
-    def forward(self, x, y):
-        return 2.5 * x + y
-
-
-def get_inputs():
-    return [torch.rand(N), torch.rand(N)]
-
-
-def get_init_inputs():
-    return []
-
-
-OPTIML = {"dtype": "float32"}
-"""
-
-HONEST = r"""
-#include <stdint.h>
-#include <stddef.h>
-typedef struct {
-  void* data; int64_t shape[8]; int64_t stride[8]; int32_t ndim, dtype, memory, reserved;
-} optiml_tensor;
-int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
-  int64_t n = in[0].shape[0];
-  const float *x = (const float*)in[0].data, *y = (const float*)in[1].data;
-  float* o = (float*)out[0].data;
-  for (int64_t i = 0; i < n; ++i) o[i] = 2.5f * x[i] + y[i];
-  return 0;
-}
-"""
-
 CONFIG = EvalConfig(min_trials=4, max_trials=6, timing_seconds=0.1, warmup_calls=1, stream_slack_ms=5.0, timeout_s=20)
 
 
@@ -89,7 +52,7 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> str:
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
     folder = tmp_path_factory.mktemp("lib")
-    (folder / "honest.c").write_text(HONEST)
+    (folder / "honest.c").write_text(PRELUDE + HONEST)
     subprocess.run(
         ["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "honest.so"), str(folder / "honest.c")], check=True
     )

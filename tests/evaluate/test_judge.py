@@ -16,6 +16,7 @@ import textwrap
 
 import pytest
 import torch
+from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import MAX_WINDOW_CALLS, CaseSeeds, Peaks, evaluate_candidate, hidden_work_ms, window_width
@@ -26,50 +27,8 @@ from optiml.values import EvalStatus
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-TASK = """
-import torch
-import torch.nn as nn
-
-N = 4099
-
-
-class Model(nn.Module):
-    def forward(self, x, y):
-        return 2.5 * x + y
-
-
-def get_inputs():
-    return [torch.rand(N), torch.rand(N)]
-
-
-def get_init_inputs():
-    return []
-
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"N": 515}], "flops": "2 * N"}
-"""
-
-PRELUDE = r"""
-#include <stdint.h>
-#include <stddef.h>
-#include <string.h>
-#include <stdlib.h>
-#include <unistd.h>
-typedef struct {
-  void* data; int64_t shape[8]; int64_t stride[8]; int32_t ndim, dtype, memory, reserved;  // optiml.h, ABI 2
-} optiml_tensor;
-static int64_t numel(const optiml_tensor* t) {
-  int64_t n = 1; for (int d = 0; d < t->ndim; ++d) n *= t->shape[d]; return n;
-}
-static void axpy(const optiml_tensor* in, optiml_tensor* out) {
-  const float* x = (const float*)in[0].data; const float* y = (const float*)in[1].data; float* o = (float*)out[0].data;
-  for (int64_t i = 0, n = numel(&in[0]); i < n; ++i) o[i] = 2.5f * x[i] + y[i];
-}
-"""
-
 KERNELS = {
-    "honest": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
-    " void* s) { axpy(in, out); return 0; }",
+    "honest": HONEST,
     # optiml_workspace_bytes must see shapes only: 64 bytes if every data pointer is null, else a tell-tale size
     "shapes_only": """
         size_t optiml_workspace_bytes(const optiml_tensor* in, int ni) {
