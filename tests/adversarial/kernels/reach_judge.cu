@@ -8,6 +8,7 @@
 #include "optiml.h"
 #include <dirent.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
@@ -20,12 +21,14 @@
 #define COMPILE_CACHE "/root/.cache/optiml/kernels"
 #endif
 
-// The first other pid it can signal (0: none). Returned as 51 followed by five digits of the pid, so a
-// breach names the pid it reached: a low one is a sibling in its own namespace, a high one the host's.
+// The first other process it can signal (0: none). Returned as 51 followed by five digits of the pid, so a
+// breach names the pid it reached. kill() also accepts the ids of this process's own threads (the CUDA
+// driver starts several: on the H200 that alone read as a breach), so a pid that tgkill() finds in its own
+// thread group is not another process.
 static int signalled_pid() {
   pid_t self = getpid();
   for (pid_t pid = 2; pid < 1 << 16; ++pid)
-    if (pid != self && kill(pid, 0) == 0) return (int)pid;
+    if (pid != self && kill(pid, 0) == 0 && syscall(SYS_tgkill, self, pid, 0) != 0) return (int)pid;
   return 0;
 }
 
