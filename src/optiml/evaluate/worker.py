@@ -42,7 +42,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
@@ -66,6 +66,7 @@ from optiml.evaluate.runtime import TaskRuntime
 from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
 from optiml.evaluate.wire import KIND_NO_GPU, KIND_TASK, encode, failure, success
 from optiml.task import Task, load_task
+from optiml.task_runtime import torch_default_precision
 from optiml.values import TimingStats
 
 EXIT_FATAL = 3
@@ -75,27 +76,6 @@ EXIT_FATAL = 3
 #: convolutions through cuDNN, reduced-precision half GEMM reductions; TF32 matmuls only where the
 #: environment turns them on), and torch.compile (exact).
 REFERENCE_MODES = ("eager", "eager_tf32", "compile")
-_PRECISION_FLAGS = (
-    (torch.backends.cuda.matmul, "allow_tf32"),
-    (torch.backends.cudnn, "allow_tf32"),
-    (torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"),
-    (torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),
-)
-TORCH_DEFAULTS = tuple(getattr(owner, name) for owner, name in _PRECISION_FLAGS)
-
-
-@contextlib.contextmanager
-def torch_default_precision() -> Iterator[None]:
-    """PyTorch's own precision settings for the duration (TaskRuntime makes the judge's references
-    exact: no TF32, no reduced-precision half GEMM reductions)."""
-    saved = tuple(getattr(owner, name) for owner, name in _PRECISION_FLAGS)
-    for (owner, name), value in zip(_PRECISION_FLAGS, TORCH_DEFAULTS, strict=True):
-        setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        for (owner, name), value in zip(_PRECISION_FLAGS, saved, strict=True):
-            setattr(owner, name, value)
 
 
 class NoCudaDevice(RuntimeError):
