@@ -213,8 +213,12 @@ def _full(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: 
         value = 0
     elif name in ("ones_like", "new_ones", "ones"):
         value = 1
-    elif name == "full_like":
+    elif name in ("empty_like", "new_empty", "empty"):  # contents unspecified: zeros are one valid choice
+        value = 0
+    elif name in ("full_like", "fill"):  # fill: every element of its operand set to a number
         value = args[1]
+        if not isinstance(value, (bool, int, float)):
+            raise UnsupportedOpError(f"no template for {label} with a tensor fill value")
     else:  # full, new_full
         value = args[1] if name == "full" else args[2]
     dtype = outs[0].dtype
@@ -702,6 +706,10 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "scalar_tensor": _full,
     "full": _full,
     "full_like": _full,
+    "fill": _full,
+    "empty_like": _full,
+    "new_empty": _full,
+    "empty": _full,
     "zeros_like": _full,
     "ones_like": _full,
     "new_zeros": _full,

@@ -40,6 +40,13 @@ _TORCH_DECOMPOSED = [
     aten.relu6,
     aten.threshold,
     aten.logit,
+    aten.celu,
+    aten.softshrink,
+    aten.hardshrink,
+    aten.log_sigmoid_forward,
+    aten.glu,
+    aten._prelu_kernel,
+    aten.binary_cross_entropy_with_logits,
 ]
 
 

@@ -86,7 +86,7 @@ def pointwise(node: Node, args: Sequence[str], arg_types: Sequence[str], ctype: 
     a = args[0] if args else ""
     b = args[1] if len(args) > 1 else ""
     real = ctype in ("float", "double")
-    if op in ("identity", "cast"):
+    if op in ("identity", "cast", "expand"):  # an expand is a broadcast: the operand's map already repeats it
         if ctype == "bool":
             return f"(({a}) != 0)"
         return f"(({ctype})({a}))"

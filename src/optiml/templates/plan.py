@@ -28,6 +28,8 @@ Rules (documented so that a reader can predict a plan):
   needs it recomputes it instead of reading it from memory. Any other value one kernel produces
   and a later one reads is *materialized* in the workspace; a reshaping view of a materialized or
   input tensor costs nothing (tensors are contiguous).
+* An ``expand`` (``expand_as``, ``F.normalize``'s norm over the row) is a broadcast, not a view of
+  memory: it is element-wise, its operand read with stride 0 along the dims it repeats.
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ class _Planner:
                 self._new("conv", node, dict(node.attrs))
             elif cls == "reduce":
                 self._reduce(node)
-            elif cls == "view" and self._is_storage_view(node):
+            elif node.op == "view" and self._is_storage_view(node):
                 self.aliases[node.outputs[0]] = node.inputs[0]
                 if node.inputs[0] in self.recomputable:
                     self.recomputable.add(node.outputs[0])

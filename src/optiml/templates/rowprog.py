@@ -335,11 +335,18 @@ class RowProgram:
                 result = bool(self.leaf_for(vid, dmap).domain_dims() & rset)
             elif node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin", "gather"):
                 result = False
+            elif node.op == "expand" and self._spans_row(vid, dmap):
+                result = True  # a broadcast along the row varies there even where its operand does not
             else:
                 maps = self._maps_for(node, vid, dmap)
                 result = any(self.is_full(i, m) for i, m in zip(node.inputs, maps, strict=True))
         self._kinds[key] = result
         return result
+
+    def _spans_row(self, vid: int, dmap: DMap) -> bool:
+        """The value has a dim of size > 1 (at some shape set) laid along a reduced dim."""
+        rset = set(self.rdims)
+        return any(m in rset and any(g.type(vid).shape[i] != 1 for g in self.graphs) for i, m in enumerate(dmap))
 
     def value_type(self, vid: int) -> str:
         return arith_type(self.g.type(vid).dtype)
