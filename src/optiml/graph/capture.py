@@ -14,7 +14,7 @@ import math
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -24,6 +24,9 @@ from optiml.graph.decomps import decomposition_table
 from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.graph.ops import ATEN_POINTWISE
 from optiml.task import Task
+
+if TYPE_CHECKING:
+    from optiml.task_runtime import TaskRunner
 
 aten = torch.ops.aten
 
@@ -260,6 +263,25 @@ def _permute(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], labe
     if perm == tuple(range(ndim)):
         return x
     return c.b.node("permute", [x], outs, label, perm=perm)[0]
+
+
+def _unfold(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``x.unfold(dim, size, step)`` whose windows tile the dim exactly (``step == size``: image patches):
+    a view splitting the dim into (windows, size), then the size dim moved last. Overlapping or
+    partial windows are refused."""
+    x = c.operand(args[0])
+    shape = c.b.values[x].type.shape
+    dim, size, step = int(args[1]) % max(len(shape), 1), int(args[2]), int(args[3])
+    if not shape or step != size or shape[dim] % size:
+        raise UnsupportedOpError(
+            f"no template for {label} with overlapping or partial windows (size {size}, step {step})"
+        )
+    split = (*shape[:dim], shape[dim] // size, size, *shape[dim + 1 :])
+    perm = (*range(dim + 1), *range(dim + 2, len(split)), dim + 1)
+    if perm == tuple(range(len(split))):
+        return c.b.node("view", [x], outs, label, shape=outs[0].shape)[0]
+    tiles = c.b.node("view", [x], [TensorType(split, outs[0].dtype)], label, shape=split)[0]
+    return c.b.node("permute", [tiles], outs, label, perm=perm)[0]
 
 
 def _reduce(op: str, dims_arg: int | None, keep_arg: int | None) -> Callable[..., Any]:
@@ -725,6 +747,7 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "flatten": _view,
     "expand": _expand,
     "permute": _permute,
+    "unfold": _unfold,
     "transpose": _permute,
     "t": _permute,
     "sum": _reduce("sum", 1, 2),
@@ -779,7 +802,7 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
 
     runtime = TaskRunner(task, "meta")
     args = runtime.make_args(0, shape_set)
-    model = runtime.build_model(0, shape_set)
+    model = _model_on_meta(runtime, shape_set)
     _refuse_recurrent(model, task)
     state = dict(model.state_dict())
     keys = list(state)
@@ -812,6 +835,19 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     gm.graph.eliminate_dead_code()
     _refuse_random_ops(gm, task)
     return _to_ir(gm, args, tensor_slots, keys, task)
+
+
+def _model_on_meta(runtime: TaskRunner, shape_set: int) -> torch.nn.Module:
+    """The task's model on the meta device. One whose constructor the meta device cannot run (Swin's
+    stochastic-depth schedule calls ``.item()`` on a ``linspace``) is built on the CPU and moved there."""
+    from optiml.task_runtime import TaskRunner, runs_on_the_cpu_instead
+
+    try:
+        return runtime.build_model(0, shape_set)
+    except TaskError as exc:
+        if not runs_on_the_cpu_instead(exc):
+            raise
+    return TaskRunner(runtime.task, "cpu").build_model(0, shape_set).to("meta")
 
 
 def _refuse_random_ops(gm: torch.fx.GraphModule, task: Task) -> None:
