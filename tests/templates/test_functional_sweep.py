@@ -134,6 +134,9 @@ POOLING = [
     "F.adaptive_avg_pool2d(img, 1)",
     "F.adaptive_avg_pool2d(img, (1, 1)).flatten(1)",
     "F.adaptive_max_pool2d(img, 1)",
+    "F.adaptive_max_pool2d(img, 1, return_indices=True)[1]",
+    "F.adaptive_max_pool1d(x.unsqueeze(1), 1)",
+    "F.adaptive_max_pool2d(img, (2, 3))",
     "F.lp_pool2d(img, 2.0, 2)",
     "torch.mean(img, dim=(2, 3), keepdim=True)",
 ]
@@ -147,7 +150,7 @@ REFUSED: dict[str, str] = {
     # the smoothing term's eps / C is a size-derived constant of no form the resolver knows
     "F.cross_entropy(x, t, reduction='sum', label_smoothing=0.1)": "a size",
     "F.gaussian_nll_loss(x, y, pr)": "aten._local_scalar_dense",  # it checks var >= 0 on the host
-    "F.adaptive_max_pool2d(img, 1)": "aten.adaptive_max_pool2d",
+    "F.adaptive_max_pool2d(img, (2, 3))": "aten.adaptive_max_pool2d",  # windows other than the whole plane
 }
 
 

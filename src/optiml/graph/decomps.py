@@ -47,6 +47,7 @@ _TORCH_DECOMPOSED = [
     aten.glu,
     aten._prelu_kernel,
     aten.binary_cross_entropy_with_logits,
+    aten.adaptive_max_pool2d,
 ]
 
 

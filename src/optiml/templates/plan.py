@@ -201,9 +201,10 @@ class _Planner:
         raise TemplateError(f"no template for {node.target or 'aten.flip'} outside a reverse scan")
 
     def _read_in_place(self, node: Node) -> bool:
-        """A slice of stored memory that only element-wise ops, reductions and views use (and that is not
-        an output): the row kernels that use it read its range in place, through its source's strides
-        from the slice's start (``a, b = x.chunk(2, -1); a * sigmoid(b)``: one kernel, no copy)."""
+        """A slice of stored memory that only element-wise ops, reductions and views adding or removing
+        size-1 dims use (and that is not an output): the row kernels that use it read its range in
+        place, through its source's strides from the slice's start (``a, b = x.chunk(2, -1);
+        a * sigmoid(b)``: one kernel, no copy)."""
         src, out = node.inputs[0], node.outputs[0]
         base = self._storage(src)
         users = self.g.users(out)
@@ -211,6 +212,10 @@ class _Planner:
             return False
         if any(op_class(u.op) not in ("pointwise", "reduce", "view") or u.op in TRIANGULAR for u in users):
             return False  # a view of it is computed by a row kernel too (select: a slice viewed without its dim)
+        # a reshape of it (NetVLAD's ``a[:, :K].view(B, N, K)``) has dims its source's strides cannot step
+        shape = _squeezed(self.g.type(out).shape)
+        if any(u.op == "view" and _squeezed(self.g.type(u.outputs[0]).shape) != shape for u in users):
+            return False
         self.strided[out] = src
         return True
 
