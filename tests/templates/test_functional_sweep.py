@@ -78,6 +78,10 @@ ELEMENTWISE = [
     "F.glu(img, dim=1)",
     "F.prelu(img, w)",
     "F.dropout(x, p=0.5, training=False)",
+    "F.relu(x * 1.5, inplace=True)",
+    "F.rrelu(x, training=False)",
+    "F.rrelu(x, lower=0.1, upper=0.4)",
+    "F.rrelu(x, training=True)",
     "x * torch.sigmoid(y).sum(1, keepdim=True).expand_as(x)",
 ]
 
@@ -92,6 +96,9 @@ NORMALISATION = [
     "F.softmax(x, dim=-1)",
     "F.log_softmax(x, dim=1)",
     "F.softmin(x, dim=1)",
+    "F.softmax(x, dim=-1, dtype=torch.float32)",
+    "torch.var(x, dim=1, keepdim=True, unbiased=False)",
+    "F.batch_norm(img, None, None, training=True, momentum=0.1, eps=1e-5)",
     "F.layer_norm(x, (M,))",
     "F.layer_norm(x, (M,), weight=v, bias=v, eps=1e-6)",
     "F.rms_norm(x, (M,), eps=1e-6)",
@@ -110,6 +117,9 @@ LOSS = [
     "F.smooth_l1_loss(x, y, beta=0.5)",
     "F.huber_loss(x, y, delta=0.5)",
     "F.cross_entropy(x, t)",
+    "F.cross_entropy(x, t, reduction='none')",
+    "F.nll_loss(F.log_softmax(x, dim=1), t, reduction='sum')",
+    "F.kl_div(F.log_softmax(x, dim=1), torch.log(q), reduction='sum', log_target=True)",
     "F.cross_entropy(x, t, reduction='sum', label_smoothing=0.1)",
     "F.nll_loss(F.log_softmax(x, dim=1), t)",
     "F.kl_div(F.log_softmax(x, dim=1), q, reduction='batchmean')",
@@ -132,6 +142,9 @@ POOLING = [
     "F.avg_pool2d(img, kernel_size=3, stride=2, padding=1, count_include_pad=False)",
     "F.avg_pool1d(x.unsqueeze(1), 4)",
     "F.adaptive_avg_pool2d(img, 1)",
+    "F.adaptive_avg_pool1d(x.unsqueeze(1), 1)",
+    "F.max_pool3d(img.unsqueeze(1), kernel_size=2, stride=2)",
+    "F.avg_pool3d(img.unsqueeze(1), kernel_size=(1, 2, 2))",
     "F.adaptive_avg_pool2d(img, (1, 1)).flatten(1)",
     "F.adaptive_max_pool2d(img, 1)",
     "F.adaptive_max_pool2d(img, 1, return_indices=True)[1]",
@@ -146,6 +159,7 @@ CASES = ELEMENTWISE + NORMALISATION + LOSS + POOLING
 #: calls refused today, each with what its one-line refusal names (anything else must plan)
 REFUSED: dict[str, str] = {
     "F.dropout(x, p=0.5, training=False)": "returns an input",  # the identity: nothing for a kernel to do
+    "F.rrelu(x, training=True)": "aten.rrelu_with_noise",  # random slopes: no kernel can be verified
     "F.local_response_norm(img, 3)": "aten.constant_pad_nd",
     # the smoothing term's eps / C is a size-derived constant of no form the resolver knows
     "F.cross_entropy(x, t, reduction='sum', label_smoothing=0.1)": "a size",

@@ -218,6 +218,21 @@ def safe_softmax(x: torch.Tensor, dim: int, dtype: Any = None) -> torch.Tensor:
     return aten.where.self(masked, aten.zeros_like.default(out), out)
 
 
+def rrelu_with_noise(
+    x: torch.Tensor,
+    noise: torch.Tensor,
+    lower: float = 0.125,
+    upper: float = 1.0 / 3.0,
+    training: bool = False,
+    generator: Any = None,
+) -> Any:
+    """``F.rrelu`` out of training is ``leaky_relu`` with the mean slope; in training it draws a random
+    slope per element (not decomposed: refused as a random op)."""
+    if training:
+        return NotImplemented
+    return aten.leaky_relu.default(x, (lower + upper) / 2)
+
+
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table: dict[Any, Callable[..., Any]] = dict(get_decompositions(_TORCH_DECOMPOSED))
     table.update(
@@ -236,6 +251,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
             aten.norm.ScalarOpt_dim: norm_scalar_opt_dim,
             aten.norm.Scalar: norm_scalar_opt_dim,
             aten._safe_softmax.default: safe_softmax,
+            aten.rrelu_with_noise.default: rrelu_with_noise,
         }
     )
     return table
