@@ -205,3 +205,33 @@ def test_planned_functional_calls_match_torch_on_the_emulator(tmp_path: Path, gr
         units.append((kernels.task, body, kernels.render(kernels.default()).code))
     failures = emulator_mismatches(tmp_path / "emu", units, seed=5, tol=1e-4)
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_planned_functional_calls_verify_on_the_gpu(tmp_path: Path) -> None:
+    """Every call that plans, its first two seeds compiled and verified on the GPU at both shape sets."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tu import gpu_trial_failures
+
+    from optiml.evaluate.runtime import TaskRuntime
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+    from optiml.task import load_task
+    from optiml.templates.kernels import template_kernels
+
+    compiler = Compiler(CompilerConfig(cache_dir=tmp_path / "cache"))
+    failures: list[str] = []
+    for k, body in enumerate(CASES):
+        if body in REFUSED:
+            continue
+        path = tmp_path / f"gpu_{k}.py"
+        path.write_text(_task_text(body))
+        task = load_task(path)
+        kernels = template_kernels(task)
+        configs = kernels.seeds(2)
+        built = compiler.compile_many([kernels.render(c) for c in configs])
+        runtime = TaskRuntime(task, "cuda")
+        for config, compiled in zip(configs, built, strict=True):
+            failures += gpu_trial_failures(runtime, compiled, f"{body} [{' + '.join(c.label() for c in config)}]")
+    assert not failures, "\n".join(failures)
