@@ -241,6 +241,7 @@ class _Planner:
             return
         out_shape = self.g.type(node.outputs[0]).shape
         if node.op == "gather":
+            self._require_row_pick(node)
             src = self.g.type(node.inputs[0]).shape
             dims = (node.attr("dim"),)
             target = self._row_group_for(node, lambda b: b.shape == src and b.dims in (None, dims))
@@ -257,6 +258,20 @@ class _Planner:
             self.groups.append(_Building("pointwise", shape=out_shape))
             target = len(self.groups) - 1
         self._join(target, node)
+
+    def _require_row_pick(self, node: Node) -> None:
+        """A gather is a row kernel's statistic: one element picked per row (cross-entropy's target
+        logit), its index shaped like the source but 1 along the gather dim. Any other index (several
+        picks per row, a lookup table's rows) has no template."""
+        dim = node.attr("dim")
+        for g in self.graphs:
+            src, index = g.type(node.inputs[0]).shape, g.type(node.inputs[1]).shape
+            want = tuple(1 if d == dim else s for d, s in enumerate(src))
+            if index != want:
+                raise TemplateError(
+                    f"no template for {node.target or 'aten.gather'} with an index shaped {index} over {src} "
+                    f"(only one element picked per row along dim {dim})"
+                )
 
     # GEMM epilogues
     def _storage(self, vid: int) -> int:
