@@ -9,12 +9,11 @@ adds for the low-information output reject them, while the honest loss is accept
 from __future__ import annotations
 
 import shutil
-import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from tests.evaluate.host_kernels import build_host_libraries
 
 from optiml.evaluate import sensitivity
 from optiml.evaluate.config import EvalConfig
@@ -86,15 +85,7 @@ def task_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    out = tmp_path_factory.mktemp("libs")
-    built = {}
-    for name, body in KERNELS.items():
-        source = out / f"{name}.c"
-        source.write_text(PRELUDE + textwrap.dedent(body))
-        library = out / f"{name}.so"
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(library), str(source)], check=True)
-        built[name] = str(library)
-    return built
+    return build_host_libraries(tmp_path_factory.mktemp("libs"), PRELUDE, KERNELS, "-O2")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,12 @@
 """The axpy task and the host-library prelude the CPU judge tests build their candidates from: the real
 protocol, with host libraries in the OptiML ABI (gcc) and file-mapped buffers instead of a GPU."""
 
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
 TASK = """
 import torch
 import torch.nn as nn
@@ -46,3 +52,15 @@ HONEST = (
     "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
     " void* s) { axpy(in, out); return 0; }"
 )
+
+
+def build_host_libraries(folder: Path, prelude: str, kernels: dict[str, str], opt: str = "-O1") -> dict[str, str]:
+    """Each kernel body (after ``prelude``) built with gcc into a shared library in ``folder``: name -> path."""
+    built = {}
+    for name, body in kernels.items():
+        source = folder / f"{name}.c"
+        source.write_text(prelude + textwrap.dedent(body))
+        library = folder / f"{name}.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", opt, "-o", str(library), str(source)], check=True)
+        built[name] = str(library)
+    return built

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK
+from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK, build_host_libraries
 
 from optiml.evaluate import harness
 from optiml.evaluate.arena import SharedBuffers
@@ -51,12 +50,7 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> TaskRuntime:
 def honest(tmp_path_factory: pytest.TempPathFactory) -> str:
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
-    folder = tmp_path_factory.mktemp("lib")
-    (folder / "honest.c").write_text(PRELUDE + HONEST)
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "honest.so"), str(folder / "honest.c")], check=True
-    )
-    return str(folder / "honest.so")
+    return build_host_libraries(tmp_path_factory.mktemp("lib"), PRELUDE, {"honest": HONEST})["honest"]
 
 
 def digest(tensors: list[Any]) -> str:

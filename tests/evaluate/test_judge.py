@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
-import textwrap
 
 import pytest
 import torch
-from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK
+from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK, build_host_libraries
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import MAX_WINDOW_CALLS, CaseSeeds, Peaks, evaluate_candidate, hidden_work_ms, window_width
@@ -114,15 +112,7 @@ KERNELS = {
 
 @pytest.fixture(scope="module")
 def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    out = tmp_path_factory.mktemp("libs")
-    built = {}
-    for name, body in KERNELS.items():
-        source = out / f"{name}.c"
-        source.write_text(PRELUDE + textwrap.dedent(body))
-        library = out / f"{name}.so"
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(library), str(source)], check=True)
-        built[name] = str(library)
-    return built
+    return build_host_libraries(tmp_path_factory.mktemp("libs"), PRELUDE, KERNELS)
 
 
 @pytest.fixture(scope="module")
