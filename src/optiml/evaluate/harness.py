@@ -473,7 +473,6 @@ def _time_series(
         "claimed_tail_ms": claimed_tail_ms(samples.claims, bench.width),
         "stream_excess_ms": hidden_work_ms(samples.event_ms, samples.inner_ms),
         "host_timing": asdict(TimingStats.from_samples(samples.host_ms, samples.host_ms, stop=samples.stop)),
-        "raw_host_ms": [h + calibration.host_ms / bench.width for h in samples.host_ms],  # nothing subtracted
         "window_calls": bench.width,
         "claimed_host_us": median_phases(samples.claims),
     }
@@ -595,8 +594,16 @@ def _recheck_suspect(
             # Both clocks minus a round trip calibrated under another load: an honest kernel read 0.0001 ms
             # with four test suites on one H200 (2026-12-04). The window itself, nothing subtracted, is a
             # bound no reading can undercut; the verdict waits for a GPU of its own.
-            raw = judged.judge["raw_host_ms"]
-            result.timing = TimingStats.from_samples(raw, raw)
+            shift = judged.judge["calibration"]["host_ms"] / judged.judge["window_calls"]  # the round trip, back
+            result.timing = replace(
+                host,
+                median_ms=host.median_ms + shift,
+                q1_ms=host.q1_ms + shift,
+                q3_ms=host.q3_ms + shift,
+                min_ms=host.min_ms + shift,
+                max_ms=host.max_ms + shift,
+                wall_median_ms=host.wall_median_ms + shift,
+            )
             result.warnings.append(
                 "below the physical floor on both clocks while another process shares the GPU: the floor's "
                 "verdict is withheld, and the time is the judge's whole window per call, round trip included"
