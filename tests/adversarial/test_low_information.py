@@ -17,7 +17,14 @@ from tests.evaluate.host_kernels import build_host_libraries
 
 from optiml.evaluate import sensitivity
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.harness import CaseSeeds, Peaks, evaluate_candidate
+from optiml.evaluate.harness import (
+    PERTURBED_TRIALS,
+    CaseSeeds,
+    Peaks,
+    evaluate_candidate,
+    fresh_trial,
+    verification_plan,
+)
 from optiml.evaluate.judge import Judge
 from optiml.evaluate.runtime import TaskRuntime, check_task
 from optiml.task import load_task
@@ -117,6 +124,20 @@ def test_an_estimated_loss_passes_the_tasks_own_inputs_and_fails_the_added_ones(
 def test_the_honest_loss_passes_the_added_inputs_too(judge: Judge, task_path: Path, libraries: dict[str, str]) -> None:
     status, message = _verdict(judge, task_path, libraries["honest"], settled=True)
     assert status is EvalStatus.OK, message
+
+
+def test_each_perturbation_gets_several_trials_each_perturbed_afresh(task_path: Path) -> None:
+    runtime = TaskRuntime(load_task(task_path), "cpu")
+    runtime.settle(CONFIG.base_seed)
+    plan = verification_plan(runtime, CONFIG, CaseSeeds())
+    perturbed = [p for p in plan if p.distribution in sensitivity.PERTURBATIONS]
+    assert len(perturbed) == PERTURBED_TRIALS * len(runtime.distributions()[1:]) and perturbed
+    one, two = fresh_trial(runtime, perturbed[0]), fresh_trial(runtime, perturbed[0])
+    native = runtime.case(perturbed[0].seeds[0])
+    moved = [a[0].ne(native.args[0]) for a in (one.args, two.args)]
+    assert bool(moved[0].any()) and bool(moved[1].any()) and not torch.equal(moved[0], moved[1])
+    for case in (one, two):  # the reference is the perturbed inputs', not the native case's
+        torch.testing.assert_close(case.expected[0], torch.mean((case.args[0] - case.args[1]) ** 2))
 
 
 def test_check_task_says_what_it_found_and_what_it_added(task_path: Path) -> None:

@@ -35,7 +35,7 @@ from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-proce
 from optiml.evaluate.judge import Calibration, CandidateSession, Judge, low_quantile, median_phases
 from optiml.evaluate.memory import WINDOW_BYTES
 from optiml.evaluate.runtime import Case, TaskRuntime
-from optiml.evaluate.sensitivity import PERTURBATIONS
+from optiml.evaluate.sensitivity import PERTURBATIONS, perturb
 from optiml.evaluate.timing import StopRule
 from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
 
@@ -124,10 +124,19 @@ class PlannedTrial:
     distribution: str
 
 
+#: trials per perturbed distribution: an estimate from a sample can match one perturbed input by luck
+#: (a few per cent of draws, where the sample happens to hold its share of the outliers); each trial
+#: perturbs afresh, so it must be lucky on all of them
+PERTURBED_TRIALS = 3
+
+
 def verification_plan(runtime: TaskRuntime, config: EvalConfig, seeds: CaseSeeds) -> list[PlannedTrial]:
     distributions = runtime.distributions()  # the task's, less a default signed one the reference is not finite on
-    count = max(config.seeds, len(distributions))  # every distribution gets a trial
-    plan = [PlannedTrial(seeds.pair(d), 0, d) for d in (distributions[i % len(distributions)] for i in range(count))]
+    own = [d for d in distributions if d not in PERTURBATIONS]
+    count = max(config.seeds, len(own))  # every distribution of the task's gets a trial
+    plan = [PlannedTrial(seeds.pair(d), 0, d) for d in (own[i % len(own)] for i in range(count))]
+    perturbed = [d for d in distributions if d in PERTURBATIONS]
+    plan += [PlannedTrial(seeds.pair("native"), 0, d) for d in perturbed for _ in range(PERTURBED_TRIALS)]
     if config.check_shape_sets:
         plan += [PlannedTrial(seeds.pair("native", s), s, "native") for s in range(1, runtime.task.num_shape_sets)]
     return plan
@@ -135,13 +144,25 @@ def verification_plan(runtime: TaskRuntime, config: EvalConfig, seeds: CaseSeeds
 
 def fresh_trial(runtime: TaskRuntime, planned: PlannedTrial) -> Case:
     """The planned trial's case, made fresh: two cached cases mixed by an entropy mask, the reference run
-    on the mix. Perturbed inputs (low-information outputs, :mod:`optiml.evaluate.sensitivity`) keep their
-    one perturbation as built, from a seed the candidate cannot know, and are not mixed."""
-    first = runtime.case(planned.seeds[0], planned.shape_set, planned.distribution)
+    on the mix. A perturbed trial (low-information outputs, :mod:`optiml.evaluate.sensitivity`) perturbs
+    the cached native case afresh, in a region drawn from entropy (:func:`perturbed_case`)."""
     if planned.distribution in PERTURBATIONS:
-        return first
+        native = runtime.case(planned.seeds[0], planned.shape_set, "native")
+        return perturbed_case(runtime, native, planned.distribution, entropy_seed())
+    first = runtime.case(planned.seeds[0], planned.shape_set, planned.distribution)
     second = runtime.case(planned.seeds[1], planned.shape_set, planned.distribution)
     return mixed_case(runtime, first, second, entropy_seed())
+
+
+def perturbed_case(runtime: TaskRuntime, native: Case, kind: str, seed: int) -> Case:
+    """``native`` with the perturbation ``kind`` of ``seed`` applied, the reference run on it, and the
+    tolerance of (its shape set, ``kind``) — decided on the first one. Its ``seed`` is the perturbation's."""
+    args = perturb(native.args, kind, seed)
+    expected = runtime.run_reference(native.model, args)
+    tolerance = runtime.tolerance([*args, *native.params], expected, native.shape_set, kind)
+    return replace(
+        native, seed=seed, distribution=kind, args=args, expected=expected, atol=tolerance.atol, rtol=tolerance.rtol
+    )
 
 
 def mixed_case(runtime: TaskRuntime, first: Case, second: Case, mask_seed: int) -> Case:

@@ -140,7 +140,7 @@ class TaskRuntime(TaskRunner):
             case.atol,
             case.rtol,
             reference,
-            lambda: super(TaskRuntime, self).make_args(seed + 1, shape_set, "native"),
+            lambda: self.make_args(seed + 1, shape_set, "native"),
             seed,
         )
         used = sensitivity.useful(findings)
@@ -148,12 +148,6 @@ class TaskRuntime(TaskRunner):
         for finding in findings:
             self._note(finding.note(f"shape set {shape_set}", used))
         return findings
-
-    def make_args(self, seed: int, shape_set: int = 0, distribution: str = "native") -> list[Any]:
-        """As :meth:`TaskRunner.make_args`, and the perturbed native inputs of :mod:`sensitivity`."""
-        if distribution in sensitivity.PERTURBATIONS:
-            return sensitivity.perturb(super().make_args(seed, shape_set, "native"), distribution, seed)
-        return super().make_args(seed, shape_set, distribution)
 
     def memory_report(self) -> dict[str, Any]:
         """Peak device memory since the last reset, against the task's footprint and the plan."""

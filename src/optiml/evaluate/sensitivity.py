@@ -12,7 +12,7 @@ output the reference is measured against its tolerance:
   shifted rows, a few rows scaled. Where one moves the output by more than :data:`MARGIN` times its
   tolerance, a kernel that reads only part of the input cannot know by how much, so verification
   adds that perturbation as an input distribution of its own (:meth:`TaskRuntime.distributions`):
-  one more trial each, and an estimator from a sample fails there.
+  a few more trials each, and an estimator from a sample fails there.
 
 The movement is reported as a multiple of the tolerance (``|Δref| / (atol + rtol·|ref|)``, the largest
 over the output's elements). Standard library and torch only (GPU worker side).
@@ -113,7 +113,10 @@ def _outliers(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     flat = x.clone().reshape(-1)
     count = max(16, flat.numel() // 4096)
     where = torch.randint(0, flat.numel(), (count,), generator=generator, device=x.device)
-    flat[where] += OUTLIER_SCALE * _rms(x)
+    # sizes spread over [0.5, 1.5] x the scale: a sample holding its share of the outliers does not
+    # hold their share of the sum too
+    size = 0.5 + torch.rand(count, generator=generator, device=x.device, dtype=torch.float64)
+    flat[where] += (OUTLIER_SCALE * _rms(x) * size).to(flat.dtype)
     return flat.reshape(x.shape)
 
 
