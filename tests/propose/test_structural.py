@@ -11,11 +11,13 @@ import pytest
 
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import DiagnosisFacts, Proposal, ProposalContext
+from optiml.propose.edits import EDIT_KINDS, apply_edit
+from optiml.propose.errors import EditApplyError
 from optiml.propose.structural import OfflineProposer, StructuralProposer, describe_payload, replay
 from optiml.task import Task, load_task
 from optiml.templates.assemble import MARKER, read_marker
 from optiml.templates.base import configs_from_json, configs_to_json
-from optiml.templates.kernels import TemplateKernels, template_kernels
+from optiml.templates.kernels import VARIANT, TemplateKernels, template_kernels
 from optiml.values import Edit, EvalResult, EvalStatus, TimingStats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,3 +191,44 @@ def test_the_offline_proposer_routes_by_kernel_kind() -> None:
     from_naive = offline.propose(context(naive), n=4)
     assert [p.edit.proposer for p in from_naive] == ["heuristic"]
     assert len(heuristic.calls) == 1 and heuristic.calls[0].kernel == naive
+
+
+def test_a_template_edit_is_an_edit_kind_that_replays_through_apply_edit() -> None:
+    task, _, default = softmax()
+    for proposal in StructuralProposer(seed=0).propose(context(), n=6):
+        assert proposal.edit.kind in EDIT_KINDS
+        assert apply_edit(default, proposal.edit, task) == proposal.kernel
+
+
+def test_a_move_is_typed_not_prose() -> None:
+    _, kernels, _ = softmax()
+    moves = kernels.neighbours(kernels.default())
+    variants = [m for m in moves if m.kind == "variant"]
+    knobs = [m for m in moves if m.kind == "knob"]
+    assert variants and knobs
+    for move in variants:
+        assert move.knob == VARIANT and move.config.variant == move.after != move.before
+    for move in knobs:
+        assert move.config.get(move.knob) == move.after != move.before
+        assert move.note.endswith(f"{move.knob} {move.before} → {move.after}")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "payload", "with_task", "error"),
+    [
+        ("template", None, False, "needs the task"),
+        ("naive", None, True, "no optiml-template line"),
+        ("template", "{not json", True, "JSON list of configurations"),
+        ("template", "[]", True, "the edit 0"),
+        ("template", '[{"variant": "no_such_variant", "params": {}}]', True, "does not render"),
+    ],
+)
+def test_a_template_edit_that_cannot_apply_says_why_in_one_line(
+    kernel: str, payload: str | None, with_task: bool, error: str
+) -> None:
+    task, kernels, default = softmax()
+    parent = default if kernel == "template" else KernelSource.from_file(NAIVE)
+    edit = Edit("template", payload or configs_to_json(kernels.default()), "algorithm", "test", "structural")
+    with pytest.raises(EditApplyError, match=error) as raised:
+        apply_edit(parent, edit, task if with_task else None)
+    assert "\n" not in str(raised.value)

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from optiml.kernel.source import KernelSource
 from optiml.propose.errors import EditApplyError, EditParseError
 from optiml.propose.knobs import parse_knob_payload, set_knob
+from optiml.task import Task
 from optiml.values import Edit
 
 SEARCH_MARK = "<<<<<<< SEARCH"
 DIVIDER = "======="
 REPLACE_MARK = ">>>>>>> REPLACE"
-EDIT_KINDS = ("search_replace", "full_source", "knob", "flags")
+EDIT_KINDS = ("search_replace", "full_source", "knob", "flags", "template")
 
 _SEARCH_LINE = re.compile(r"^\s*<{5,9}\s*SEARCH\b.*$")
 _DIVIDER_LINE = re.compile(r"^\s*={5,9}\s*$")
@@ -273,8 +274,9 @@ def _merge_ranges(ranges: list[list[int]]) -> list[list[int]]:
     return merged
 
 
-def apply_edit(kernel: KernelSource, edit: Edit) -> KernelSource:
-    """The kernel an edit yields; :class:`optiml.propose.errors.EditError` when it does not apply."""
+def apply_edit(kernel: KernelSource, edit: Edit, task: Task | None = None) -> KernelSource:
+    """The kernel an edit yields; :class:`optiml.propose.errors.EditError` when it does not apply.
+    A ``template`` edit (the structural proposer's) renders ``task``'s plan, so it needs the task."""
     if edit.kind == "search_replace":
         return kernel.with_code(apply_blocks(kernel.code, parse_blocks(edit.payload)))
     if edit.kind == "full_source":
@@ -286,6 +288,10 @@ def apply_edit(kernel: KernelSource, edit: Edit) -> KernelSource:
         return kernel.with_code(set_knob(kernel.code, name, value))
     if edit.kind == "flags":
         return kernel.with_flags(tuple(edit.payload.split()))
+    if edit.kind == "template":
+        from optiml.propose.structural import apply_template_edit  # the planner, loaded for template edits only
+
+        return apply_template_edit(kernel, edit.payload, task)
     raise EditApplyError(f"unknown edit kind {edit.kind!r}; expected one of {', '.join(EDIT_KINDS)}")
 
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from optiml.errors import OptimlError
 from optiml.kernel.source import KernelSource
 from optiml.propose.base import Proposal, ProposalContext, Proposer
+from optiml.propose.errors import EditApplyError
 from optiml.task import Task
 from optiml.templates.assemble import read_marker
 from optiml.templates.base import GroupConfig, configs_from_json, configs_to_json
@@ -58,10 +59,6 @@ _ADDRESSES = {
 }
 
 
-def _knob_of(move: Move) -> str:
-    return "variant" if move.kind == "variant" else move.note.split(": ", 1)[1].split(" ", 1)[0]
-
-
 def _floor_fraction(context: ProposalContext) -> float | None:
     """How close the kernel is to its floor: the profiler's roofline fraction, else floor / measured time."""
     if context.diagnosis is not None and context.diagnosis.roofline_fraction is not None:
@@ -76,6 +73,34 @@ def replay(task: Task, payload: str, kernels: TemplateKernels | None = None) -> 
     """The kernel a structural edit's payload describes (same payload → same source)."""
     kernels = kernels or template_kernels(task)
     return kernels.render(configs_from_json(payload))
+
+
+def apply_template_edit(kernel: KernelSource, payload: str, task: Task | None) -> KernelSource:
+    """The kernel a ``template`` edit of ``kernel`` yields: its payload's configurations rendered over
+    ``task``'s plan. :class:`EditApplyError` (one line) where ``kernel`` is no template kernel of that
+    plan, the payload is not a configuration list, or no task is given to plan."""
+    if task is None:
+        raise EditApplyError("a template edit renders the task's plan: it needs the task")
+    present = read_marker(kernel.code)
+    if present is None:
+        raise EditApplyError("a template edit applies to a template kernel; this one has no optiml-template line")
+    try:
+        configs = configs_from_json(payload)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EditApplyError(f"a template edit's payload is a JSON list of configurations: {exc}") from None
+    try:
+        kernels = template_kernels(task)
+    except OptimlError as exc:
+        raise EditApplyError(f"the task has no template plan: {exc}") from None
+    groups = len(kernels.plan.groups)
+    if len(present) != groups or len(configs) != groups:
+        raise EditApplyError(
+            f"the task's plan has {groups} kernel(s); the kernel records {len(present)}, the edit {len(configs)}"
+        )
+    try:
+        return kernels.render(configs)
+    except OptimlError as exc:
+        raise EditApplyError(f"the template edit does not render: {exc}") from None
 
 
 class StructuralProposer:
@@ -128,14 +153,14 @@ class StructuralProposer:
         for move in moves:
             structural_first = move.kind == "variant"
             priority = 0.0 if structural_first == far else 1.0
-            if _knob_of(move) in wanted or (move.kind == "variant" and "variant" in wanted):
+            if move.knob in wanted:
                 priority -= 0.75  # the profiler named a bottleneck this move addresses
             keyed.append((priority, rng.random(), move))
         keyed.sort(key=lambda item: (item[0], item[1]))
         return [move for _, _, move in keyed]
 
     def _edit(self, move: Move, configs: list[GroupConfig], context: ProposalContext) -> Edit:
-        category = "algorithm" if move.kind == "variant" else _CATEGORY.get(_knob_of(move), "other")
+        category = "algorithm" if move.kind == "variant" else _CATEGORY.get(move.knob, "other")
         fraction = _floor_fraction(context)
         evidence = f" (now at {fraction:.0%} of the roofline)" if fraction is not None else ""
         if context.diagnosis is not None and context.diagnosis.bottlenecks:

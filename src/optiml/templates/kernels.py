@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from optiml.graph.capture import capture_all
 from optiml.kernel.source import KernelSource
@@ -21,15 +22,29 @@ from optiml.templates.assemble import Templates, render
 from optiml.templates.base import DeviceFacts, GroupConfig, Space, TemplateError
 from optiml.templates.plan import Plan, make_plan
 
+#: what :attr:`Move.knob` holds for a variant switch
+VARIANT = "variant"
+
 
 @dataclass(frozen=True)
 class Move:
-    """One structural edit: kernel ``group`` gets ``config`` (a variant switch or a knob move)."""
+    """One structural edit: kernel ``group`` gets ``config`` — its variant switched (``knob`` is
+    :data:`VARIANT`) or one knob moved from ``before`` to ``after``."""
 
     group: int
     config: GroupConfig
-    kind: str  # "variant" | "knob"
-    note: str
+    knob: str
+    before: Any
+    after: Any
+
+    @property
+    def kind(self) -> str:
+        return "variant" if self.knob == VARIANT else "knob"
+
+    @property
+    def note(self) -> str:
+        moved = "" if self.knob == VARIANT else f"{self.knob} "
+        return f"kernel {self.group}: {moved}{self.before} → {self.after}"
 
 
 class TemplateKernels:
@@ -73,7 +88,7 @@ class TemplateKernels:
                     continue
                 candidate = self._adapt(config, variant, space)
                 if candidate is not None:
-                    moves.append(Move(index, candidate, "variant", f"kernel {index}: {config.variant} → {variant}"))
+                    moves.append(Move(index, candidate, VARIANT, config.variant, variant))
             allowed = space.knobs.get(config.variant, {})
             for knob, values in allowed.items():
                 current = config.get(knob)
@@ -84,8 +99,7 @@ class TemplateKernels:
                     if 0 <= at + step < len(values):
                         candidate = config.with_params(**{knob: values[at + step]})
                         if space.reason_invalid(candidate) is None:
-                            note = f"kernel {index}: {knob} {current} → {values[at + step]}"
-                            moves.append(Move(index, candidate, "knob", note))
+                            moves.append(Move(index, candidate, knob, current, values[at + step]))
         return moves
 
     @staticmethod
