@@ -14,7 +14,7 @@ from emulated_tasks import emulator_mismatches, planned, write_task
 from test_gemm_template import needs_gxx
 
 from optiml.errors import OptimlError
-from optiml.templates.cat import MAX_PARTS
+from optiml.templates.permute.cat import MAX_PARTS
 
 TASK = """import torch
 import torch.nn as nn

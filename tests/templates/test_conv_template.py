@@ -313,7 +313,7 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
 def test_the_stencil_tile_follows_the_output_plane() -> None:
     """64 columns by up to 16 rows on planes wider than 32 columns (the measured winner on the suite's
     depthwise tasks), 32 columns by up to 32 rows on narrower ones, widened to 128 threads on flat planes."""
-    from optiml.templates.conv_stencil import tile
+    from optiml.templates.conv.stencil import tile
 
     def shape(config: GroupConfig) -> tuple[int, int, int]:
         return int(config.get("tx")), int(config.get("ty")), int(config.get("rows"))

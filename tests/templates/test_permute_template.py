@@ -27,7 +27,7 @@ from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
 from optiml.kernel.source import KernelSource
 from optiml.templates.base import DeviceFacts, GroupConfig, Operand, RenderContext, TemplateError
 from optiml.templates.group import Group
-from optiml.templates.permute import PermuteTemplate
+from optiml.templates.permute.permute import PermuteTemplate
 
 FACTS = DeviceFacts()
 PERMUTE = PermuteTemplate()

@@ -18,7 +18,7 @@ from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.templates.base import DeviceFacts, GroupConfig, Operand, RenderContext, TemplateError
 from optiml.templates.group import Group
-from optiml.templates.pool import PoolTemplate
+from optiml.templates.pool.pool import PoolTemplate
 
 FACTS = DeviceFacts()
 needs_nvcc = [pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc on PATH")]

@@ -22,7 +22,7 @@ from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
 from optiml.kernel.source import KernelSource
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, Operand, RenderContext, TemplateError
 from optiml.templates.group import Group
-from optiml.templates.scan import ScanTemplate
+from optiml.templates.scan.scan import ScanTemplate
 
 FACTS = DeviceFacts()
 SCAN = ScanTemplate()
@@ -589,7 +589,7 @@ def test_split_scan_of_many_tiles_is_exact_on_the_emulator(tmp_path: Path) -> No
 @needs_gxx
 def test_emulator_catches_a_wrong_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The numerics check is not vacuous: an off-by-one in the warp scan is reported."""
-    import optiml.templates.scan as scan_module
+    import optiml.templates.scan.scan as scan_module
 
     monkeypatch.setattr(scan_module, "_PREAMBLE", scan_module._PREAMBLE.replace("lane >= o", "lane > o"))
     out = emulate(tmp_path, LAST_DIM[:1], [(1, 2, 100)])

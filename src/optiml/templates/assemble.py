@@ -31,7 +31,7 @@ from optiml.templates.base import (
 from optiml.templates.cexpr import HELPERS
 from optiml.templates.group import Group
 from optiml.templates.plan import Plan
-from optiml.templates.reduce import ROW_HELPERS, RowTemplate
+from optiml.templates.row.reduce import ROW_HELPERS, RowTemplate
 
 MARKER = "// optiml-template:"
 _ABI_DTYPE = {
@@ -64,27 +64,27 @@ class Templates:
         if group.template in ("reduce", "pointwise"):
             return self.row
         if group.template == "scan":
-            from optiml.templates.scan import ScanTemplate
+            from optiml.templates.scan.scan import ScanTemplate
 
             return ScanTemplate()
         if group.template == "pool":
-            from optiml.templates.pool import PoolTemplate
+            from optiml.templates.pool.pool import PoolTemplate
 
             return PoolTemplate()
         if group.template == "permute":
-            from optiml.templates.permute import PermuteTemplate
+            from optiml.templates.permute.permute import PermuteTemplate
 
             return PermuteTemplate()
         if group.template in ("cat", "slice"):
-            from optiml.templates.cat import CatTemplate
+            from optiml.templates.permute.cat import CatTemplate
 
             return CatTemplate(self.sizes)
         if group.template == "gemm":
-            from optiml.templates.gemm import GemmTemplate
+            from optiml.templates.gemm.gemm import GemmTemplate
 
             return GemmTemplate(self.sizes)
         if group.template == "conv":
-            from optiml.templates.conv import ConvTemplate
+            from optiml.templates.conv.conv import ConvTemplate
 
             return ConvTemplate(self.sizes)
         raise TemplateError(f"no template family {group.template!r}")

@@ -19,13 +19,13 @@ MN panels, SBO = 1024 (eight k rows). A k16 step advances the start address by 3
 or by 16 rows of 128 bytes (MN-major).
 
 Only when A's contiguous dim is k and both operands allow 16-byte copies; otherwise the launch
-takes the scalar ``mma`` build (:func:`optiml.templates.gemm_mma.fallback_config`).
+takes the scalar ``mma`` build (:func:`optiml.templates.gemm.mma.fallback_config`).
 """
 
 from __future__ import annotations
 
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_mma import LaunchTerms, tensor_core_launch
+from optiml.templates.gemm.mma import LaunchTerms, tensor_core_launch
 
 BK = 64  # k per slice: one 128-byte swizzle row of 16-bit values
 PANEL = 64  # MN-major B: n per panel (one 128-byte row)

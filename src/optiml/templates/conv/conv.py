@@ -41,25 +41,25 @@ Variants:
   convs: 238 registers before, 138 now; the pointwise one 128 with a 4-byte spill; not yet timed).
 * ``tf32x3`` (float32 tasks, sm_80 and newer; transposed ones too, over their output phases, the weight
   read element by element through the phase's taps): the same implicit GEMM on tensor cores at fp32
-  accuracy, the GEMM template's 3xTF32 slice (:func:`optiml.templates.gemm_tf32.slice_code`: each
+  accuracy, the GEMM template's 3xTF32 slice (:func:`optiml.templates.gemm.tf32.slice_code`: each
   value split into two TF32 parts, three ``mma.sync.m16n8k8`` per tile, each slice summed into a
   zeroed partial added in fp32) over A as ``[m][k]`` and B as ``[n][k]`` (rows padded by 4 floats),
   double buffered, the next slice prefetched in registers.
 * ``wgmma`` (float16 / bfloat16) and ``tf32x3_wgmma`` (float32), sm_90a, forward convolutions: the same
   implicit GEMM on Hopper warp-group MMAs, the weights reordered into the workspace each call (tap-major
   where the channels fill 16-byte chunks) so a gathered chunk is one tap of consecutive channels
-  (:mod:`optiml.templates.conv_wgmma`).
+  (:mod:`optiml.templates.conv.wgmma`).
 * ``stencil`` (any float dtype, forward convolutions whose kernel extents are the same at every shape
   set, at most 64 taps; the rule for depthwise ones and others with few terms per output): a block
   stages the input box of an output tile in shared memory per input channel, each thread computes
-  ``rows`` output rows of one column with the weights in registers (:mod:`optiml.templates.conv_stencil`).
+  ``rows`` output rows of one column with the weights in registers (:mod:`optiml.templates.conv.stencil`).
 * ``direct`` (any float dtype; the rule where the stencil does not apply: half-precision transposed
   convolutions, and few-term ones whose kernel changes between shape sets or exceeds 64 taps): one
   thread per output element walks its input channels and kernel window (for a transposed
   convolution, the input positions that reach the output: ``(o + pad - k * dil)`` divisible by the
   stride), accumulating in fp32.
 
-The epilogue is the GEMM template's (:class:`~optiml.templates.gemm.Epilogue`), indexed by the
+The epilogue is the GEMM template's (:class:`~optiml.templates.gemm.gemm.Epilogue`), indexed by the
 output's linear index (its ``N`` is 1): bias-like leaves broadcast into the output through strides
 derived at run time, so a ``[C, 1, 1]`` bias, an eval-mode batch norm's statistics and a residual
 tensor all read the right element. A bias argument of the convolution itself is added to the
@@ -69,7 +69,7 @@ The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape s
 ``implicit`` (float32, at most 512 taps, and at least 32 products per output once the zero terms are
 left out: ``transposed_terms``; its tile as below) else ``direct``; fewer than 32 terms per output
 (``K``: depthwise 3x3 has 9) or one input channel per group (depthwise with any kernel) → ``stencil``
-(its tile by the output plane: :func:`optiml.templates.conv_stencil.tile`), else ``direct``; float32 →
+(its tile by the output plane: :func:`optiml.templates.conv.stencil.tile`), else ``direct``; float32 →
 ``tf32x3`` 128x128x16 on 2x4 warps when TF32 MMAs exist, ``M`` (output channels per group) fills a
 128-row tile and the 128x128 tiles cover every SM (H200, 2026-12-02, conv_quality_tf32.json: 7-12 %
 faster than ``implicit`` on the four 2-D fp32 convolutions, 1.7x slower on a 64-channel 3-D one, where
@@ -89,7 +89,6 @@ from typing import Any, cast
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import conv_stencil, conv_wgmma, gemm_tf32
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -100,8 +99,11 @@ from optiml.templates.base import (
     c_type,
     to_compute,
 )
-from optiml.templates.gemm import Epilogue, Problem, _mma_helper, _mma_slice, tensor_cores_take_tf32
-from optiml.templates.gemm_mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
+from optiml.templates.conv import stencil as conv_stencil
+from optiml.templates.conv import wgmma as conv_wgmma
+from optiml.templates.gemm import tf32 as gemm_tf32
+from optiml.templates.gemm.gemm import Epilogue, Problem, _mma_helper, _mma_slice, tensor_cores_take_tf32
+from optiml.templates.gemm.mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
 
 IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -724,7 +726,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
 # -- tf32x3 (fp32 on tensor cores) -------------------------------------------------------------------
 def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     """The implicit GEMM on tensor cores at fp32 accuracy: the GEMM template's 3xTF32 slice
-    (:func:`optiml.templates.gemm_tf32.slice_code`) over A as ``[m][k]`` and B as ``[n][k]`` in shared
+    (:func:`optiml.templates.gemm.tf32.slice_code`) over A as ``[m][k]`` and B as ``[n][k]`` in shared
     memory (rows padded by 4 floats: conflict-free fragment reads), double buffered, the next slice's
     weights and gathered inputs prefetched in registers while the current one is multiplied."""
     bm, bn, bk, wm, wn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))

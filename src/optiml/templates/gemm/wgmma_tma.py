@@ -1,6 +1,6 @@
 """The Hopper GEMM with TMA loads and a producer warp group (fp16 / bf16, fp32 accumulation).
 
-The ``wgmma_tma`` variant, for sm_90a. The ``wgmma`` kernel (:mod:`optiml.templates.gemm_wgmma`) has
+The ``wgmma_tma`` variant, for sm_90a. The ``wgmma`` kernel (:mod:`optiml.templates.gemm.wgmma`) has
 every thread copy its share of each slice with ``cp.async`` and the whole block meet at a barrier
 per slice, so copies and MMAs take turns in the same warps. Here the work is split:
 
@@ -27,10 +27,10 @@ kernel of the same tile, and unaligned operands the scalar ``mma`` build.
 
 from __future__ import annotations
 
-from optiml.templates import gemm_wgmma
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_mma import LaunchTerms, tensor_core_launch
-from optiml.templates.gemm_wgmma import ALIGN, BK, MAX_SMEM, PANEL, stage_bytes, stored_accumulators
+from optiml.templates.gemm import wgmma as gemm_wgmma
+from optiml.templates.gemm.mma import LaunchTerms, tensor_core_launch
+from optiml.templates.gemm.wgmma import ALIGN, BK, MAX_SMEM, PANEL, stage_bytes, stored_accumulators
 
 PRODUCER_REGISTERS = 40  # setmaxnreg.dec: the producer only counts slices and issues copies
 CONSUMER_REGISTERS = 232  # setmaxnreg.inc: 128 accumulators a thread at bn = 256
@@ -214,7 +214,7 @@ def tensor_map_declarations(bm: int, bn: int, b_k_major: bool, bk: int, panel: i
 def tma_launch(p: str, config: GroupConfig, b_k_major: bool) -> str:
     """Host statements that launch ``{p}_wgmma_tma`` and return where the product allows it and the driver
     encodes its tensor maps; otherwise they fall through to the ``wgmma`` kernel (inside the 16-byte branch
-    of :func:`~optiml.templates.gemm_mma.tensor_core_launch`)."""
+    of :func:`~optiml.templates.gemm.mma.tensor_core_launch`)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     smem = smem_bytes(bm, bn, stages)
     maps = "\n      ".join(tensor_map_declarations(bm, bn, b_k_major, BK, PANEL, 2))

@@ -1,7 +1,7 @@
 """The Hopper 3xTF32 GEMM kernel (float32 in, float32 out, fp32 accuracy) of the GEMM template.
 
 The ``tf32x3_wgmma`` variant, for sm_90a. The same arithmetic as ``tf32x3``
-(:mod:`optiml.templates.gemm_tf32`): each fp32 operand value ``x`` is split into ``big = tf32(x)``
+(:mod:`optiml.templates.gemm.tf32`): each fp32 operand value ``x`` is split into ``big = tf32(x)``
 and ``small = tf32(x - big)``, and the product is accumulated as ``a_small·b_big + a_big·b_small +
 a_big·b_big``, each 32-deep k slice summed by the tensor cores into a partial that is added to the
 accumulators in fp32. What differs is where the work happens:
@@ -31,8 +31,9 @@ the same tile (:func:`fallback_config`).
 
 from __future__ import annotations
 
-from optiml.templates import gemm_tf32, gemm_wgmma
 from optiml.templates.base import GroupConfig
+from optiml.templates.gemm import tf32 as gemm_tf32
+from optiml.templates.gemm import wgmma as gemm_wgmma
 
 BK = 32  # k per slice: one 128-byte swizzle row of floats
 ROW = BK * 4  # bytes per tile row
@@ -78,7 +79,7 @@ def fallback_config(config: GroupConfig) -> GroupConfig:
 
 def helpers(p: str, bn: int) -> str:
     """The TF32 warp-group MMA for ``bn`` columns and the 16- and 4-byte shared-memory stores
-    (descriptors and fences: :mod:`optiml.templates.gemm_wgmma`)."""
+    (descriptors and fences: :mod:`optiml.templates.gemm.wgmma`)."""
     return instruction(p, bn) + shared_stores(p)
 
 
@@ -193,7 +194,7 @@ def _stage(p: str, name: str, outer: int, k_major: bool, nthreads: int, tile: di
 
 
 def split_k_store(p: str) -> str:
-    """The accumulator loop's element (:func:`optiml.templates.gemm_wgmma.accumulator_epilogue`): a partial
+    """The accumulator loop's element (:func:`optiml.templates.gemm.wgmma.accumulator_epilogue`): a partial
     sum into the workspace when K is split, else the epilogue (shared with the TMA 3xTF32 kernel)."""
     return f"""\
         if (n >= P.N) continue;

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_mma import LaunchTerms, fragment_epilogue, warp_grid_problem, zeroed_accumulators
+from optiml.templates.gemm.mma import LaunchTerms, fragment_epilogue, warp_grid_problem, zeroed_accumulators
 
 MAX_SMEM = 227 * 1024  # dynamic shared memory per block with the opt-in
 PAD_K = 4  # floats of padding on a row whose contiguous dim is k

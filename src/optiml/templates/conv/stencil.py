@@ -33,7 +33,7 @@ SMEM_BYTES = 48 * 1024
 
 
 class Geometry(Protocol):
-    """What the stencil reads of a convolution (:class:`optiml.templates.conv.ConvProblem` has it)."""
+    """What the stencil reads of a convolution (:class:`optiml.templates.conv.conv.ConvProblem` has it)."""
 
     dtype: str
     stride: tuple[int, int, int]

@@ -22,29 +22,29 @@ Variants (structural choices):
   tiles in groups of 8 tile-rows (L2 reuse); batches are decoded from the block index.
 * ``mma`` (float16 / bfloat16 tasks): tensor cores through ``mma.sync.m16n8k16`` (inline PTX)
   with fp32 accumulation. ``wm × wn`` warps per block, each owning a ``(bm/wm) × (bn/wn)`` warp
-  tile of 16×8 MMA tiles. The 16-byte build (:mod:`optiml.templates.gemm_mma`) is a ``stages``-deep
+  tile of 16×8 MMA tiles. The 16-byte build (:mod:`optiml.templates.gemm.mma`) is a ``stages``-deep
   ``cp.async`` pipeline into dynamic shared memory with ``ldmatrix`` fragment loads (``.trans`` for
   an operand whose contiguous dim is not k); the scalar build keeps A as ``[m][k]`` and B as
   ``[n][k]`` in static shared memory, double buffered through registers, on a tile shrunk to fit.
 * ``wgmma`` (fp16 / bf16 on sm_90a, A k-major): Hopper warp-group MMA from 128-byte-swizzled shared
-  memory through descriptors (:mod:`optiml.templates.gemm_wgmma`); the scalar ``mma`` build when the
+  memory through descriptors (:mod:`optiml.templates.gemm.wgmma`); the scalar ``mma`` build when the
   operands do not allow 16-byte copies.
 * ``wgmma_tma`` (the same products): the same MMAs fed by TMA copies from a producer warp group through
-  mbarrier rings, no block-wide barrier in the k loop (:mod:`optiml.templates.gemm_wgmma_tma`); a batch
+  mbarrier rings, no block-wide barrier in the k loop (:mod:`optiml.templates.gemm.wgmma_tma`); a batch
   runs the ``wgmma`` kernel of the same tile, unaligned operands the scalar ``mma`` build.
 * ``tf32x3`` (float32 tasks, sm_80 and newer): each fp32 value split into two TF32 parts, three
   ``mma.sync.m16n8k8`` per tile (small terms first), each ``bk`` slice summed into a zeroed partial
-  and added in fp32: fp32 accuracy on tensor cores (:mod:`optiml.templates.gemm_tf32`). A variant like
+  and added in fp32: fp32 accuracy on tensor cores (:mod:`optiml.templates.gemm.tf32`). A variant like
   any other: kept only where it verifies under the task's tolerance. A single product with an odd
   contiguous dim pads that operand into the workspace first; K is split as for ``simt``.
 * ``tf32x3_wgmma`` (float32 on sm_90a, A k-major): the same 3xTF32 arithmetic on Hopper warp-group
   MMAs, each operand split once when its slice is staged into 128-byte-swizzled big / small tiles
-  (:mod:`optiml.templates.gemm_tf32_wgmma`); the ``tf32x3`` 4-byte build of the same tile when the
+  (:mod:`optiml.templates.gemm.tf32_wgmma`); the ``tf32x3`` 4-byte build of the same tile when the
   operands do not allow 16-byte loads. A seed, not the rule: on the suite the ``mma.sync`` kernel
   measured faster once its split took two integer operations (compute_quality_suite.json).
 * ``tf32x3_tma`` (float32 on sm_90a, A k-major): the same arithmetic fed by TMA copies of the raw fp32
   slices from a producer warp group; the consumers split A into registers (the MMA reads A from
-  registers) and B once into shared big / small tiles (:mod:`optiml.templates.gemm_tf32_tma`). A
+  registers) and B once into shared big / small tiles (:mod:`optiml.templates.gemm.tf32_tma`). A
   batch, or operands TMA cannot address, run the ``tf32x3`` builds of the same tile.
 * ``gemv`` (any float dtype; the rule for ``min(M, N) <= 16``): the small side (``J``, ``rows`` of it
   per pass) against the big side (``I``). When the big operand is k-contiguous (``x @ W.T`` with a
@@ -88,7 +88,6 @@ from typing import Any
 from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import TRIANGULAR
 from optiml.graph.sizes import SizeResolver
-from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_tma, gemm_tf32_wgmma, gemm_wgmma, gemm_wgmma_tma
 from optiml.templates.base import (
     DeviceFacts,
     GroupConfig,
@@ -101,6 +100,12 @@ from optiml.templates.base import (
     to_compute,
 )
 from optiml.templates.cexpr import arith_type, literal, pointwise
+from optiml.templates.gemm import mma as gemm_mma
+from optiml.templates.gemm import tf32 as gemm_tf32
+from optiml.templates.gemm import tf32_tma as gemm_tf32_tma
+from optiml.templates.gemm import tf32_wgmma as gemm_tf32_wgmma
+from optiml.templates.gemm import wgmma as gemm_wgmma
+from optiml.templates.gemm import wgmma_tma as gemm_wgmma_tma
 
 SIMT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),

@@ -1,6 +1,6 @@
 """The row template: element-wise chains, reductions and norms over any dims, in one kernel.
 
-A row group (see :mod:`optiml.templates.rowprog`) is rendered with one of five variants, the
+A row group (see :mod:`optiml.templates.row.rowprog`) is rendered with one of five variants, the
 structural choice of how threads share a row:
 
 * ``warp_row`` — a warp per row (many short rows); shuffles only.
@@ -41,7 +41,7 @@ from optiml.templates.base import (
 )
 from optiml.templates.cexpr import literal
 from optiml.templates.group import Group
-from optiml.templates.rowprog import REDUCE_IDENTITY, Leaf, Reduction, RowProgram, Scope
+from optiml.templates.row.rowprog import REDUCE_IDENTITY, Leaf, Reduction, RowProgram, Scope
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ Two variants, one structure:
 * ``wgmma`` (float16 / bfloat16): ``wgmma.mma_async.m64n{bn}k16`` with fp32 accumulation, 64-deep k
   slices (one 128-byte row of 16-bit values a tile row).
 * ``tf32x3_wgmma`` (float32, fp32 accuracy): the GEMM template's 3xTF32 arithmetic on
-  ``wgmma.mma_async.m64n{bn}k8.tf32`` (:mod:`optiml.templates.gemm_tf32_wgmma`): each value is split
+  ``wgmma.mma_async.m64n{bn}k8.tf32`` (:mod:`optiml.templates.gemm.tf32_wgmma`): each value is split
   once, when staged, into a big and a small TF32 part stored in two tiles; 32-deep k slices.
 
-The GEMM is the conv template's (:mod:`optiml.templates.conv`): ``A[m][k]`` the weights (reordered: below), ``B``
+The GEMM is the conv template's (:mod:`optiml.templates.conv.conv`): ``A[m][k]`` the weights (reordered: below), ``B``
 the im2col matrix, never stored. A block is ``bm / 64`` warp groups (each owns 64 output channels) over a
 ``bm x bn`` tile. Both operands sit in shared memory k-major in the 128-byte swizzle the descriptors name
 (16-byte chunk ``c`` of row ``r`` at chunk ``c ^ (r % 8)``; tiles on 1024-byte boundaries), two stages:
@@ -36,8 +36,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from optiml.templates import gemm_mma, gemm_tf32, gemm_tf32_wgmma, gemm_wgmma
 from optiml.templates.base import GroupConfig
+from optiml.templates.gemm import mma as gemm_mma
+from optiml.templates.gemm import tf32 as gemm_tf32
+from optiml.templates.gemm import tf32_wgmma as gemm_tf32_wgmma
+from optiml.templates.gemm import wgmma as gemm_wgmma
 
 ROW = 128  # bytes of a slice row: one 128-byte swizzle row
 ALIGN = 1024  # a 128-byte-swizzle atom (8 rows)
@@ -57,7 +60,7 @@ TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
 
 
 class ConvGeometry(Protocol):
-    """What these kernels read of a convolution (:class:`optiml.templates.conv.ConvProblem` has it)."""
+    """What these kernels read of a convolution (:class:`optiml.templates.conv.conv.ConvProblem` has it)."""
 
     stride: tuple[int, int, int]
     padding: tuple[int, int, int]
@@ -259,7 +262,7 @@ def _pixel_columns(bn: int) -> str:
 def _pixel_copies(p: str, config: GroupConfig) -> str:
     """A pointwise half conv's B slice by ``cp.async``: ``B[k][n] = x[b][k][pixel]`` is contiguous in n, so
     it lands n-major, in 64-column panels of 64 k rows (128 bytes: the swizzle of the GEMM's ``a @ b``
-    B, :mod:`optiml.templates.gemm_wgmma`), read transposed by the MMA."""
+    B, :mod:`optiml.templates.gemm.wgmma`), read transposed by the MMA."""
     bn, nthreads = int(config.get("bn")), threads(config)
     per_row = bn // 8
     return f"""\

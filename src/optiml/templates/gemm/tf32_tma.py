@@ -1,12 +1,12 @@
 """The Hopper 3xTF32 GEMM fed by TMA (float32 in, float32 out, fp32 accuracy) of the GEMM template.
 
 The ``tf32x3_tma`` variant, for sm_90a, A k-major. The arithmetic is that of ``tf32x3`` and
-``tf32x3_wgmma`` (:mod:`optiml.templates.gemm_tf32`): each fp32 value ``x`` is split into ``big =
+``tf32x3_wgmma`` (:mod:`optiml.templates.gemm.tf32`): each fp32 value ``x`` is split into ``big =
 tf32(x)`` and ``small = tf32(x - big)``, a 32-deep k slice's ``a_small·b_big + a_big·b_small +
 a_big·b_big`` is summed by the tensor cores into a zeroed partial, and the partial is added to the
 accumulators in fp32. ``tf32x3_wgmma`` loads every slice through registers in the threads that then
 multiply it, so global-memory latency sits between slices (Nsight Compute: latency-bound at
-~55 TFLOP/s). Here, as in the bf16 ``wgmma_tma`` kernel (:mod:`optiml.templates.gemm_wgmma_tma`):
+~55 TFLOP/s). Here, as in the bf16 ``wgmma_tma`` kernel (:mod:`optiml.templates.gemm.wgmma_tma`):
 
 * **one producer warp group**, one thread of which issues Tensor Memory Accelerator copies of each
   raw fp32 slice into a ``stages``-deep ring: A's ``[bm][32]`` box, and B's ``[bn][32]`` box (k its
@@ -32,11 +32,11 @@ launch runs the ``mma.sync`` 3xTF32 kernel of the same block tile (:func:`fallba
 
 from __future__ import annotations
 
-from optiml.templates import gemm_tf32
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm_tf32_wgmma import fallback_config, split_k_store
-from optiml.templates.gemm_wgmma import accumulator_epilogue
-from optiml.templates.gemm_wgmma_tma import producer_head, tensor_map_declarations
+from optiml.templates.gemm import tf32 as gemm_tf32
+from optiml.templates.gemm.tf32_wgmma import fallback_config, split_k_store
+from optiml.templates.gemm.wgmma import accumulator_epilogue
+from optiml.templates.gemm.wgmma_tma import producer_head, tensor_map_declarations
 
 BK = 32  # k per slice: one 128-byte swizzle row of floats
 ROW = BK * 4  # bytes per tile row
@@ -85,7 +85,7 @@ def check(config: GroupConfig) -> str | None:
 
 def helpers(p: str, bn: int) -> str:
     """The TF32 warp-group MMA with A in registers, and the consumers' named barrier (mbarriers, TMA copies
-    and register reallocation: :func:`optiml.templates.gemm_wgmma_tma.helpers`)."""
+    and register reallocation: :func:`optiml.templates.gemm.wgmma_tma.helpers`)."""
     regs = bn // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
 
 
 def tma_launch(p: str, config: GroupConfig, b_k_major: bool) -> str:
-    """Host statements, inside the 16-byte branch of :func:`optiml.templates.gemm_tf32.launch` (after the
+    """Host statements, inside the 16-byte branch of :func:`optiml.templates.gemm.tf32.launch` (after the
     split of K and any padding), that launch ``{p}_tf32_tma`` and go on to the split-K sum where the
     product allows it and the driver encodes its tensor maps; otherwise they fall through to the
     ``mma.sync`` kernel of the same tile."""
