@@ -29,7 +29,7 @@ from optiml.evaluate.abi import KernelLibrary, TensorArray
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.task import load_task
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm.gemm import wgmma as gemm_wgmma
+from optiml.templates.gemm import wgmma as gemm_wgmma
 from optiml.templates.kernels import TemplateKernels
 
 TASK = """

@@ -35,7 +35,7 @@ from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
 from optiml.templates.base import DeviceFacts, GroupConfig, TemplateError
-from optiml.templates.gemm.gemm import TF32_DEFAULT, GemmTemplate
+from optiml.templates.gemm.dispatch import TF32_DEFAULT, GemmTemplate
 from optiml.templates.kernels import TemplateKernels
 from optiml.templates.plan import make_plan
 

@@ -80,7 +80,7 @@ class Templates:
 
             return CatTemplate(self.sizes)
         if group.template == "gemm":
-            from optiml.templates.gemm.gemm import GemmTemplate
+            from optiml.templates.gemm.dispatch import GemmTemplate
 
             return GemmTemplate(self.sizes)
         if group.template == "conv":

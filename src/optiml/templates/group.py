@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from optiml.graph.ir import Graph
+from optiml.graph.ir import Graph, Node
 
 
 @dataclass(frozen=True)
@@ -36,3 +36,12 @@ class Group:
     def describe(self) -> str:
         ops = [self.graph.nodes[i].op for i in self.nodes]
         return f"{self.template}[{' '.join(ops)}]"
+
+
+def find_node(group: Group, ops: tuple[str, ...]) -> Node | None:
+    """The first of ``group``'s nodes whose op is one of ``ops``, or None."""
+    for index in group.nodes:
+        node = group.graph.nodes[index]
+        if node.op in ops:
+            return node
+    return None

@@ -59,7 +59,7 @@ Variants:
   convolution, the input positions that reach the output: ``(o + pad - k * dil)`` divisible by the
   stride), accumulating in fp32.
 
-The epilogue is the GEMM template's (:class:`~optiml.templates.gemm.gemm.Epilogue`), indexed by the
+The epilogue is the GEMM template's (:class:`~optiml.templates.product.epilogue.Epilogue`), indexed by the
 output's linear index (its ``N`` is 1): bias-like leaves broadcast into the output through strides
 derived at run time, so a ``[C, 1, 1]`` bias, an eval-mode batch norm's statistics and a residual
 tensor all read the right element. A bias argument of the convolution itself is added to the
@@ -85,7 +85,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
@@ -102,8 +102,9 @@ from optiml.templates.base import (
 from optiml.templates.conv import stencil as conv_stencil
 from optiml.templates.conv import wgmma as conv_wgmma
 from optiml.templates.gemm import tf32 as gemm_tf32
-from optiml.templates.gemm.gemm import Epilogue, Problem, _mma_helper, _mma_slice, tensor_cores_take_tf32
 from optiml.templates.gemm.mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
+from optiml.templates.product.epilogue import Epilogue
+from optiml.templates.product.mma import mma_helper, mma_slice, tensor_cores_take_tf32
 
 IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -710,7 +711,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
 {decl}
 {zeroed_accumulators(mi, ni)}
 {_first_slice(bk, load, store_a)}
-{_mma_slice(p, bk, mi, ni, wtm, wtn)}\
+{mma_slice(p, bk, mi, ni, wtm, wtn)}\
     if (kt + 1 < KT) {{  // the next slice straight into the other buffer: no prefetch registers
       k0 = (kt + 1) * {bk};
       buf ^= 1;
@@ -1133,7 +1134,7 @@ class ConvTemplate:
         prob = self._problem(group)
         p = ctx.prefix
         # The GEMM epilogue reads only ``out`` and ``has_n`` of its problem; a ConvProblem has both.
-        epi = Epilogue(group, cast(Problem, prob), ctx, self.sizes)
+        epi = Epilogue(group, prob, ctx, self.sizes)
         ctype = c_type(prob.dtype)
         warp_group = config.variant in conv_wgmma.VARIANTS
         extra = conv_wgmma.PROB_FIELDS if warp_group else ()
@@ -1164,7 +1165,7 @@ class ConvTemplate:
         elif config.variant == "mma":
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
             device += [
-                _mma_helper(p, prob.dtype),
+                mma_helper(p, prob.dtype),
                 _mma_kernel(p, config, prob),
                 _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32, vec=8),
             ]

@@ -8,7 +8,7 @@ transpose pass through registers — and ``mma.sync.m16n8k16``. Shared-memory ro
 halves (16 bytes): the eight row addresses of one 8x8 ``ldmatrix`` then fall in distinct bank
 groups. The epilogue is the GEMM group's (``{p}_epi1``), applied to each accumulator.
 
-The scalar build (odd sizes, unaligned views) stays :func:`optiml.templates.gemm.gemm._mma_kernel`
+The scalar build (odd sizes, unaligned views) stays :func:`optiml.templates.gemm.simt.mma_kernel`
 with a tile that fits static shared memory (:func:`fallback_config`).
 """
 

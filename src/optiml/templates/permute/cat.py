@@ -35,7 +35,8 @@ from optiml.templates.base import (
     TemplateError,
     from_compute,
 )
-from optiml.templates.permute.permute import find_node, launch_check
+from optiml.templates.group import find_node
+from optiml.templates.kernel_io import launch_check
 
 #: Parts one launch copies (its table is a by-value kernel argument: 32 entries of 64 bytes).
 MAX_PARTS = 32

@@ -33,12 +33,20 @@ Default rule: ``tiled(tile=32, block_rows=8)``.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from optiml.graph.ir import Node
-from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, Operand, RenderContext, Space, TemplateError
-from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
+from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, RenderContext, Space, TemplateError
+from optiml.templates.descriptors import compact_descriptors
+from optiml.templates.group import find_node
+from optiml.templates.kernel_io import (
+    device_context,
+    fast_div_code,
+    io_bind,
+    io_counts,
+    io_fill_host,
+    io_struct_code,
+    launch_check,
+)
 
 #: Elements each thread moves in the tiled variant's gather fallback (copy rows, tiny transposes).
 COPY_ELEMENTS_PER_THREAD = 4
@@ -47,127 +55,6 @@ COPY_ELEMENTS_PER_THREAD = 4
 #: warp's 32 outputs span 32 / B runs of B rows; with A tiny, the strided reads share their lines).
 MIN_TRANSPOSE_B = 8
 MIN_TRANSPOSE_A = 4
-
-
-# -- helpers shared with the pool template -------------------------------------------------------
-def fast_div_code(prefix: str) -> str:
-    """Device and host code of ``{prefix}_fdiv<U>``: division by a run-time invariant divisor.
-
-    Granlund-Montgomery with an (N+1)-bit magic number: ``n / d == (umulhi(n, mul) + n) >> shr``
-    for ``n, d < 2^(N-1)`` (N = 32 or 64). ``{prefix}_fdiv_init(f, d)`` computes it on the host.
-    """
-    p = prefix
-    return f"""\
-template <typename U> struct {p}_fdiv;
-template <> struct {p}_fdiv<uint32_t> {{
-  uint32_t d, mul, shr;
-  __device__ __forceinline__ uint32_t div(uint32_t n) const {{ return (__umulhi(n, mul) + n) >> shr; }}
-}};
-template <> struct {p}_fdiv<uint64_t> {{
-  uint64_t d, mul;
-  uint32_t shr;
-  __device__ __forceinline__ uint64_t div(uint64_t n) const {{ return (__umul64hi(n, mul) + n) >> shr; }}
-}};
-static void {p}_fdiv_init({p}_fdiv<uint32_t>& f, uint64_t d) {{  // requires 1 <= d < 2^31
-  uint32_t s = 0;
-  while ((1ull << s) < d) ++s;
-  f.d = (uint32_t)d;
-  f.shr = s;
-  f.mul = (uint32_t)((((1ull << 32) * ((1ull << s) - d)) / d) + 1);
-}}
-static void {p}_fdiv_init({p}_fdiv<uint64_t>& f, uint64_t d) {{  // requires 1 <= d < 2^63
-  const unsigned __int128 one = 1;
-  uint32_t s = 0;
-  while ((one << s) < d) ++s;
-  f.d = d;
-  f.shr = s;
-  f.mul = (uint64_t)((((one << 64) * ((one << s) - d)) / d) + 1);
-}}
-"""
-
-
-def io_struct_code(prefix: str, used: UsedDescriptors, ctx: RenderContext) -> str:
-    """``{prefix}_io``: what a kernel of the group receives by value.
-
-    The ABI tensor descriptors its device code names (so loaders and storers written against the
-    host names ``inputs[k]``, ``outputs[k]``, ``workspace`` work in device code, see :func:`io_bind`;
-    renumbered by :func:`~optiml.templates.descriptors.compact_descriptors`) and the group's operand
-    pointers, evaluated in host code (an operand may live in the workspace at an offset only host
-    code knows).
-    """
-    return f"""\
-struct {prefix}_io {{
-  optiml_tensor in[{used.input_slots}];
-  optiml_tensor out[{used.output_slots}];
-  void* ws;
-  const void* in_ptr[{max(1, len(ctx.inputs))}];
-  void* out_ptr[{max(1, len(ctx.outputs))}];
-}};
-"""
-
-
-def io_bind(ctx: RenderContext) -> str:
-    """Kernel-body statements: the ABI names and the operands as typed local pointers."""
-    p = ctx.prefix
-    lines = [
-        "  [[maybe_unused]] const optiml_tensor* inputs = args.in;",
-        "  [[maybe_unused]] const optiml_tensor* outputs = args.out;",
-        "  [[maybe_unused]] void* workspace = args.ws;",
-    ]
-    lines += [
-        f"  [[maybe_unused]] const {op.ctype}* __restrict__ {p}_in{k} = (const {op.ctype}*)args.in_ptr[{k}];"
-        for k, op in enumerate(ctx.inputs)
-    ]
-    lines += [
-        f"  [[maybe_unused]] {op.ctype}* __restrict__ {p}_out{k} = ({op.ctype}*)args.out_ptr[{k}];"
-        for k, op in enumerate(ctx.outputs)
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def device_context(ctx: RenderContext, compute: str | None = None) -> RenderContext:
-    """``ctx`` with its operands renamed to the kernel-local pointers of :func:`io_bind`.
-
-    Loaders and storers (fused element-wise code) are kept as they are: they are written against
-    the ABI names, which :func:`io_bind` rebinds. ``compute`` overrides the compute type.
-    """
-    p = ctx.prefix
-    return replace(
-        ctx,
-        inputs=[Operand(f"{p}_in{k}", op.ctype) for k, op in enumerate(ctx.inputs)],
-        outputs=[Operand(f"{p}_out{k}", op.ctype) for k, op in enumerate(ctx.outputs)],
-        compute_type=compute or ctx.compute_type,
-    )
-
-
-def io_fill_host(prefix: str, counts: tuple[int, int], used: UsedDescriptors, ctx: RenderContext) -> list[str]:
-    """Host statements declaring ``{prefix}_args`` (a ``{prefix}_io``) filled from the ABI arguments;
-    ``counts`` are the task's ABI input and output counts (checked), ``used`` the descriptors copied."""
-    p = prefix
-    n_in, n_out = counts
-    lines = [f"  if (n_inputs < {n_in} || n_outputs < {n_out}) return -1;", f"  {p}_io {p}_args;"]
-    lines += [f"  {line}" for line in used.fill(f"{p}_args")]
-    lines.append(f"  {p}_args.ws = workspace;")
-    lines += [f"  {p}_args.in_ptr[{k}] = (const void*)({op.ptr});" for k, op in enumerate(ctx.inputs)]
-    lines += [f"  {p}_args.out_ptr[{k}] = (void*)({op.ptr});" for k, op in enumerate(ctx.outputs)]
-    return lines
-
-
-def io_counts(group: Any) -> tuple[int, int]:
-    """Descriptor counts the io struct holds: every ABI input and output of the task."""
-    return max(1, len(group.graph.inputs)), max(1, len(group.graph.outputs))
-
-
-def launch_check() -> str:
-    return "{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }"
-
-
-def find_node(group: Any, ops: tuple[str, ...]) -> Node | None:
-    for index in group.nodes:
-        node = group.graph.nodes[index]
-        if node.op in ops:
-            return node
-    return None
 
 
 # -- the template ---------------------------------------------------------------------------------

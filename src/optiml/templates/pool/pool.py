@@ -49,10 +49,10 @@ from typing import Any
 
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, RenderContext, Space, TemplateError
 from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
-from optiml.templates.permute.permute import (
+from optiml.templates.group import find_node
+from optiml.templates.kernel_io import (
     device_context,
     fast_div_code,
-    find_node,
     io_bind,
     io_counts,
     io_fill_host,
