@@ -41,8 +41,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "values": (),
         "task": ("errors",),
         "task_runtime": ("errors", "task"),
-        # a candidate and what builds it; what screens it
-        "integrity": ("errors", "task", "kernel", "redact"),
+        # what screens and sandboxes a candidate (it reads a source through its own protocol, not
+        # optiml.kernel's class); a candidate and what builds it (in integrity's compile sandbox)
+        "integrity": ("errors", "task", "redact"),
         "kernel": ("errors", "values", "task", "task_runtime", "integrity", "cache_dirs", "cuda_tools"),
         "peaks": ("kernel", "integrity", "cache_dirs"),
         # the op graph and the templates instantiated over it
@@ -72,11 +73,13 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         # using the results
         "export": ("errors", "task", "task_runtime", "kernel", "evaluate", "store"),
-        "bench": ("errors", "task", "kernel", "evaluate", "propose", "search", "generate", "store", "export"),
+        # assembling the parts of a run, and the one optimize workflow over them
+        "session": ("errors", "values", "task", "kernel", "evaluate", "profile", "propose", "llm", "store"),
+        "workflow": ("task", "kernel", "evaluate", "generate", "search", "store", "session"),
+        # whole suites, reports, the machine; the command line on top
+        "bench": ("errors", "task", "kernel", "search", "store", "export", "session", "workflow"),
         "report": ("errors", "values", "task", "kernel", "profile", "search", "bench", "store", "llm"),
         "doctor": ("errors", "kernel", "integrity", "cuda_tools"),
-        # assembling the parts of a run, and the command line on top
-        "session": ("errors", "values", "task", "kernel", "evaluate", "profile", "propose", "llm", "store"),
         "cli": (
             "errors",
             "values",
@@ -95,6 +98,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "report",
             "doctor",
             "session",
+            "workflow",
         ),
     }.items()
 }
@@ -113,6 +117,30 @@ ASSEMBLED = {
     "optiml.evaluate.evaluator": {"Evaluator"},
     "optiml.profile": {"Profiler"},
     "optiml.profile.profiler": {"Profiler"},
+}
+
+#: What optiml.session assembles, by the part defining it: no other module calls these constructors (nor
+#: ``EvaluationCache.of``), so every command, the bench and the workflow get their parts built one way.
+SESSION_BUILDS = {
+    "Compiler": "kernel",
+    "CompilerConfig": "kernel",
+    "Evaluator": "evaluate",
+    "EvaluationCache": "evaluate",
+    "EvaluationCache.of": "evaluate",
+    "GPUPool": "evaluate",
+    "WorkerClient": "evaluate",
+    "Profiler": "profile",
+}
+ASSEMBLER = "optiml.session"
+
+#: (module, constructor) -> why that module builds a part itself (outside its own part).
+KNOWN_ASSEMBLERS: dict[tuple[str, str], str] = {
+    ("optiml.evaluate.evaluator", "Compiler"): "the Evaluator's default for scripts and tests; the session passes one",
+    ("optiml.evaluate.evaluator", "CompilerConfig"): "the same default compiler's configuration",
+    ("optiml.generate.pipeline", "EvaluationCache.of"): (
+        "a generation judges each source once even when handed a bare evaluator (adapt, generate); "
+        "the session's cache is kept as it is"
+    ),
 }
 
 #: What the GPU worker process may load besides the standard library, NumPy and PyTorch.
@@ -224,6 +252,95 @@ def test_the_cli_builds_no_part_by_hand() -> None:
         if part(i.importer) == "cli" and i.module in ASSEMBLED and set(i.names) & ASSEMBLED[i.module]
     ]
     assert found == [], "the CLI assembles parts itself; ask optiml.session for them:\n" + "\n".join(found)
+
+
+def test_the_documented_table_is_the_enforced_one() -> None:
+    """docs/architecture.md's table says what MAY_IMPORT enforces, part by part (``cli``: everything above)."""
+    doc = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc.split("## The parts, bottom to top", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, frozenset[str]] = {}
+    for row in re.finditer(r"^\| (`[^|]+`) \| .* \| ([^|]+) \|$", section, re.MULTILINE):
+        deps = row[2].strip()
+        for name in re.findall(r"`(\w+)`", row[1]):
+            documented[name] = frozenset() if deps == "—" else frozenset(d.strip() for d in deps.split(","))
+    assert documented.keys() == MAY_IMPORT.keys()
+    differ = {p: (sorted(documented[p]), sorted(deps)) for p, deps in MAY_IMPORT.items() if p != "cli"
+              if documented[p] != deps}  # fmt: skip
+    assert differ == {}, "docs/architecture.md (first) and MAY_IMPORT (second) disagree"
+
+
+def test_the_table_is_a_stack() -> None:
+    """No part may import, through any chain of the table, a part that may import it: each has one place."""
+    cycles = []
+    for start in MAY_IMPORT:
+        seen: set[str] = set()
+        todo = list(MAY_IMPORT[start])
+        while todo:
+            dep = todo.pop()
+            if dep == start:
+                cycles.append(start)
+                break
+            if dep not in seen:
+                seen.add(dep)
+                todo.extend(MAY_IMPORT.get(dep, ()))
+    assert cycles == [], f"parts that may import themselves through the table: {sorted(cycles)}"
+
+
+def assemblies(tree: ast.AST, module: str) -> Iterator[tuple[str, int]]:
+    """(constructor, line) for every call in ``tree`` of what only the session builds, where ``module``
+    may not build it: outside optiml.session, the constructor's own part and :data:`KNOWN_ASSEMBLERS`."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr == "of":
+            name = f"{func.value.id}.of"
+        owner = SESSION_BUILDS.get(name)
+        if owner is None or module == ASSEMBLER or part(module) == owner or (module, name) in KNOWN_ASSEMBLERS:
+            continue
+        yield name, node.lineno
+
+
+def test_only_the_session_assembles_compilers_evaluators_caches_and_profilers() -> None:
+    found = [
+        f"{module_name(path)}:{line} builds {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, line in assemblies(ast.parse(path.read_text(encoding="utf-8")), module_name(path))
+    ]
+    assert found == [], "parts assembled by hand; ask optiml.session for them:\n" + "\n".join(found)
+    calls = {(module_name(p), name) for p in PACKAGE.rglob("*.py") for name in _calls(p)}
+    stale = sorted(set(KNOWN_ASSEMBLERS) - calls)
+    assert stale == [], f"no longer built there: remove from KNOWN_ASSEMBLERS: {stale}"
+
+
+def _calls(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            names.add(node.func.id)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+        ):
+            names.add(f"{node.func.value.id}.{node.func.attr}")
+    return names
+
+
+def test_the_assembly_rule_sees_a_part_built_by_hand() -> None:
+    """The rule above, on a bench that builds its own evaluator and cache (what optiml bench did)."""
+    code = (
+        "from optiml.evaluate.evaluator import Evaluator\n"
+        "evaluator = Evaluator(task, EvalConfig(), compiler=Compiler(CompilerConfig()), worker=worker)\n"
+        "costs = EvaluationCache(evaluator)\n"
+        "cached = EvaluationCache.of(evaluator)\n"
+    )
+    found = sorted(assemblies(ast.parse(code), "optiml.bench.runner"))
+    assert found == [("Compiler", 2), ("CompilerConfig", 2), ("EvaluationCache", 3), ("EvaluationCache.of", 4),
+                     ("Evaluator", 2)]  # fmt: skip
+    assert list(assemblies(ast.parse(code), ASSEMBLER)) == []
+    assert [n for n, _ in assemblies(ast.parse(code), "optiml.evaluate.gpu_pool")] == ["Compiler", "CompilerConfig"]
 
 
 def test_the_gpu_worker_loads_no_orchestrator_library() -> None:

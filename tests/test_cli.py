@@ -270,20 +270,26 @@ class _TimedEvaluator:
         ms = self.shipped_ms if kernel.digest == self.shipped_digest else self.other_ms
         return EvalResult(EvalStatus.OK, "", kernel.digest, timing=TimingStats.from_samples([ms, ms, ms]))
 
+    def evaluate_many(self, kernels: Any) -> list[Any]:
+        return [self.evaluate(kernel) for kernel in kernels]
+
 
 def _root_for(task_path: Path, evaluator: Any, tmp_path: Path, llm: Any = None) -> tuple[Any, str]:
+    """The optimize workflow's root step (no --kernel), shown as `optiml optimize` shows it."""
     import io
     from types import SimpleNamespace
 
     from rich.console import Console
 
-    from optiml.cli.generate import generate_root_for
+    from optiml.cli.views.workflow import ConsoleView
     from optiml.task import load_task
+    from optiml.workflow import Workflow
 
     buffer = io.StringIO()
-    session = SimpleNamespace(evaluator=evaluator, costs=evaluator, llm=llm)
-    root = generate_root_for(load_task(task_path), session, tmp_path / "runs.db", Console(file=buffer, width=200))
-    return root, buffer.getvalue()
+    session = SimpleNamespace(task=load_task(task_path), evaluator=evaluator, costs=evaluator, llm=llm)
+    view = ConsoleView(Console(file=buffer, width=200))
+    root = Workflow(session, view).root(tmp_path / "runs.db")  # type: ignore[arg-type]
+    return root.kernel, buffer.getvalue()
 
 
 def test_choose_proposers_defaults_to_the_offline_proposer_without_an_llm() -> None:

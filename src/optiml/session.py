@@ -1,10 +1,11 @@
 """The one assembler: compiler, evaluator, profiler, proposers and LLM client of a command.
 
 The CLI stays thin: it parses options into :class:`SessionOptions`, asks this module for the
-parts (or a ready :class:`Session`), calls the domain code and presents what comes back; no
-command builds a `Compiler`, `Evaluator` or `Profiler` itself. Nothing here reads the environment
-except through :func:`optiml.llm.load_llm_config`, which documents its precedence (flags > env >
-optiml.toml).
+parts (or a ready :class:`Session`), runs them through :mod:`optiml.workflow` (prepare → root →
+search) and presents what comes back. No command, and no other part, builds a `Compiler`,
+`Evaluator`, `EvaluationCache`, worker or `Profiler` itself (``tests/test_architecture.py``).
+Nothing here reads the environment except through :func:`optiml.llm.load_llm_config`, which
+documents its precedence (flags > env > optiml.toml).
 """
 
 from __future__ import annotations
@@ -116,9 +117,10 @@ def choose_proposers(kind: str, client: LLMClient | None, seed: int) -> list[Pro
     return [llm] if kind == "llm" else [llm, make_proposer("offline", seed=seed)]
 
 
-def make_compiler(task: Task, arch: str | None = None) -> Compiler:
-    """nvcc for ``arch`` (None: the detected GPU's, else the default), linking the libraries ``task`` allows."""
-    return Compiler(CompilerConfig(arch=arch, libraries=task.meta.libraries))
+def make_compiler(task: Task | None, arch: str | None = None) -> Compiler:
+    """nvcc for ``arch`` (None: the detected GPU's, else the default), linking the libraries ``task``
+    allows; ``task`` None: no library, one compiler (and its cache) shared by the tasks of a bench."""
+    return Compiler(CompilerConfig(arch=arch, libraries=task.meta.libraries if task is not None else ()))
 
 
 def eval_config(options: SessionOptions, seeds: int = EvalConfig.seeds, screen: bool = True) -> EvalConfig:
@@ -127,11 +129,22 @@ def eval_config(options: SessionOptions, seeds: int = EvalConfig.seeds, screen: 
     return EvalConfig(seeds=seeds, reference_modes=modes, screen=screen)
 
 
+def make_worker(gpu: int | None = None) -> WorkerClient:
+    """The judge's worker for CUDA device ``gpu`` (None: the default GPU), started on its first request."""
+    return WorkerClient(gpu=gpu)
+
+
 def make_evaluator(
-    task: Task, options: SessionOptions, config: EvalConfig | None = None, compiler: Compiler | None = None
+    task: Task,
+    options: SessionOptions,
+    config: EvalConfig | None = None,
+    compiler: Compiler | None = None,
+    worker: WorkerClient | None = None,
 ) -> Evaluator:
-    """An evaluator for ``task`` (a context manager: it owns a GPU worker until closed)."""
-    return Evaluator(task, config or eval_config(options), compiler=compiler or make_compiler(task, options.arch))
+    """An evaluator for ``task`` (a context manager: it owns a GPU worker until closed); ``worker``: one
+    the caller keeps across tasks (a bench thread's), else a fresh one on the default GPU."""
+    compiler = compiler or make_compiler(task, options.arch)
+    return Evaluator(task, config or eval_config(options), compiler=compiler, worker=worker)
 
 
 def make_gpu_evaluators(task: Task, options: SessionOptions) -> list[Evaluator]:
@@ -141,7 +154,7 @@ def make_gpu_evaluators(task: Task, options: SessionOptions) -> list[Evaluator]:
     if not options.gpus:
         return [make_evaluator(task, options, compiler=compiler)]
     config = eval_config(options)
-    return [Evaluator(task, config, compiler=compiler, worker=WorkerClient(gpu=gpu)) for gpu in options.gpus]
+    return [Evaluator(task, config, compiler=compiler, worker=make_worker(gpu)) for gpu in options.gpus]
 
 
 def check_compiles(task: Task, kernel: KernelSource, arch: str | None = None, screen: bool = True) -> EvalResult:
@@ -187,6 +200,20 @@ def open_session(task: Task, options: SessionOptions, run_label: str | None = No
             member.close()
         if client is not None:
             client.close()
+
+
+def offline_session(evaluator: Evaluator, seed: int = 0) -> Session:
+    """A session over an evaluator built already — a bench task's on its thread's worker, the templates'
+    root of ``optiml generate`` — with its cache, the offline proposer, no profiler and no LLM. The caller
+    keeps closing the evaluator (a bench keeps its worker for the next task)."""
+    return Session(
+        task=evaluator.task,
+        evaluator=evaluator,
+        costs=EvaluationCache(evaluator),
+        profiler=None,
+        proposers=[make_proposer("offline", seed=seed)],
+        llm=None,
+    )
 
 
 @dataclass

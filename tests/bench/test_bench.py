@@ -16,6 +16,13 @@ from optiml.store import RunStore
 ROOT = Path(__file__).resolve().parents[2]
 
 
+class IdleWorker:
+    """A GPU thread's worker for jobs that run nothing on it: only stopped at the end."""
+
+    def stop(self) -> None:
+        pass
+
+
 def write_tasks(folder: Path, names: list[str]) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -136,10 +143,10 @@ def test_a_stopped_bench_resumes_where_it_stopped(tmp_path: Path) -> None:
             stop.set()  # as if Ctrl-C arrived while b ran: b is recorded, c and d are not started
         return row(path.stem, 0.1, 0.2, 0.15)
 
-    first = run_bench(paths, BenchConfig(), tmp_path / "out", job=job, make_worker=lambda g: object(), stop=stop)
+    first = run_bench(paths, BenchConfig(), tmp_path / "out", job=job, make_worker=lambda g: IdleWorker(), stop=stop)
     assert [r.task for r in first] == ["a", "b"]
     ran.clear()
-    second = run_bench(paths, BenchConfig(), tmp_path / "out", job=job, make_worker=lambda g: object())
+    second = run_bench(paths, BenchConfig(), tmp_path / "out", job=job, make_worker=lambda g: IdleWorker())
     assert ran == ["c", "d"]  # nothing recorded is run again
     assert [r.task for r in second] == ["a", "b", "c", "d"]
     state = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))
@@ -154,7 +161,7 @@ def test_a_corrupt_state_file_is_one_clear_line(tmp_path: Path) -> None:
     out.mkdir()
     (out / "bench.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(OptimlError, match="not a bench state file"):
-        run_bench([], BenchConfig(), out, job=lambda *a: None, make_worker=lambda g: object())  # type: ignore[arg-type,return-value]
+        run_bench([], BenchConfig(), out, job=lambda *a: None, make_worker=lambda g: IdleWorker())  # type: ignore[arg-type]
 
 
 def test_cli_rejects_bad_arguments_in_one_line(tmp_path: Path) -> None:

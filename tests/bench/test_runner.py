@@ -15,6 +15,13 @@ from optiml.cli import app
 from optiml.errors import NoGPUError, TaskError, ToolchainError
 
 
+class IdleWorker:
+    """A GPU thread's worker for jobs that run nothing on it: only stopped at the end."""
+
+    def stop(self) -> None:
+        pass
+
+
 def write_tasks(folder: Path, names: list[str]) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -41,13 +48,13 @@ def test_a_machine_error_stops_the_suite_and_records_nothing_for_its_task(tmp_pa
         return verified(path)
 
     with pytest.raises(type(error), match=str(error)):
-        run_bench(paths, BenchConfig(), out, job=job, make_worker=lambda gpu: object())
+        run_bench(paths, BenchConfig(), out, job=job, make_worker=lambda gpu: IdleWorker())
     assert ran == ["a", "b", "c"]  # d never started
     rows = json.loads((out / "bench.json").read_text())["rows"]
     assert [(r["task"], r["status"]) for r in rows] == [("a", "verified"), ("b", "failed")]
     ran.clear()
     again = run_bench(paths, BenchConfig(), out, job=lambda p, w, g: ran.append(p.stem) or verified(p),
-                      make_worker=lambda gpu: object())  # fmt: skip
+                      make_worker=lambda gpu: IdleWorker())  # fmt: skip
     assert ran == ["c", "d"]  # the machine is fixed: c runs, a and b stay as recorded
     assert [r.task for r in again] == ["a", "b", "c", "d"]
 
@@ -55,7 +62,7 @@ def test_a_machine_error_stops_the_suite_and_records_nothing_for_its_task(tmp_pa
 def test_a_worker_that_cannot_start_stops_the_suite(tmp_path: Path) -> None:
     paths = write_tasks(tmp_path / "suite", ["a"])
 
-    def make_worker(gpu: int | None) -> object:
+    def make_worker(gpu: int | None) -> IdleWorker:
         raise NoGPUError(f"CUDA device {gpu} is not visible")
 
     with pytest.raises(NoGPUError, match="CUDA device 3 is not visible"):
@@ -74,7 +81,7 @@ def test_the_cli_ends_in_one_line_and_exit_2_without_a_gpu(tmp_path: Path, monke
         return job
 
     monkeypatch.setattr(bench_runner, "optimize_job", no_gpu_job)
-    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: object())
+    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: IdleWorker())
     result = CliRunner().invoke(app, ["bench", str(tmp_path / "suite"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     assert "error: no CUDA GPU is visible" in result.output and "Traceback" not in result.output
@@ -91,7 +98,7 @@ def test_the_state_says_where_and_when_it_was_measured(tmp_path: Path) -> None:
         row.device = "NVIDIA H200"
         return row
 
-    run_bench(paths, BenchConfig(), out, job=job, make_worker=lambda gpu: object())
+    run_bench(paths, BenchConfig(), out, job=job, make_worker=lambda gpu: IdleWorker())
     state = json.loads((out / "bench.json").read_text())
     assert state["started_at"].startswith("20") and "T" in state["started_at"] and state["optiml"]
     assert [r["device"] for r in state["rows"]] == ["NVIDIA H200", "NVIDIA H200"]

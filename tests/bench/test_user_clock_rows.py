@@ -30,6 +30,13 @@ from optiml.task import load_task
 ROOT = Path(__file__).resolve().parents[2]
 
 
+class IdleWorker:
+    """A GPU thread's worker for jobs that run nothing on it: only stopped at the end."""
+
+    def stop(self) -> None:
+        pass
+
+
 def timing(ms: float) -> Timing:
     cold = ClockStats(median_ms=ms, mean_ms=ms * 1.1, std_ms=0.01, min_ms=ms * 0.9, max_ms=ms * 1.5, trials=100)
     warm = ClockStats(median_ms=ms * 0.8, mean_ms=ms * 0.8, std_ms=0.0, min_ms=ms * 0.8, max_ms=ms * 0.8, trials=10)
@@ -132,7 +139,7 @@ def test_no_user_clock_reaches_the_bench_configuration(tmp_path: Path, monkeypat
         return lambda path, worker, gpu: BenchRow(path.stem, str(path), "verified", best_ms=0.1)
 
     monkeypatch.setattr(bench_runner, "optimize_job", job_for)
-    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: object())
+    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: IdleWorker())
     for flags, expected in (([], True), (["--no-user-clock"], False)):
         out = tmp_path / f"out{len(seen)}"
         result = CliRunner().invoke(app, ["bench", str(tmp_path / "suite"), "-o", str(out), *flags])

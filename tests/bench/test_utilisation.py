@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_runner import verified, write_tasks
+from test_runner import IdleWorker, verified, write_tasks
 from typer.testing import CliRunner
 
 from optiml.bench import runner as bench_runner
@@ -23,6 +23,7 @@ from optiml.cli import app
 # GPU 0 alternates 0 % and 80 %; GPU 1 reports 50 % and its memory grows; GPU 2 has no utilisation figure.
 FAKE_SMI = """#!{python}
 import sys, time
+
 args = sys.argv[1:]
 assert args[:2] == ["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"], args
 assert args[2] == "-lms", args
@@ -98,7 +99,7 @@ def test_a_bench_records_its_wall_time_and_gpu_utilisation(fake_smi: Path, tmp_p
         return BenchRow(task=path.stem, file=str(path), status="verified", best_ms=1.0)
 
     out = tmp_path / "out"
-    run_bench(paths, BenchConfig(gpus=(1,)), out, job=job, make_worker=lambda gpu: object())
+    run_bench(paths, BenchConfig(gpus=(1,)), out, job=job, make_worker=lambda gpu: IdleWorker())
     state = json.loads((out / "bench.json").read_text())
     assert state["wall_s"] >= 0.5
     assert set(state["gpu_utilisation"]["gpus"]) == {"1"} and state["gpu_utilisation"]["gpus"]["1"]["mean_pct"] == 50.0
@@ -119,7 +120,7 @@ def test_the_cli_prints_the_suites_wall_time_and_utilisation(
         return job
 
     monkeypatch.setattr(bench_runner, "optimize_job", quick_job)
-    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: object())
+    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: IdleWorker())
     result = CliRunner().invoke(app, ["bench", str(tmp_path / "suite"), "-o", str(tmp_path / "out"), "--gpus", "0"])
     assert result.exit_code == 0, result.output
     assert "wall time" in result.output and "GPU utilisation (nvidia-smi): GPU 0" in result.output

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from optiml.evaluate.checks import TrialBuffers, clone_args, compare, fresh_outputs, modified_inputs, quick_match
+from optiml.evaluate.candidate_link import CandidateFailure
+from optiml.evaluate.checks import (
+    TrialBuffers,
+    check_trial,
+    clone_args,
+    compare,
+    fresh_outputs,
+    modified_inputs,
+    quick_match,
+)
+from optiml.evaluate.runtime import Case
+from optiml.values import EvalStatus
 
 
 def test_poisoned_outputs_fail_until_written() -> None:
@@ -80,3 +92,28 @@ def test_trial_buffers_reuse_addresses_and_catch_overruns() -> None:
     _byte_after(buffers.args[0]).fill_(1)
     assert buffers.overrun() == "input 0"
     assert not buffers.matches([torch.rand(4, 3), 2.0], expected)
+
+
+def test_the_judges_check_of_a_trial_guards_inputs_then_tolerance() -> None:
+    """check_trial, the one check the judge (harness) and the in-process runner share, after a call."""
+    x = torch.rand(8, 3)
+    case = Case(seed=7, shape_set=1, distribution="uniform", args=[x], params=[], expected=[x * 2],
+                model=torch.nn.Identity(), atol=(1e-5,), rtol=1e-5)  # fmt: skip
+    buffers = TrialBuffers(case.abi_inputs, case.expected)
+    unwritten = check_trial(case, buffers)  # poisoned outputs: a wrong answer, not an exception
+    assert not unwritten.passed and unwritten.nan_count == 24 and "NaN" in unwritten.message
+    buffers.outputs[0].copy_(x * 2)
+    check = check_trial(case, buffers)
+    assert check.passed and (check.seed, check.shape_set, check.distribution, check.total) == (7, 1, "uniform", 24)
+    buffers.outputs[0][0, 0] += 1.0
+    off = check_trial(case, buffers)
+    assert not off.passed and off.mismatched == 1 and "first at flat index 0" in off.message
+    buffers.args[0][0, 0] = -1.0
+    with pytest.raises(CandidateFailure) as modified:
+        check_trial(case, buffers)
+    assert modified.value.status is EvalStatus.INTEGRITY and "modified input(s) [0]" in str(modified.value)
+    buffers.refill(case.abi_inputs)
+    _byte_after(buffers.outputs[0]).fill_(0)
+    with pytest.raises(CandidateFailure) as overrun:
+        check_trial(case, buffers)
+    assert overrun.value.status is EvalStatus.INTEGRITY and "past the end of output 0" in str(overrun.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from optiml.evaluate.cost import CostFunction
 from optiml.generate.offline import generate_offline_root
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
@@ -44,15 +45,22 @@ class FakeEvaluator:
         raise AssertionError("not used")
 
 
-class SerialEvaluator:
-    """An evaluator without ``evaluate_many``: candidates are evaluated one at a time."""
+class SerialEvaluator(CostFunction):
+    """An evaluator of one candidate at a time: ``evaluate_many`` is the protocol's, one ``evaluate`` each."""
 
     def __init__(self) -> None:
         self.seen: list[KernelSource] = []
 
+    @property
+    def reference(self) -> dict[str, TimingStats]:
+        return {}
+
     def evaluate(self, kernel: KernelSource) -> EvalResult:
         self.seen.append(kernel)
         return ok(1.0 + len(self.seen))
+
+    def retime(self, kernels: Sequence[KernelSource], rounds: int) -> list[TimingStats]:
+        raise AssertionError("not used")
 
 
 def softmax() -> tuple[Task, KernelSource]:
@@ -129,10 +137,10 @@ def test_an_unsupported_op_is_an_error_and_the_shipped_kernel_is_still_evaluated
     assert root.best is root.candidates[0]
 
 
-def test_an_evaluator_without_evaluate_many_is_called_per_candidate() -> None:
+def test_an_evaluator_of_one_candidate_at_a_time_is_called_per_candidate() -> None:
     task, naive = softmax()
     evaluator = SerialEvaluator()
-    root = generate_offline_root(task, evaluator, seeds=2, naive=naive)  # type: ignore[arg-type]
+    root = generate_offline_root(task, evaluator, seeds=2, naive=naive)
     assert [c.kernel for c in root.candidates] == evaluator.seen
     assert len(evaluator.seen) == 3
     assert root.best is root.candidates[0]

@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from optiml.bench.metrics import BenchRow
-from optiml.bench.runner import BenchConfig, TaskJob, _worker_for, optimize_job
+from optiml.bench.runner import BenchConfig, BenchWorker, TaskJob, _worker_for, optimize_job
 from optiml.errors import ConfigError
 
 #: Builds, inside an actor, the job and the worker factory it runs tasks with (picklable).
-JobFactory = Callable[[Path], tuple[TaskJob, Callable[[int | None], Any]]]
+JobFactory = Callable[[Path], tuple[TaskJob, Callable[[int | None], BenchWorker]]]
 
 
 def default_factory(config: BenchConfig) -> JobFactory:
-    def build(workdir: Path) -> tuple[TaskJob, Callable[[int | None], Any]]:
+    def build(workdir: Path) -> tuple[TaskJob, Callable[[int | None], BenchWorker]]:
         return optimize_job(config, workdir), _worker_for
 
     return build
@@ -81,7 +81,7 @@ class _Slot:
 
 def ray_workers(
     address: str | None, config: BenchConfig, factory: JobFactory | None = None, store_path: Path | None = None
-) -> tuple[BenchConfig, Callable[[int | None], Any], TaskJob]:
+) -> tuple[BenchConfig, Callable[[int | None], BenchWorker], TaskJob]:
     """Connect to (or, with ``address`` None, start) a Ray cluster; returns the bench configuration with
     one slot per cluster GPU (or per ``config.gpus`` entry on a cluster without GPUs, for CPU-only jobs),
     the slot factory and the job that runs a task on a slot. With ``store_path`` (the bench's
@@ -131,9 +131,7 @@ def ray_workers(
                 return store.export_run(run_id)
 
         def stop(self) -> None:
-            stopper = getattr(self.worker, "stop", None)
-            if stopper is not None:
-                stopper()
+            self.worker.stop()
 
     slots = tuple(range(gpus)) if gpus else tuple(range(len(config.gpus)))
     sized = BenchConfig(

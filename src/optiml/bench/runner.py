@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from optiml.bench.metrics import BenchRow, markdown, suite_metrics
 from optiml.bench.utilisation import UtilisationSampler
@@ -34,7 +34,16 @@ REPORT = "bench.md"
 #: Errors that say the machine cannot run any task (no GPU, no nvcc): they stop the suite, leaving no row.
 MACHINE_ERRORS = (NoGPUError, ToolchainError)
 
+
+class BenchWorker(Protocol):
+    """What a bench thread holds for its GPU and stops when the suite ends: the judge's worker
+    (:class:`optiml.evaluate.client.WorkerClient`) or a Ray actor's slot (:mod:`optiml.bench.cluster`)."""
+
+    def stop(self) -> None: ...
+
+
 #: Runs one task on one GPU's worker and returns its row (the default drives `optimize`'s offline path).
+#: The worker is the one ``make_worker`` gave the thread; the job knows its kind.
 TaskJob = Callable[[Path, Any, int | None], BenchRow]
 
 
@@ -115,7 +124,7 @@ def run_bench(
     out_dir: Path,
     *,
     job: TaskJob | None = None,
-    make_worker: Callable[[int | None], Any] | None = None,
+    make_worker: Callable[[int | None], BenchWorker] | None = None,
     on_row: Callable[[BenchRow], None] | None = None,
     stop: threading.Event | None = None,
 ) -> list[BenchRow]:
@@ -179,9 +188,7 @@ def run_bench(
                 row.wall_s = row.wall_s or round(time.perf_counter() - begin, 1)
                 record(path, row)
         finally:
-            stopper = getattr(worker, "stop", None)
-            if stopper is not None:
-                stopper()
+            worker.stop()
 
     threads = [threading.Thread(target=serve, args=(gpu,), name=f"optiml-bench-gpu{gpu}") for gpu in config.gpus]
     sampler = UtilisationSampler(config.gpus)
@@ -224,41 +231,36 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _worker_for(gpu: int | None) -> Any:
-    from optiml.evaluate.client import WorkerClient
+def _worker_for(gpu: int | None) -> BenchWorker:
+    from optiml.session import make_worker
 
-    return WorkerClient(gpu=gpu)
+    return make_worker(gpu)
 
 
 def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
-    """The default job: templates (and the shipped kernel) for the root, then the offline search."""
-    from optiml.kernel.compiler import Compiler, CompilerConfig
+    """The default job: the optimize workflow (:mod:`optiml.workflow`) with the offline proposer — templates
+    (and the shipped kernel) for the root, then the search — on the thread's worker, and the row it makes."""
+    from optiml.session import make_compiler
 
-    compiler = Compiler(CompilerConfig())  # shared by every GPU's thread: one compile cache
+    compiler = make_compiler(None)  # shared by every GPU's thread: one compile cache
 
     def job(path: Path, worker: Any, gpu: int | None) -> BenchRow:
-        from optiml.evaluate.config import EvalConfig
-        from optiml.evaluate.cost import EvaluationCache
-        from optiml.evaluate.evaluator import Evaluator
-        from optiml.generate.offline import generate_offline_root
-        from optiml.kernel.source import KernelSource
-        from optiml.propose.factory import make_proposer
-        from optiml.search import Budgets, SearchConfig, run_search
-        from optiml.store import RunStore
+        from optiml.search import Budgets, SearchConfig
+        from optiml.session import SessionOptions, make_evaluator, offline_session
         from optiml.task import load_task
+        from optiml.workflow import Workflow
 
         start = time.perf_counter()
         task = load_task(path)
-        modes = ("eager", "compile") if config.torch_compile else ("eager",)
-        evaluator = Evaluator(task, EvalConfig(reference_modes=modes), compiler=compiler, worker=worker)
-        facts = evaluator.prepare()
+        options = SessionOptions(torch_compile=config.torch_compile)
+        evaluator = make_evaluator(task, options, compiler=compiler, worker=worker)  # the thread keeps the worker
+        flow = Workflow(offline_session(evaluator))  # its cache: the root the search starts from is judged once
+        facts = flow.prepare()
         row_device = str(worker.request({"op": "hello"}, timeout_s=60).get("name", ""))
-        costs = EvaluationCache(evaluator)  # the root the search starts from is judged once, by the generation
         row = BenchRow(task=task.name, file=str(path), status="no kernel", device=row_device)
         row.baselines_ms = {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
         row.floor_ms = facts.floor_ms  # bytes / measured bandwidth, and flops / the compute roof
-        naive = KernelSource.from_file(task.naive_kernel_path) if task.naive_kernel_path else None
-        offline = generate_offline_root(task, costs, seeds=config.seeds, naive=naive)
+        offline = flow.root_candidates(seeds=config.seeds).offline
         row.plan = offline.plan
         best = offline.best
         if best is None:
@@ -272,8 +274,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
                 max_seconds=config.minutes_per_task * 60,
             ),
         )
-        with RunStore(out_dir / "runs.db") as store:
-            outcome = run_search(task, best.kernel, costs, [make_proposer("offline")], None, store, search)
+        outcome = flow.search(best.kernel, out_dir / "runs.db", search)
         row.status = "verified"
         row.root = best.label
         row.best_ms = outcome.best_timing.median_ms

@@ -25,10 +25,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
+
+if TYPE_CHECKING:
+    from optiml.bench.runner import BenchWorker
 
 CHILD = Path(__file__).with_name("user_clock_child.py")
 MARKER = "OPTIML_USER_CLOCK "
@@ -290,17 +293,17 @@ def measure_for_bench(
     store: Path,
     gpu: int | None,
     torch_compile: bool,
-    worker: Any = None,
+    worker: BenchWorker | None = None,
     footprint: int = 0,
 ) -> dict[str, Any]:
     """A bench row's ``user_clock``: the best kernel measured on the GPU the judge used (``gpu`` made the only
     visible device, as :class:`~optiml.evaluate.client.WorkerClient` does), as a dict; any failure, however it
-    happens, is the dict's ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's,
-    with a ``stop``) is stopped first when the task's ``footprint`` (bytes in and out) is over
+    happens, is the dict's ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's)
+    is stopped first when the task's ``footprint`` (bytes in and out) is over
     :data:`RELEASE_BYTES`."""
     options = UserClockOptions(visible_devices=None if gpu is None else str(gpu), torch_compile=torch_compile)
     try:
-        if footprint > RELEASE_BYTES and callable(getattr(worker, "stop", None)):
+        if footprint > RELEASE_BYTES and worker is not None:
             worker.stop()
         return measure_kernel(task, kernel, options, store).to_dict()
     except Exception as exc:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from optiml.cli.app import (
     DEFAULT_STORE,
@@ -29,36 +28,7 @@ NO_GPU_ONLY = "run on a GPU machine (`optiml doctor` shows what this one offers)
 NO_GPU_HINT = "run on a GPU machine, or pass --no-verify to write the LLM's candidates compiled but unverified"
 
 if TYPE_CHECKING:
-    from optiml.kernel.source import KernelSource
     from optiml.llm import LLMClient
-    from optiml.session import Session
-    from optiml.task import Task
-
-
-def generate_root_for(task: Task, session: Session, store: Path, out: Console) -> KernelSource:
-    """No --kernel: the root is the fastest verified of the template kernels (OptiML-G offline), the
-    kernel the task ships, and — with an LLM configured — the Mixture-of-Thoughts generation."""
-    from optiml.cli.views.generation import render_generation
-    from optiml.generate import GenerationStore
-    from optiml.generate.offline import generate_offline_root
-    from optiml.generate.root import choose_root, llm_root
-    from optiml.kernel.source import KernelSource
-
-    naive_path = task.naive_kernel_path
-    naive = KernelSource.from_file(naive_path) if naive_path is not None else None
-    with out.status("generating root candidates from the op graph's templates"):
-        offline = generate_offline_root(task, session.costs, naive=naive)
-    out.print(f"[bold]root candidates[/bold] (no LLM): {offline.summary()}", highlight=False)
-    generated = None
-    if session.llm is not None:
-        generated = llm_root(task, session.llm, session.costs, GenerationStore(store))
-        if generated.outcome is None:
-            out.print(f"[yellow]LLM generation failed[/yellow]: {generated.error}", highlight=False)
-        else:
-            out.print(render_generation(generated.outcome))
-    root = choose_root(task, offline, generated)
-    out.print(f"root: {root.label} ({root.time_ms:.4f} ms)", highlight=False)
-    return root.kernel
 
 
 NO_VERIFY_HELP = "No GPU: write the LLM's candidate kernels (compiled, not verified) instead of a verified root."
@@ -86,22 +56,19 @@ def _require_llm_now(model: str | None, base_url: str | None, why: str = "genera
 
 def _generate_offline(reference: Path, kernel_out: Path | None) -> None:
     """OptiML-G without an LLM: the fastest verified template kernel for a KernelBench file."""
+    from optiml.cli.views.workflow import TemplateRootView
     from optiml.generate import validate_task_file
-    from optiml.generate.offline import generate_offline_root
-    from optiml.kernel.source import KernelSource
-    from optiml.session import SessionOptions, make_evaluator
+    from optiml.session import SessionOptions, make_evaluator, offline_session
+    from optiml.workflow import Workflow
 
     task = validate_task_file(reference).task
     target = kernel_out or task.path.with_name(task.name + ".gen.cu")
     if not target.parent.is_dir():
         raise OptimlError(f"{target}: the folder {target.parent} does not exist")
-    naive = KernelSource.from_file(task.naive_kernel_path) if task.naive_kernel_path else None
-    with make_evaluator(task, SessionOptions()) as evaluator:
-        with console.status("preparing the task: inputs, reference outputs, reference timing"):
-            evaluator.prepare()
-        with console.status("generating kernels from the op graph's templates (no LLM configured)"):
-            outcome = generate_offline_root(task, evaluator, naive=naive)
-    console.print(f"[bold]template kernels[/bold]: {outcome.summary()}", highlight=False)
+    with make_evaluator(task, SessionOptions()) as evaluator:  # the workflow's first two steps: prepare, root
+        flow = Workflow(offline_session(evaluator), TemplateRootView(console))
+        flow.prepare()
+        outcome = flow.root_candidates().offline
     best = outcome.best
     if best is None:
         raise OptimlError(

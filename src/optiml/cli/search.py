@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -33,7 +32,6 @@ from optiml.cli.app import (
     write_output,
 )
 from optiml.cli.core import COMPILE_ONLY_HINT
-from optiml.cli.generate import generate_root_for
 from optiml.cli.gpus import parse_gpus
 from optiml.cli.preflight import (
     PROPOSE_KINDS,
@@ -52,8 +50,6 @@ from optiml.errors import OptimlError, StoreError
 if TYPE_CHECKING:
     from optiml.llm import LLMClient
     from optiml.propose.base import ProposalContext
-
-T = TypeVar("T")
 
 
 @app.command("propose")
@@ -122,12 +118,12 @@ def propose_cmd(
     written = write_proposals(proposals, out, parent=source)
     usable = sum(1 for p in proposals if p.usable)
     console.print(f"{usable} of {len(proposals)} proposals usable; {len(written)} files written to {out}/")
-    from optiml.propose.llm import CACHED
+    from optiml.search.protocols import PaidProposer
 
-    sources = list(getattr(chosen, "last_sources", []))
+    paid = chosen if isinstance(chosen, PaidProposer) else None  # an LLM's: it knows which answers were cached
     for index, proposal in enumerate(proposals, start=1):
         mark = "[green]ok[/green]" if proposal.usable else f"[red]failed[/red] ({escape(proposal.error or '')})"
-        if index <= len(sources) and sources[index - 1] == CACHED:
+        if paid is not None and paid.from_cache(proposal):
             mark += " [dim](cached answer)[/dim]"
         console.print(f"  {index}. {mark} {escape(proposal.edit.summary(100))}", highlight=False)
     if client is not None:
@@ -261,13 +257,15 @@ def optimize_cmd(
     require_gpu("a search", instead=COMPILE_ONLY_HINT)
     require_nvcc()
     with waiting(console, f"loading PyTorch and {task}"):
-        from optiml.cli.views.search import LiveView, render_summary
+        from optiml.cli.views.search import render_summary
+        from optiml.cli.views.workflow import ConsoleView
         from optiml.kernel.source import KernelSource
         from optiml.report.llm_spend import load_run_spend
-        from optiml.search import Budgets, SearchConfig, run_search
+        from optiml.search import Budgets, SearchConfig
         from optiml.session import SessionOptions, open_session
-        from optiml.store import RunStore, new_run_id
+        from optiml.store import new_run_id
         from optiml.task import load_task
+        from optiml.workflow import Workflow
 
         loaded = load_task(task)
     target = check_output(out or Path(f"{loaded.name}.best.cu"))  # now, not after a long search
@@ -304,34 +302,9 @@ def optimize_cmd(
         ),
     )
     root = KernelSource.from_file(kernel) if kernel is not None else None  # else generated (templates, LLM)
-    with open_session(loaded, options, run_label=run_id) as session:
-        with console.status("preparing the task: inputs, reference outputs, reference timing"):
-            facts = session.evaluator.prepare()  # no GPU, a broken reference: fail here, before a run is stored
-        if session.profiler is not None:
-            session.profiler.prepare()  # the profiled case is written while the root is made and judged
-        for note in facts.notes:  # how verification judges this task: distributions, tolerances, floor
-            console.print(f"[dim]judged by: {escape(note)}[/dim]", highlight=False)
-        if root is None:
-            root = generate_root_for(loaded, session, store, console)
-        console.print(
-            f"optimizing [bold]{loaded.name}[/bold] with {strategy}, proposers: {', '.join(session.proposer_names)}"
-            + ("" if session.llm else " [dim](no LLM configured: offline proposer only)[/dim]")
-        )
-        with RunStore(store) as run_store, LiveView(console) as view:
-            outcome = _interruptible(
-                lambda: run_search(
-                    loaded,
-                    root,
-                    session.costs,
-                    session.proposers,
-                    session.profiler,
-                    run_store,
-                    config,
-                    on_event=view,
-                    run_id=run_id,
-                ),
-                store,
-            )
+    view = ConsoleView(console, err=err_console, store=store)
+    with open_session(loaded, options, run_label=run_id) as session:  # prepare → root → search
+        outcome = Workflow(session, view).optimize(root, store, config, run_id=run_id)
     console.print(render_summary(outcome, load_run_spend(store, outcome.run_id)))
     write_output(target, outcome.best_kernel.to_file_text())
     console.print(
@@ -360,12 +333,14 @@ def resume_cmd(
     require_gpu("a search", instead=COMPILE_ONLY_HINT)
     require_nvcc()
     with waiting(console, "loading PyTorch and the search"):  # PyTorch comes with them: seconds
-        from optiml.cli.views.search import LiveView, render_summary
+        from optiml.cli.views.search import render_summary
+        from optiml.cli.views.workflow import ConsoleView
         from optiml.report.llm_spend import load_run_spend
-        from optiml.search import Budgets, SearchConfig, resume_search
+        from optiml.search import Budgets, SearchConfig
         from optiml.session import SessionOptions, open_session
         from optiml.store import RunStore
         from optiml.task import load_task
+        from optiml.workflow import Workflow
 
     with RunStore(store) as run_store:
         run = run_store.get_run(run_id)
@@ -387,25 +362,9 @@ def resume_cmd(
             store_path=store,
             llm_overrides=llm_overrides(llm_model, llm_base_url),
         )
-        with open_session(loaded, options, run_label=run_id) as session:
-            with console.status("preparing the task: inputs, reference outputs, reference timing"):
-                session.evaluator.prepare()  # no GPU, a broken reference: fail here, before the search resumes
-            if session.profiler is not None:
-                session.profiler.prepare()
-            with LiveView(console) as view:
-                outcome = _interruptible(
-                    lambda: resume_search(
-                        run_store,
-                        run_id,
-                        session.costs,
-                        session.proposers,
-                        session.profiler,
-                        view,
-                        task=loaded,
-                        budgets=budgets,
-                    ),
-                    store,
-                )
+        view = ConsoleView(console, err=err_console, store=store, notes=False)
+        with open_session(loaded, options, run_label=run_id) as session:  # prepare → the stored run, continued
+            outcome = Workflow(session, view).resume(run_store, run_id, budgets)
     console.print(render_summary(outcome, load_run_spend(store, outcome.run_id)))
     write_output(target, outcome.best_kernel.to_file_text())
     console.print(f"best kernel written to [bold]{target}[/bold]")
@@ -472,13 +431,3 @@ def _require_store(store: Path) -> None:
     require_store_file(store)
     if not store.exists():
         raise StoreError(f"{store}: no run store yet (run `optiml optimize` first, or pass --store)")
-
-
-def _interruptible(run: Callable[[], T], store: Path) -> T:
-    try:
-        return run()
-    except KeyboardInterrupt:
-        err_console.print(
-            f"[yellow]interrupted[/yellow]: resume with `optiml resume RUN --store {store}` (see `optiml runs`)"
-        )
-        raise typer.Exit(130) from None

@@ -1,4 +1,5 @@
-"""Output comparison, output poisoning and the inputs-unchanged check (worker side).
+"""Output comparison, output poisoning and the inputs-unchanged check (worker side), and the judge's
+verdict on one trial's buffers after the call (:func:`check_trial`).
 
 Every check works through flat views in chunks of at most :data:`CHUNK_ELEMENTS` elements, so
 its temporaries stay bounded whatever the tensor's size (a 7.5 GB output compared in one piece
@@ -10,9 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
+
+from optiml.evaluate.candidate_link import CandidateFailure
+from optiml.values import EvalStatus, TrialCheck
+
+if TYPE_CHECKING:  # runtime imports the tolerance, which imports this module
+    from optiml.evaluate.runtime import Case
 
 POISON_BYTE = 0xFF
 CHUNK_ELEMENTS = 1 << 26  # 64 Mi elements: 256 MiB of float32 per piece, a few such temporaries at once
@@ -221,6 +228,43 @@ def compare(
             )
     passed = mismatched == 0
     return Comparison(passed, max_abs, max_rel, mismatched, total, nans, "; ".join(messages))
+
+
+class CheckedBuffers(Protocol):
+    """One trial's buffers as the check reads them: the judge's shared ones (``arena.SharedBuffers``) or
+    the in-process runner's (:class:`TrialBuffers`)."""
+
+    args: list[Any]
+    outputs: list[torch.Tensor]
+
+    def overrun(self) -> str | None: ...
+
+
+def check_trial(case: Case, buffers: CheckedBuffers) -> TrialCheck:
+    """The judge's one check of a trial, once the candidate's call on ``buffers`` has finished: no guard
+    byte written past a buffer, no input modified (both :class:`CandidateFailure`, an integrity verdict),
+    and the outputs against the case's reference within the case's tolerance (``tolerance.py``)."""
+    overrun = buffers.overrun()
+    if overrun is not None:
+        raise CandidateFailure(
+            EvalStatus.INTEGRITY, f"the candidate wrote past the end of {overrun} (guard bytes changed)"
+        )
+    changed = modified_inputs(case.abi_inputs, buffers.args)
+    if changed:
+        raise CandidateFailure(EvalStatus.INTEGRITY, f"the candidate modified input(s) {changed}: inputs are read-only")
+    result = compare(buffers.outputs, case.expected, case.atol, case.rtol)
+    return TrialCheck(
+        seed=case.seed,
+        shape_set=case.shape_set,
+        distribution=case.distribution,
+        passed=result.passed,
+        max_abs_err=result.max_abs_err,
+        max_rel_err=result.max_rel_err,
+        mismatched=result.mismatched,
+        total=result.total,
+        nan_count=result.nan_count,
+        message=result.message,
+    )
 
 
 @dataclass(frozen=True)

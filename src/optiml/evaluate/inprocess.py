@@ -18,15 +18,7 @@ import torch
 from optiml.evaluate import cudart
 from optiml.evaluate.abi import KernelLibrary, TensorArray
 from optiml.evaluate.candidate_link import CandidateFailure
-from optiml.evaluate.checks import (
-    TrialBuffers,
-    clone_args,
-    compare,
-    fresh_outputs,
-    modified_inputs,
-    poison_,
-    quick_match,
-)
+from optiml.evaluate.checks import TrialBuffers, check_trial, clone_args, fresh_outputs, poison_, quick_match
 from optiml.evaluate.runtime import Case, TaskRuntime
 from optiml.evaluate.timing import TimedCall
 from optiml.values import EvalStatus, TrialCheck
@@ -81,29 +73,7 @@ class CandidateRunner:
             raise CandidateFailure(
                 EvalStatus.INTEGRITY, "the candidate left a host thread running after the call", fatal=True
             )
-        overrun = buffers.overrun()
-        if overrun is not None:
-            raise CandidateFailure(
-                EvalStatus.INTEGRITY, f"the candidate wrote past the end of {overrun} (guard bytes changed)"
-            )
-        changed = modified_inputs(case.abi_inputs, buffers.args)
-        if changed:
-            raise CandidateFailure(
-                EvalStatus.INTEGRITY, f"the candidate modified input(s) {changed}: inputs are read-only"
-            )
-        result = compare(buffers.outputs, case.expected, case.atol, case.rtol)
-        return TrialCheck(
-            seed=case.seed,
-            shape_set=case.shape_set,
-            distribution=case.distribution,
-            passed=result.passed,
-            max_abs_err=result.max_abs_err,
-            max_rel_err=result.max_rel_err,
-            mismatched=result.mismatched,
-            total=result.total,
-            nan_count=result.nan_count,
-            message=result.message,
-        )
+        return check_trial(case, buffers)  # the judge's check: guards, inputs unchanged, the case's tolerance
 
     def timed_calls(self, cases: list[Case]) -> list[TimedCall]:
         """Per case: the bound call, a re-poisoning of its outputs, and a check of what it wrote."""

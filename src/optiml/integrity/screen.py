@@ -23,11 +23,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from optiml.integrity.lexer import Kind, Token, tokenize
 from optiml.integrity.nvcc_flags import screen_flag_list
 from optiml.integrity.rules import FLAG, POLICY, REJECT, RULES, Rule
-from optiml.kernel.source import KernelSource
 from optiml.task import TaskMeta
 
 
@@ -119,7 +119,19 @@ def is_fp32_strict(meta: TaskMeta) -> bool:
     return meta.dtype == "float32" and meta.precision == "exact" and meta.rtol < 1e-3 and meta.atol < 1e-3
 
 
-def screen_kernel(kernel: KernelSource, *, fp32_strict: bool) -> ScreenReport:
+class Screened(Protocol):
+    """What screening reads of a candidate: its source and its extra nvcc flags. A
+    :class:`optiml.kernel.source.KernelSource` is one; integrity itself imports nothing of
+    :mod:`optiml.kernel`, which builds on it (the compile sandbox)."""
+
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def flags(self) -> Sequence[str]: ...
+
+
+def screen_kernel(kernel: Screened, *, fp32_strict: bool) -> ScreenReport:
     """Screen a candidate's source and its extra nvcc flags."""
     return screen_source(kernel.code, fp32_strict=fp32_strict) + screen_flags(kernel.flags, fp32_strict=fp32_strict)
 
