@@ -13,7 +13,7 @@ import contextlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optiml.graph.sizes import SizeResolver
 from optiml.kernel.source import KernelSource
@@ -28,10 +28,10 @@ from optiml.templates.base import (
     c_type,
     compute_type,
 )
-from optiml.templates.cexpr import HELPERS
+from optiml.templates.cexpr import HELPERS, ROW_HELPERS
 from optiml.templates.group import Group
 from optiml.templates.plan import Plan
-from optiml.templates.row.reduce import ROW_HELPERS, RowTemplate
+from optiml.templates.registry import family
 
 MARKER = "// optiml-template:"
 _ABI_DTYPE = {
@@ -50,44 +50,21 @@ _ABI_DTYPE = {
 
 @dataclass
 class Templates:
-    """The template of each family, bound to one task's size resolver."""
+    """The template of each family (:mod:`optiml.templates.registry`), bound to one task's size resolver;
+    each made once, on its first group."""
 
     sizes: SizeResolver
-    row: RowTemplate
+    made: dict[str, Template] = field(default_factory=dict)
 
     @classmethod
     def for_plan(cls, plan: Plan) -> Templates:
-        sizes = SizeResolver(list(plan.graphs))
-        return cls(sizes=sizes, row=RowTemplate(sizes, list(plan.graphs)))
+        return cls(sizes=SizeResolver(list(plan.graphs)))
 
     def of(self, group: Group) -> Template:
-        if group.template in ("reduce", "pointwise"):
-            return self.row
-        if group.template == "scan":
-            from optiml.templates.scan.scan import ScanTemplate
-
-            return ScanTemplate()
-        if group.template == "pool":
-            from optiml.templates.pool.pool import PoolTemplate
-
-            return PoolTemplate()
-        if group.template == "permute":
-            from optiml.templates.permute.permute import PermuteTemplate
-
-            return PermuteTemplate()
-        if group.template in ("cat", "slice"):
-            from optiml.templates.permute.cat import CatTemplate
-
-            return CatTemplate(self.sizes)
-        if group.template == "gemm":
-            from optiml.templates.gemm.dispatch import GemmTemplate
-
-            return GemmTemplate(self.sizes)
-        if group.template == "conv":
-            from optiml.templates.conv.conv import ConvTemplate
-
-            return ConvTemplate(self.sizes)
-        raise TemplateError(f"no template family {group.template!r}")
+        found = family(group.template)
+        if found.name not in self.made:
+            self.made[found.name] = found.make(self.sizes)
+        return self.made[found.name]
 
 
 def _arithmetic(dtype: str) -> str:

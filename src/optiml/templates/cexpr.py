@@ -168,3 +168,18 @@ def arith_type(dtype: str) -> str:
     if dtype == "bool":
         return "bool"
     return "int64_t"
+
+
+#: Device helpers of row kernels (one copy per generated file, after :data:`HELPERS`): vector packs,
+#: arg-max / arg-min updates.
+ROW_HELPERS = r"""
+template <typename T, int N> struct alignas(sizeof(T) * N) OptimlPack { T v[N]; };
+template <typename T> __device__ __forceinline__ void optiml_argmax_upd(T& v, int64_t& i, T v2, int64_t i2) {
+  const bool take = (v2 > v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
+  if (take) { v = v2; i = i2; }
+}
+template <typename T> __device__ __forceinline__ void optiml_argmin_upd(T& v, int64_t& i, T v2, int64_t i2) {
+  const bool take = (v2 < v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
+  if (take) { v = v2; i = i2; }
+}
+"""

@@ -41,6 +41,7 @@ from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import TRIANGULAR, op_class
 from optiml.templates.base import TemplateError
 from optiml.templates.group import Group
+from optiml.templates.registry import dedicated_op_classes, served
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ class _Building:
 
     @property
     def is_row(self) -> bool:
-        return self.template in ("pointwise", "reduce")
+        return self.template in served("row")
 
     def outer_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         assert self.dims is not None
@@ -142,7 +143,7 @@ class _Planner:
                 raise TemplateError(f"no template for {node.target or node.op}") from exc
             if cls == "slice" and self._read_in_place(node):
                 continue
-            if cls in ("scan", "pool", "permute", "flip", "cat", "slice"):
+            if cls in dedicated_op_classes():
                 self._dedicated(node, cls)
             elif cls == "matmul":
                 spec = {"trans_a": bool(node.attr("trans_a", False)), "trans_b": bool(node.attr("trans_b", False))}
@@ -288,7 +289,7 @@ class _Planner:
             home = self.group_of.get(self._storage(vid))
             if (
                 home is not None
-                and self.groups[home].template in _PRODUCTS
+                and self.groups[home].template in served("product")
                 and self._storage(vid) not in self.recomputable
             ):
                 homes.add(home)
@@ -396,10 +397,6 @@ class _Planner:
         return _squeezed(self.g.type(src).shape) != _squeezed(self.g.type(node.outputs[0]).shape)
 
 
-#: Templates whose group is one product node (matmul, conv) plus its fused element-wise epilogue.
-_PRODUCTS = ("gemm", "conv")
-
-
 def _numel(shape: tuple[int, ...]) -> int:
     n = 1
     for s in shape:
@@ -456,7 +453,7 @@ def make_plan(graphs: list[Graph]) -> Plan:
     for gi, b in enumerate(buildings):
         inside = {o for n in b.nodes for o in g.nodes[n].outputs}
         for n in b.nodes:
-            product = b.template in _PRODUCTS
+            product = b.template in served("product")
             epilogue = product and g.nodes[n].op not in ("matmul", "conv")  # recomputes, as row groups do
             for vid in g.nodes[n].inputs:
                 if vid in planner.strided:  # read in place: its source must be in memory before this kernel
@@ -491,7 +488,7 @@ def make_plan(graphs: list[Graph]) -> Plan:
     outputs_of = [outputs_of[gi] for gi in keep]
     for gi, b in enumerate(buildings):
         spec = dict(b.spec)
-        if b.template in _PRODUCTS:
+        if b.template in served("product"):
             spec.update(
                 {
                     "recomputable": tuple(sorted(planner.recomputable)),

@@ -224,18 +224,7 @@ _COMBINE = {
     "all": "({a}) & ({b})",
 }
 
-#: Device helpers of row kernels (one copy per generated file).
-ROW_HELPERS = r"""
-template <typename T, int N> struct alignas(sizeof(T) * N) OptimlPack { T v[N]; };
-template <typename T> __device__ __forceinline__ void optiml_argmax_upd(T& v, int64_t& i, T v2, int64_t i2) {
-  const bool take = (v2 > v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
-  if (take) { v = v2; i = i2; }
-}
-template <typename T> __device__ __forceinline__ void optiml_argmin_upd(T& v, int64_t& i, T v2, int64_t i2) {
-  const bool take = (v2 < v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
-  if (take) { v = v2; i = i2; }
-}
-"""
+# (their device helpers, OptimlPack and the arg-max/min updates, are cexpr.ROW_HELPERS: one copy per file)
 
 Consume = Callable[[list[str], int | None], list[str]]
 

@@ -1,0 +1,23 @@
+"""Convolution kernels: ``aten.convolution`` (1-D/2-D/3-D, groups, transposed) with a fused epilogue.
+
+:mod:`.conv` (:class:`ConvTemplate`: the problem, implicit-GEMM and direct kernels, space, rule, render),
+:mod:`.stencil` (small fixed kernels over output tiles), :mod:`.wgmma` (Hopper warp-group implicit GEMM).
+The tensor-core kernels build on the GEMM family's public pieces (:mod:`optiml.templates.gemm.mma`,
+:mod:`~optiml.templates.gemm.tf32`, :mod:`~optiml.templates.gemm.wgmma`,
+:mod:`~optiml.templates.gemm.tf32_wgmma`) and the shared :mod:`optiml.templates.product`.
+"""
+
+from __future__ import annotations
+
+from optiml.templates.conv.conv import ConvTemplate
+from optiml.templates.registry import Family
+
+FAMILIES = (
+    Family(
+        name="conv",
+        serves=("conv",),
+        make=ConvTemplate,
+        variants=("direct", "stencil", "implicit", "mma", "tf32x3", "wgmma", "tf32x3_wgmma"),
+        kind="product",
+    ),
+)
