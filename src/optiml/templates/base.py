@@ -15,9 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from optiml.errors import TemplateError  # defined low so the op graph raises it too (optiml.graph.sizes)
+
+if TYPE_CHECKING:
+    from optiml.templates.group import Group
 
 
 @dataclass(frozen=True)
@@ -172,17 +175,17 @@ class Template(Protocol):
 
     name: str
 
-    def space(self, group: Any, facts: DeviceFacts) -> Space: ...
+    def space(self, group: Group, facts: DeviceFacts) -> Space: ...
 
-    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         """The planner's rule-based first choice (documented in the template)."""
         ...
 
-    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         """A few diverse configurations for generation (the default first)."""
         ...
 
-    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode: ...
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode: ...
 
 
 def configs_to_json(configs: list[GroupConfig]) -> str:

@@ -103,6 +103,7 @@ from optiml.templates.conv import stencil as conv_stencil
 from optiml.templates.conv import wgmma as conv_wgmma
 from optiml.templates.gemm import tf32 as gemm_tf32
 from optiml.templates.gemm.mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
+from optiml.templates.group import Group
 from optiml.templates.product.epilogue import Epilogue
 from optiml.templates.product.mma import mma_helper, mma_slice, tensor_cores_take_tf32
 
@@ -174,7 +175,7 @@ class ConvProblem:
 
     has_n = False  # for the GEMM epilogue: values are indexed by the output's linear index alone
 
-    def __init__(self, group: Any, graphs: list[Graph] | None = None) -> None:
+    def __init__(self, group: Group, graphs: list[Graph] | None = None) -> None:
         g = group.graph
         if not group.nodes or g.nodes[group.nodes[0]].op != "conv":
             raise TemplateError(f"conv: {group.describe()} does not start with a convolution")
@@ -1024,10 +1025,10 @@ class ConvTemplate:
     def __init__(self, sizes: SizeResolver | None = None) -> None:
         self.sizes = sizes
 
-    def _problem(self, group: Any) -> ConvProblem:
+    def _problem(self, group: Group) -> ConvProblem:
         return ConvProblem(group, self.sizes.graphs if self.sizes is not None else None)
 
-    def space(self, group: Any, facts: DeviceFacts) -> Space:
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
         prob = self._problem(group)
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
         table = all(_taps(t) <= MAX_TAPS for t in prob.traced)
@@ -1055,7 +1056,7 @@ class ConvTemplate:
         knobs["direct"] = dict(DIRECT_KNOBS)
         return Space(knobs=knobs, check=partial(_space_check, prob))
 
-    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         """transposed → implicit (fp32, enough products) or direct; K < 32 or depthwise → stencil (else direct);
         fp32 → tf32x3 where its wide tiles fill M and the SMs, else implicit by M and tile coverage; half → mma
         (module docstring)."""
@@ -1082,7 +1083,7 @@ class ConvTemplate:
             return TF32_WIDE
         return _implicit_tile(prob, m, n, sms)
 
-    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         prob = self._problem(group)
         first = self.default(group, facts)
         if first.variant == "stencil":  # few terms per output
@@ -1125,7 +1126,7 @@ class ConvTemplate:
                 seeds.append(config)
         return seeds[:4]
 
-    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
         reason = self.space(group, ctx.facts).reason_invalid(config)
         if reason is not None:
             raise TemplateError(f"conv: {reason}")
@@ -1195,7 +1196,7 @@ class ConvTemplate:
         )
 
     # -- host code: sizes from the operands' shapes ------------------------------------------------------
-    def _shape_host(self, group: Any, prob: ConvProblem, ctx: RenderContext) -> list[str]:
+    def _shape_host(self, group: Group, prob: ConvProblem, ctx: RenderContext) -> list[str]:
         nd = prob.spatial + 2
         dx = [f"(int64_t)({ctx.dim(prob.x, d)})" for d in range(nd)]
         dw = [f"(int64_t)({ctx.dim(prob.w, d)})" for d in range(nd)]
@@ -1242,7 +1243,7 @@ class ConvTemplate:
         return lines
 
 
-def _slot(group: Any, vid: int) -> int:
+def _slot(group: Group, vid: int) -> int:
     for k, v in enumerate(group.inputs):
         if v == vid:
             return k

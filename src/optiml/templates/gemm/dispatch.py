@@ -115,6 +115,7 @@ from optiml.templates.gemm.common import (
 from optiml.templates.gemm.gemv import gemv_code
 from optiml.templates.gemm.problem import HALF, Problem, cdiv
 from optiml.templates.gemm.simt import mma_kernel, simt_kernel, simt_launch
+from optiml.templates.group import Group
 from optiml.templates.product.epilogue import Epilogue
 from optiml.templates.product.mma import mma_helper, tensor_cores_take_tf32
 
@@ -264,10 +265,10 @@ class GemmTemplate:
     def __init__(self, sizes: SizeResolver | None = None) -> None:
         self.sizes = sizes
 
-    def _problem(self, group: Any) -> Problem:
+    def _problem(self, group: Group) -> Problem:
         return Problem(group, self.sizes.graphs if self.sizes is not None else None)
 
-    def space(self, group: Any, facts: DeviceFacts) -> Space:
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
         prob = self._problem(group)
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
         if prob.dtype in HALF:
@@ -286,7 +287,7 @@ class GemmTemplate:
         knobs["gemv"] = dict(GEMV_KNOBS)
         return Space(knobs=knobs, check=_space_check)
 
-    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         """min(M, N) <= 16 → gemv; fp32 → simt by tile coverage; half → mma (module docstring)."""
         prob = self._problem(group)
         t = prob.primary
@@ -329,7 +330,7 @@ class GemmTemplate:
             return GroupConfig.of("simt", bm=128, bn=64, bk=8, tm=8, tn=8)
         return GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)
 
-    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         prob = self._problem(group)
         first = self.default(group, facts)
         if prob.dtype in HALF:
@@ -374,7 +375,7 @@ class GemmTemplate:
                 seeds.append(config)
         return seeds[:4]
 
-    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
         reason = self.space(group, ctx.facts).reason_invalid(config)
         if reason is not None:
             raise TemplateError(f"gemm: {reason}")
@@ -492,7 +493,7 @@ class GemmTemplate:
         i = d - (nb - own)
         return dims[i] if i >= 0 else "(int64_t)1"
 
-    def _shape_host(self, p: str, group: Any, prob: Problem, ctx: RenderContext) -> list[str]:
+    def _shape_host(self, p: str, group: Group, prob: Problem, ctx: RenderContext) -> list[str]:
         ia, ib = self._slot(group, prob.a), self._slot(group, prob.b)
         m, n, k, batch = self._size_exprs(prob, ctx)
         da, db = self._dims(prob.a, prob.ra, ctx), self._dims(prob.b, prob.rb, ctx)
@@ -530,7 +531,7 @@ class GemmTemplate:
         return lines
 
     @staticmethod
-    def _slot(group: Any, vid: int) -> int:
+    def _slot(group: Group, vid: int) -> int:
         for k, v in enumerate(group.inputs):
             if v == vid:
                 return k

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from optiml.graph.ir import Graph, Node
 from optiml.templates.base import TemplateError
+from optiml.templates.group import Group
 
 HALF = ("float16", "bfloat16")
 MAX_BATCH_DIMS = 8
@@ -36,7 +36,7 @@ def cdiv(a: int, b: int) -> int:
 class Problem:
     """The matmul node of a GEMM group: operands, layouts, batch dims and traced sizes."""
 
-    def __init__(self, group: Any, graphs: list[Graph] | None = None) -> None:
+    def __init__(self, group: Group, graphs: list[Graph] | None = None) -> None:
         g = group.graph
         if not group.nodes or g.nodes[group.nodes[0]].op != "matmul":
             raise TemplateError(f"gemm: {group.describe()} does not start with a matmul")

@@ -23,7 +23,6 @@ Variant ``copy``; knobs ``threads`` ∈ {128, 256, 512}, ``items`` (vectors per 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from optiml.graph.sizes import SizeResolver
 from optiml.templates.base import (
@@ -35,7 +34,7 @@ from optiml.templates.base import (
     TemplateError,
     from_compute,
 )
-from optiml.templates.group import find_node
+from optiml.templates.group import Group, find_node
 from optiml.templates.kernel_io import launch_check
 
 #: Parts one launch copies (its table is a by-value kernel argument: 32 entries of 64 bytes).
@@ -64,16 +63,16 @@ class CatTemplate:
     def __init__(self, sizes: SizeResolver) -> None:
         self.sizes = sizes  # every shape set's graph: a slice's start is a size expression over them
 
-    def space(self, group: Any, facts: DeviceFacts) -> Space:
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
         return Space(knobs={"copy": {"threads": (128, 256, 512), "items": (1, 2, 4)}})
 
-    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         return GroupConfig.of("copy", threads=256, items=4)
 
-    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         return [self.default(group, facts), GroupConfig.of("copy", threads=512, items=2)]
 
-    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
         reason = self.space(group, ctx.facts).reason_invalid(config)
         if reason is not None:
             raise TemplateError(f"{group.template}: {reason}")
@@ -94,7 +93,7 @@ class CatTemplate:
             for vid in node.inputs:
                 length = _product(ctx, vid, range(dim, g.type(vid).ndim))
                 value = g.value(vid)
-                if value.is_const:
+                if value.const is not None:  # a constant part (is_const)
                     parts.append(Part("nullptr", length, "(int64_t)0", length, fill=repr(float(value.const))))
                 else:
                     parts.append(Part(ctx.inputs[group.inputs.index(vid)].ptr, length, "(int64_t)0", length))

@@ -33,11 +33,9 @@ Default rule: ``tiled(tile=32, block_rows=8)``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, RenderContext, Space, TemplateError
 from optiml.templates.descriptors import compact_descriptors
-from optiml.templates.group import find_node
+from optiml.templates.group import Group, find_node
 from optiml.templates.kernel_io import (
     device_context,
     fast_div_code,
@@ -63,7 +61,7 @@ class PermuteTemplate:
 
     name = "permute"
 
-    def space(self, group: Any, facts: DeviceFacts) -> Space:
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
         return Space(
             knobs={
                 "tiled": {"tile": (32, 64), "block_rows": (4, 8)},
@@ -71,17 +69,17 @@ class PermuteTemplate:
             }
         )
 
-    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         return GroupConfig.of("tiled", tile=32, block_rows=8)
 
-    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         return [
             self.default(group, facts),
             GroupConfig.of("tiled", tile=64, block_rows=8),
             GroupConfig.of("naive_gather", threads=256),
         ]
 
-    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
         reason = self.space(group, ctx.facts).reason_invalid(config)
         if reason is not None:
             raise TemplateError(f"permute: {reason}")

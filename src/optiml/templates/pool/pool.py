@@ -49,7 +49,7 @@ from typing import Any
 
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, RenderContext, Space, TemplateError
 from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
-from optiml.templates.group import find_node
+from optiml.templates.group import Group, find_node
 from optiml.templates.kernel_io import (
     device_context,
     fast_div_code,
@@ -85,7 +85,7 @@ class _Pool:
         return self.dilation[i] * (self.kernel[i] - 1) + 1
 
 
-def _parse(group: Any) -> _Pool:
+def _parse(group: Group) -> _Pool:
     spec = dict(group.spec)
     op = str(spec.get("op", ""))
     if op not in ("max_pool", "avg_pool"):
@@ -153,7 +153,7 @@ class PoolTemplate:
 
     name = "pool"
 
-    def space(self, group: Any, facts: DeviceFacts) -> Space:
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
         pool = _parse(group)
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {
             "direct": {"threads": (128, 256, 512), "outputs_per_thread": (1, 2, 4)}
@@ -176,13 +176,13 @@ class PoolTemplate:
 
         return Space(knobs=knobs, check=check)
 
-    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         out = _values_vid(group)
         shape = group.graph.type(out).shape
         inner = shape[-1] if shape else 1
         return GroupConfig.of("direct", threads=256, outputs_per_thread=4 if inner >= 128 else 1)
 
-    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         first = self.default(group, facts)
         other_opt = 1 if first.get("outputs_per_thread") == 4 else 4
         seeds = [first, GroupConfig.of("direct", threads=512, outputs_per_thread=other_opt)]
@@ -199,14 +199,14 @@ class PoolTemplate:
             seeds.append(GroupConfig.of("direct", threads=128, outputs_per_thread=2))
         return seeds
 
-    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
         reason = self.space(group, ctx.facts).reason_invalid(config)
         if reason is not None:
             raise TemplateError(f"pool: {reason}")
         return _Renderer(group, config, ctx).render()
 
 
-def _values_vid(group: Any) -> int:
+def _values_vid(group: Group) -> int:
     node = find_node(group, ("max_pool", "avg_pool"))
     return int(node.outputs[0]) if node is not None else int(group.outputs[0])
 
@@ -214,7 +214,7 @@ def _values_vid(group: Any) -> int:
 class _Renderer:
     """The C text of one pool group (a fresh one per render)."""
 
-    def __init__(self, group: Any, config: GroupConfig, ctx: RenderContext) -> None:
+    def __init__(self, group: Group, config: GroupConfig, ctx: RenderContext) -> None:
         self.group, self.config, self.ctx = group, config, ctx
         self.pool = _parse(group)
         self.p = ctx.prefix

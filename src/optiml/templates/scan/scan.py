@@ -56,6 +56,7 @@ from optiml.templates.base import (
     compute_type,
 )
 from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
+from optiml.templates.group import Group
 
 ROW_BLOCK_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512, 1024), "items": (1, 2, 4, 8, 16)}
 ROW_WARP_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "items": (1, 2, 4, 8)}
@@ -93,7 +94,7 @@ def _smem_bytes(config: GroupConfig, ctype: str) -> int:
     return 0
 
 
-def _geometry(group: Any) -> tuple[int, int, int, int, int]:
+def _geometry(group: Group) -> tuple[int, int, int, int, int]:
     """(ndim, dim, L, outer, inner) of the traced input shape."""
     shape = tuple(group.graph.type(group.inputs[0]).shape)
     ndim = len(shape)
@@ -125,7 +126,7 @@ class ScanTemplate:
 
     # ---- the search space -------------------------------------------------------------------
 
-    def space(self, group: Any, facts: DeviceFacts) -> Space:
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
         _, _, _, _, inner = _geometry(group)
         dtype = group.graph.type(group.inputs[0]).dtype
         ctype = compute_type(dtype)
@@ -153,7 +154,7 @@ class ScanTemplate:
 
         return Space(knobs=knobs, check=check)
 
-    def default(self, group: Any, facts: DeviceFacts) -> GroupConfig:
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         """inner > 1 → col; rows >= 4*SMs and L <= 1024 → row_warp; rows < SMs and L >= 16384 →
         row_split; else row_block. Knobs: a chunk covers min(L, threads*items) sensibly."""
         _, _, length, outer, inner = _geometry(group)
@@ -182,7 +183,7 @@ class ScanTemplate:
             return GroupConfig.of("row_block", threads=256, items=8)
         return GroupConfig.of("row_block", threads=512, items=8)
 
-    def seeds(self, group: Any, facts: DeviceFacts) -> list[GroupConfig]:
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         first = self.default(group, facts)
         _, _, _, _, inner = _geometry(group)
         if inner > 1:
@@ -211,7 +212,7 @@ class ScanTemplate:
 
     # ---- rendering ----------------------------------------------------------------------------
 
-    def render(self, group: Any, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
         knobs = {"row_block": ROW_BLOCK_KNOBS, "row_warp": ROW_WARP_KNOBS, "row_split": ROW_SPLIT_KNOBS}
         knobs["col"] = COL_KNOBS
         if config.variant not in knobs:
@@ -228,7 +229,7 @@ class ScanTemplate:
 class _Renderer:
     """Builds the C text of one scan group (a fresh one per render: no state between renders)."""
 
-    def __init__(self, group: Any, config: GroupConfig, ctx: RenderContext, kind: str) -> None:
+    def __init__(self, group: Group, config: GroupConfig, ctx: RenderContext, kind: str) -> None:
         self.group, self.config, self.ctx = group, config, ctx
         self.P = ctx.prefix
         self.T = ctx.compute_type
