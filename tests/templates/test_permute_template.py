@@ -26,7 +26,7 @@ from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
 from optiml.kernel.source import KernelSource
 from optiml.templates.base import DeviceFacts, GroupConfig, Operand, RenderContext, TemplateError
-from optiml.templates.group import Group
+from optiml.templates.group import Group, PermuteSpec
 from optiml.templates.permute.permute import PermuteTemplate
 
 FACTS = DeviceFacts()
@@ -39,7 +39,7 @@ def permute_group(shape: tuple[int, ...], perm: tuple[int, ...], index: int = 0,
     out = tuple(shape[d] for d in perm)
     values = (Value(0, TensorType(shape, dtype)), Value(1, TensorType(out, dtype), producer=0))
     graph = Graph(values, (0,), (Node(0, "permute", (0,), (1,), (("perm", perm),), "aten.permute"),), (1,))
-    return Group(index, "permute", (0,), (0,), (1,), graph, {"perm": perm})
+    return Group(index, "permute", (0,), (0,), (1,), graph, PermuteSpec(perm))
 
 
 def permute_context(prefix: str, ctype: str = "float", compute: str = "float") -> RenderContext:
@@ -87,7 +87,7 @@ def test_render_is_deterministic_prefixed_and_size_free() -> None:
 
 def test_bad_perm_is_rejected() -> None:
     group = permute_group((2, 3, 4), (0, 2, 1))
-    broken = Group(0, "permute", group.nodes, group.inputs, group.outputs, group.graph, {"perm": (0, 1, 1)})
+    broken = Group(0, "permute", group.nodes, group.inputs, group.outputs, group.graph, PermuteSpec((0, 1, 1)))
     with pytest.raises(TemplateError, match="permutation"):
         PERMUTE.render(broken, PERMUTE.default(broken, FACTS), permute_context("g0"))
 

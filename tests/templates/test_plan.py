@@ -10,6 +10,7 @@ import pytest
 from optiml.graph.capture import capture_all
 from optiml.graph.ir import Graph
 from optiml.task import load_task
+from optiml.templates.group import PermuteSpec, RowSpec, ScanSpec
 from optiml.templates.plan import Plan, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,8 +116,8 @@ def test_every_task_plans_into_the_expected_kernels(stem: str) -> None:
         assert group.nodes and group.outputs
     again = plan_of(stem)  # planning is deterministic
     assert again.describe() == plan.describe()
-    assert [(g.nodes, g.inputs, g.outputs, dict(g.spec)) for g in again.groups] == [
-        (g.nodes, g.inputs, g.outputs, dict(g.spec)) for g in plan.groups
+    assert [(g.nodes, g.inputs, g.outputs, g.spec) for g in again.groups] == [
+        (g.nodes, g.inputs, g.outputs, g.spec) for g in plan.groups
     ]
     assert again.materialized == plan.materialized
 
@@ -141,18 +142,18 @@ def test_groupnorm_is_statistics_then_a_pointwise_affine() -> None:
     plan = plan_of("groupnorm")
     assert plan.describe() == "reduce[mean sub mul mean add rsqrt mul] → pointwise[mul add]"
     stats, affine = plan.groups
-    assert stats.spec["dims"], "the statistics kernel reduces"
-    assert affine.spec["dims"] == ()
+    assert stats.spec_of(RowSpec).dims, "the statistics kernel reduces"
+    assert affine.spec_of(RowSpec).dims == ()
 
 
 def test_reverse_cumsum_folds_the_flips_into_one_reverse_scan() -> None:
     (scan,) = plan_of("reverse_cumsum").groups
-    assert scan.spec["reverse"] is True
-    assert scan.spec["kind"] == "sum"
-    assert plan_of("prefix_scan").groups[0].spec["reverse"] is False
+    assert scan.spec_of(ScanSpec).reverse is True
+    assert scan.spec_of(ScanSpec).kind == "sum"
+    assert plan_of("prefix_scan").groups[0].spec_of(ScanSpec).reverse is False
 
 
 def test_transpose_is_a_permute_with_its_perm() -> None:
     (permute,) = plan_of("transpose").groups
     assert permute.template == "permute"
-    assert tuple(permute.spec["perm"]) == (1, 0)
+    assert permute.spec_of(PermuteSpec).perm == (1, 0)

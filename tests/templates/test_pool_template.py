@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
 from optiml.templates.base import DeviceFacts, GroupConfig, Operand, RenderContext, TemplateError
-from optiml.templates.group import Group
+from optiml.templates.group import Group, PoolSpec
 from optiml.templates.pool.pool import PoolTemplate
 
 FACTS = DeviceFacts()
@@ -76,7 +77,7 @@ def pool_group(
     spec["op"] = op
     if op == "max_pool":
         spec["indices"] = indices
-    return Group(index, "pool", (0,), (0,), outputs, graph, spec)
+    return Group(index, "pool", (0,), (0,), outputs, graph, PoolSpec.of(spec))
 
 
 def pool_context(group: Group) -> RenderContext:
@@ -158,10 +159,11 @@ def test_render_is_deterministic_prefixed_and_size_free() -> None:
 def test_spec_errors() -> None:
     template = PoolTemplate()
     group = pool_group("max_pool", (2, 3, 16, 16), (2, 2))
-    broken = Group(0, "pool", group.nodes, group.inputs, group.outputs, group.graph, {**group.spec, "indices": True})
+    spec = group.spec_of(PoolSpec)
+    broken = Group(0, "pool", group.nodes, group.inputs, group.outputs, group.graph, replace(spec, indices=True))
     with pytest.raises(TemplateError, match="indices"):
         template.render(broken, template.default(broken, FACTS), pool_context(broken))
-    bad = Group(0, "pool", group.nodes, group.inputs, group.outputs, group.graph, {**group.spec, "op": "lp_pool"})
+    bad = Group(0, "pool", group.nodes, group.inputs, group.outputs, group.graph, replace(spec, op="lp_pool"))
     with pytest.raises(TemplateError):
         template.space(bad, FACTS)
 
@@ -226,29 +228,29 @@ def _torch_pool(group: Group, x: np.ndarray) -> list[np.ndarray]:
     import torch
     import torch.nn.functional as F
 
-    spec, xt = group.spec, torch.from_numpy(x)
-    n = int(spec["spatial"])
-    if spec["op"] == "max_pool":
+    spec, xt = group.spec_of(PoolSpec), torch.from_numpy(x)
+    n = int(spec.spatial)
+    if spec.op == "max_pool":
         fn = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[n - 1]
         values, indices = fn(
             xt,
-            spec["kernel"],
-            spec["stride"],
-            spec["padding"],
-            spec["dilation"],
-            ceil_mode=spec["ceil_mode"],
+            spec.kernel,
+            spec.stride,
+            spec.padding,
+            spec.dilation,
+            ceil_mode=spec.ceil_mode,
             return_indices=True,
         )
-        return [values.numpy(), indices.numpy()] if spec["indices"] else [values.numpy()]
+        return [values.numpy(), indices.numpy()] if spec.indices else [values.numpy()]
     fn = (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[n - 1]
-    extra = {"divisor_override": spec["divisor"]} if n > 1 else {}
+    extra = {"divisor_override": spec.divisor} if n > 1 else {}
     out = fn(
         xt,
-        spec["kernel"],
-        spec["stride"],
-        spec["padding"],
-        ceil_mode=spec["ceil_mode"],
-        count_include_pad=spec["count_include_pad"],
+        spec.kernel,
+        spec.stride,
+        spec.padding,
+        ceil_mode=spec.ceil_mode,
+        count_include_pad=spec.count_include_pad,
         **extra,
     )
     return [out.numpy()]
@@ -333,7 +335,7 @@ def test_pooling_matches_torch_on_the_emulator(
         for code in variants:
             for shape in shapes:
                 x = rng.standard_normal(shape).astype(np.float32)
-                if group.spec["op"] == "max_pool":  # NaN propagates, -inf windows keep the first index
+                if group.spec_of(PoolSpec).op == "max_pool":  # NaN propagates, -inf windows keep the first index
                     flat = x.reshape(-1)
                     flat[rng.integers(0, flat.size, 3)] = np.nan
                     flat[rng.integers(0, flat.size, 5)] = -np.inf

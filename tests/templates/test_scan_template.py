@@ -21,7 +21,7 @@ from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
 from optiml.kernel.source import KernelSource
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, Operand, RenderContext, TemplateError
-from optiml.templates.group import Group
+from optiml.templates.group import Group, ScanSpec
 from optiml.templates.scan.scan import ScanTemplate
 
 FACTS = DeviceFacts()
@@ -53,7 +53,7 @@ def scan_group(
         inputs=(0,),
         outputs=(1 + index,),
         graph=graph,
-        spec={"dim": dim, "kind": kind, "reverse": reverse, "exclusive": exclusive},
+        spec=ScanSpec(dim=dim, kind=kind, reverse=reverse, exclusive=exclusive),
     )
 
 
@@ -185,7 +185,7 @@ def test_render_rejects_unknown_variant_and_knobs() -> None:
     with pytest.raises(TemplateError):
         SCAN.render(group, GroupConfig.of("row_block", threads=96, items=4), unary_context("g0"))
     bad = Group(index=0, template="scan", nodes=(0,), inputs=(0,), outputs=(1,), graph=scan_graph((4, 50)))
-    bad = Group(bad.index, bad.template, bad.nodes, bad.inputs, bad.outputs, bad.graph, {"dim": 1, "kind": "max"})
+    bad = Group(bad.index, bad.template, bad.nodes, bad.inputs, bad.outputs, bad.graph, ScanSpec(dim=1, kind="max"))
     with pytest.raises(TemplateError):
         SCAN.render(bad, GroupConfig.of("col", threads=256, unroll=4), unary_context("g0"))
 

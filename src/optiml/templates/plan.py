@@ -41,7 +41,7 @@ from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import TRIANGULAR, op_class
 from optiml.templates.base import TemplateError
 from optiml.templates.group import Group
-from optiml.templates.registry import dedicated_op_classes, served
+from optiml.templates.registry import dedicated_op_classes, family, served
 
 
 @dataclass(frozen=True)
@@ -505,8 +505,8 @@ def make_plan(graphs: list[Graph]) -> Plan:
                     "strided": tuple(sorted(planner.strided.items())),
                 }
             )
-        template = b.template
-        groups.append(Group(gi, template, tuple(b.nodes), tuple(inputs_of[gi]), tuple(outputs_of[gi]), g, spec))
+        typed = family(b.template).spec(spec)
+        groups.append(Group(gi, b.template, tuple(b.nodes), tuple(inputs_of[gi]), tuple(outputs_of[gi]), g, typed))
     unplaced = [
         storage(o) for o in g.outputs if storage(o) not in produced_in and g.value(storage(o)).producer is not None
     ]

@@ -12,12 +12,14 @@ folder and one entry in :data:`PACKAGES`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from optiml.graph.sizes import SizeResolver
 from optiml.templates.base import Template, TemplateError
+from optiml.templates.group import Spec
 
 #: The family packages under ``optiml.templates``; a new family is one more name here.
 PACKAGES = ("row", "scan", "pool", "permute", "gemm", "conv")
@@ -34,6 +36,8 @@ class Family:
     knobs). ``kind``: how the planner forms its groups — ``"row"`` (element-wise ops and reductions
     fused by domain), ``"dedicated"`` (one node, or a folded chain, a kernel of its own: the op classes
     in ``op_classes``), ``"product"`` (a ``matmul`` / ``conv`` node plus its fused element-wise epilogue).
+    ``spec``: the group's typed :attr:`~optiml.templates.group.Group.spec` from what the planner
+    gathered (the node's attrs and the planner's facts: ``shape``, ``dims``, ``recomputable``, …).
     """
 
     name: str
@@ -42,6 +46,7 @@ class Family:
     variants: tuple[str, ...]
     kind: str  # "row" | "dedicated" | "product"
     op_classes: tuple[str, ...] = ()
+    spec: Callable[[Mapping[str, Any]], Spec | None] = lambda gathered: None
 
 
 @cache

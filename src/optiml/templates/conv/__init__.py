@@ -10,6 +10,7 @@ The tensor-core kernels build on the GEMM family's public pieces (:mod:`optiml.t
 from __future__ import annotations
 
 from optiml.templates.conv.conv import ConvTemplate
+from optiml.templates.group import ProductSpec
 from optiml.templates.registry import Family
 
 FAMILIES = (
@@ -19,5 +20,6 @@ FAMILIES = (
         make=ConvTemplate,
         variants=("direct", "stencil", "implicit", "mma", "tf32x3", "wgmma", "tf32x3_wgmma"),
         kind="product",
+        spec=lambda d: ProductSpec(recomputable=tuple(d["recomputable"]), aliases=tuple(d["aliases"])),
     ),
 )

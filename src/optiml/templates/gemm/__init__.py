@@ -10,6 +10,7 @@ split-K), the kernels: :mod:`.simt` (fp32 SIMT and the scalar ``mma`` build), :m
 from __future__ import annotations
 
 from optiml.templates.gemm.dispatch import GemmTemplate
+from optiml.templates.group import ProductSpec
 from optiml.templates.registry import Family
 
 FAMILIES = (
@@ -19,5 +20,6 @@ FAMILIES = (
         make=GemmTemplate,
         variants=("gemv", "simt", "tf32x3", "tf32x3_wgmma", "tf32x3_tma", "mma", "wgmma", "wgmma_tma"),
         kind="product",
+        spec=lambda d: ProductSpec(recomputable=tuple(d["recomputable"]), aliases=tuple(d["aliases"])),
     ),
 )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from optiml.templates.group import PermuteSpec
 from optiml.templates.permute.cat import CatTemplate
 from optiml.templates.permute.permute import PermuteTemplate
 from optiml.templates.registry import Family
@@ -15,6 +16,7 @@ FAMILIES = (
         variants=("tiled", "naive_gather"),
         kind="dedicated",
         op_classes=("permute",),
+        spec=lambda d: PermuteSpec(tuple(d["perm"])) if "perm" in d else None,
     ),
     Family(
         name="cat",

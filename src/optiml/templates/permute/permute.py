@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, RenderContext, Space, TemplateError
 from optiml.templates.descriptors import compact_descriptors
-from optiml.templates.group import Group, find_node
+from optiml.templates.group import Group, PermuteSpec, find_node
 from optiml.templates.kernel_io import (
     device_context,
     fast_div_code,
@@ -86,7 +86,8 @@ class PermuteTemplate:
         node = find_node(group, ("permute",))
         src = node.inputs[0] if node is not None else group.inputs[0]
         ndim = group.graph.type(src).ndim
-        perm = tuple(int(d) for d in group.spec.get("perm", node.attr("perm") if node is not None else ()))
+        given = group.spec.perm if isinstance(group.spec, PermuteSpec) else None
+        perm = tuple(int(d) for d in (given if given is not None else node.attr("perm") if node is not None else ()))
         if sorted(perm) != list(range(ndim)):
             raise TemplateError(f"permute: perm {perm} is not a permutation of {ndim} dims")
         if not ctx.inputs or not ctx.outputs:

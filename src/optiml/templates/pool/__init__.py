@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from optiml.templates.group import PoolSpec
 from optiml.templates.pool.pool import PoolTemplate
 from optiml.templates.registry import Family
 
@@ -13,5 +14,6 @@ FAMILIES = (
         variants=("direct", "smem_tile"),
         kind="dedicated",
         op_classes=("pool",),
+        spec=PoolSpec.of,
     ),
 )

@@ -49,7 +49,7 @@ from typing import Any
 
 from optiml.templates.base import DeviceFacts, GroupConfig, KernelCode, RenderContext, Space, TemplateError
 from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
-from optiml.templates.group import Group, find_node
+from optiml.templates.group import Group, PoolSpec, find_node
 from optiml.templates.kernel_io import (
     device_context,
     fast_div_code,
@@ -86,16 +86,16 @@ class _Pool:
 
 
 def _parse(group: Group) -> _Pool:
-    spec = dict(group.spec)
-    op = str(spec.get("op", ""))
+    spec = group.spec_of(PoolSpec)
+    op = str(spec.op)
     if op not in ("max_pool", "avg_pool"):
         raise TemplateError(f"pool: unknown op {op!r}")
-    spatial = int(spec.get("spatial", 0))
+    spatial = int(spec.spatial)
     if spatial not in (1, 2, 3):
         raise TemplateError(f"pool: spatial={spatial} (1, 2 or 3)")
 
     def tup(name: str, default: int | None) -> tuple[int, ...]:
-        value = spec.get(name)
+        value = getattr(spec, name)
         if value is None:
             if default is None:
                 raise TemplateError(f"pool: spec has no {name}")
@@ -108,12 +108,12 @@ def _parse(group: Group) -> _Pool:
         return tuple(int(v) for v in items)
 
     kernel = tup("kernel", None)
-    stride = tup("stride", None) if spec.get("stride") not in (None, (), []) else kernel
+    stride = tup("stride", None) if spec.stride not in (None, (), []) else kernel
     padding = tup("padding", 0)
     dilation = tup("dilation", 1) if op == "max_pool" else (1,) * spatial
     if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
         raise TemplateError(f"pool: bad window kernel={kernel} stride={stride} padding={padding} dilation={dilation}")
-    divisor = spec.get("divisor")
+    divisor = spec.divisor
     if divisor is not None and int(divisor) == 0:
         raise TemplateError("pool: divisor_override must be nonzero")
     return _Pool(
@@ -123,10 +123,10 @@ def _parse(group: Group) -> _Pool:
         stride=stride,
         padding=padding,
         dilation=dilation,
-        ceil_mode=bool(spec.get("ceil_mode", False)),
-        include_pad=bool(spec.get("count_include_pad", True)),
+        ceil_mode=bool(spec.ceil_mode),
+        include_pad=bool(spec.count_include_pad),
         divisor=None if divisor is None else int(divisor),
-        indices=op == "max_pool" and bool(spec.get("indices", False)),
+        indices=op == "max_pool" and bool(spec.indices),
     )
 
 

@@ -24,7 +24,7 @@ from optiml.templates.base import (
     to_compute,
 )
 from optiml.templates.cexpr import arith_type, literal, pointwise
-from optiml.templates.group import Group
+from optiml.templates.group import Group, ProductSpec
 
 
 class Product(Protocol):
@@ -66,8 +66,8 @@ class Epilogue:
         self.graphs = sizes.graphs if sizes is not None else [self.g]
         self.nodes = [self.g.nodes[i] for i in group.nodes[1:]]
         self.inside = {o for i in group.nodes for o in self.g.nodes[i].outputs}
-        self.aliases = dict(group.spec.get("aliases", ()))
-        self.recomputable = set(group.spec.get("recomputable", ()))
+        self.aliases = dict(group.spec_of(ProductSpec).aliases)
+        self.recomputable = set(group.spec_of(ProductSpec).recomputable)
         self.leaves: list[LeafUse] = []
         self.consts: list[tuple[int, str]] = []
         self.lines: list[str] = []

@@ -7,6 +7,7 @@ in scopes); :mod:`.reduce` renders it (warp / block / split rows, column variant
 from __future__ import annotations
 
 from optiml.graph.sizes import SizeResolver
+from optiml.templates.group import RowSpec
 from optiml.templates.registry import Family
 from optiml.templates.row.reduce import RowTemplate
 
@@ -22,5 +23,12 @@ FAMILIES = (
         make=_make,
         variants=("warp_row", "block_row", "split_row", "col", "col_split"),
         kind="row",
+        spec=lambda d: RowSpec(
+            shape=tuple(d["shape"]),
+            dims=tuple(d["dims"]),
+            recomputable=tuple(d["recomputable"]),
+            aliases=tuple(d["aliases"]),
+            strided=tuple(d["strided"]),
+        ),
     ),
 )

@@ -23,7 +23,7 @@ from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
 from optiml.templates.base import TemplateError, c_type, to_compute
 from optiml.templates.cexpr import arith_type, literal, pointwise
-from optiml.templates.group import Group
+from optiml.templates.group import Group, RowSpec
 
 DMap = tuple[int, ...]  # for each dim of a value, the domain dim it runs along (-1: a broadcast size-1 dim)
 
@@ -92,12 +92,12 @@ class RowProgram:
         self.g = group.graph
         self.graphs = graphs
         self.sizes = sizes
-        spec = group.spec
-        self.shape: tuple[int, ...] = tuple(spec["shape"])
+        spec = group.spec_of(RowSpec)
+        self.shape: tuple[int, ...] = tuple(spec.shape)
         self.n = len(self.shape)
-        self.recomputable = set(spec.get("recomputable", ()))
-        self.aliases = dict(spec.get("aliases", ()))
-        self.strided = dict(spec.get("strided", ()))
+        self.recomputable = set(spec.recomputable)
+        self.aliases = dict(spec.aliases)
+        self.strided = dict(spec.strided)
         self.nodes = [self.g.nodes[i] for i in group.nodes]
         self.inside = {o for n in self.nodes for o in n.outputs}
         self.frames: dict[int, DMap] = {}
@@ -106,7 +106,7 @@ class RowProgram:
         self.reductions: list[Reduction] = []
         self.gathers: list[Node] = []
         self.anchor = self._anchor()
-        dims = tuple(spec.get("dims", ()))
+        dims = tuple(spec.dims)
         self._assign_frames()
         self.rdims = dims if dims else self._pointwise_row_dims()
         self.kdims = tuple(d for d in range(self.n) if d not in self.rdims)
@@ -133,7 +133,7 @@ class RowProgram:
         shape = self.g.type(vid).shape
         if len(shape) == self.n:
             return tuple(range(self.n))
-        kept = [d for d in range(self.n) if d not in self.group.spec.get("dims", ())]
+        kept = [d for d in range(self.n) if d not in self.group.spec_of(RowSpec).dims]
         if len(shape) == len(kept) and shape == tuple(self.shape[d] for d in kept):
             return tuple(kept)
         return tuple(range(self.n - len(shape), self.n))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from optiml.templates.group import ScanSpec
 from optiml.templates.registry import Family
 from optiml.templates.scan.scan import ScanTemplate
 
@@ -13,5 +14,8 @@ FAMILIES = (
         variants=("row_warp", "row_block", "row_split", "col"),
         kind="dedicated",
         op_classes=("scan", "flip"),
+        spec=lambda d: ScanSpec(
+            dim=int(d["dim"]), kind=str(d["kind"]), reverse=bool(d["reverse"]), exclusive=bool(d["exclusive"])
+        ),
     ),
 )

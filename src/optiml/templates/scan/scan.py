@@ -56,7 +56,7 @@ from optiml.templates.base import (
     compute_type,
 )
 from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
-from optiml.templates.group import Group
+from optiml.templates.group import Group, ScanSpec
 
 ROW_BLOCK_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512, 1024), "items": (1, 2, 4, 8, 16)}
 ROW_WARP_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "items": (1, 2, 4, 8)}
@@ -98,7 +98,7 @@ def _geometry(group: Group) -> tuple[int, int, int, int, int]:
     """(ndim, dim, L, outer, inner) of the traced input shape."""
     shape = tuple(group.graph.type(group.inputs[0]).shape)
     ndim = len(shape)
-    dim = int(group.spec.get("dim", -1))
+    dim = int(group.spec_of(ScanSpec).dim)
     if ndim == 0:
         return 0, 0, 1, 1, 1
     if not -ndim <= dim < ndim:
@@ -220,7 +220,7 @@ class ScanTemplate:
         for key, allowed in knobs[config.variant].items():
             if config.get(key) not in allowed:
                 raise TemplateError(f"scan {config.label()}: {key} must be one of {list(allowed)}")
-        kind = str(group.spec.get("kind", "sum"))
+        kind = str(group.spec_of(ScanSpec).kind)
         if kind not in ("sum", "prod"):
             raise TemplateError(f"scan: unknown kind {kind!r} (sum or prod)")
         return _Renderer(group, config, ctx, kind).render()
@@ -233,8 +233,8 @@ class _Renderer:
         self.group, self.config, self.ctx = group, config, ctx
         self.P = ctx.prefix
         self.T = ctx.compute_type
-        self.reverse = bool(group.spec.get("reverse", False))
-        self.exclusive = bool(group.spec.get("exclusive", False))
+        self.reverse = bool(group.spec_of(ScanSpec).reverse)
+        self.exclusive = bool(group.spec_of(ScanSpec).exclusive)
         self.op = "+" if kind == "sum" else "*"
         self.ident = f"(({self.T}){0 if kind == 'sum' else 1})"
         self.ndim, self.dim, _, _, _ = _geometry(group)
