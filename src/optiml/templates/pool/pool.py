@@ -33,7 +33,7 @@ Variants:
 In both variants a window entirely inside the input runs a second copy of the (unrolled) window
 loops without per-element bounds checks, reading at a row base plus constant offsets; windows
 that touch the border take the checked loops. Device code reads and writes only through the
-context's ``load`` / ``store`` (see :func:`optiml.templates.permute.permute.device_context`).
+context's ``load`` / ``store`` (see :func:`optiml.templates.kernel_io.device_context`).
 
 Default rule: ``direct(threads=256, outputs_per_thread=4)`` when the traced innermost output size
 is at least 128, else ``outputs_per_thread=1``. Seeds add ``direct(threads=512)`` with the other
