@@ -28,7 +28,7 @@ import torch
 
 from optiml.evaluate.arena import SharedBuffers
 from optiml.evaluate.candidate_link import CandidateFailure
-from optiml.evaluate.checks import Atol, chunks, compare, modified_inputs, per_output
+from optiml.evaluate.checks import Atol, check_trial, chunks, per_output
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.cudart import CudaError
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
@@ -257,27 +257,7 @@ def trial(session: CandidateSession, runtime: TaskRuntime, case: Case) -> TrialC
     _synchronize(judge)
     if session.process.thread_count() > threads:
         raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
-    overrun = buffers.overrun()
-    if overrun is not None:
-        raise CandidateFailure(
-            EvalStatus.INTEGRITY, f"the candidate wrote past the end of {overrun} (guard bytes changed)"
-        )
-    changed = modified_inputs(case.abi_inputs, buffers.args)
-    if changed:
-        raise CandidateFailure(EvalStatus.INTEGRITY, f"the candidate modified input(s) {changed}: inputs are read-only")
-    result = compare(buffers.outputs, case.expected, case.atol, case.rtol)  # the case's tolerance (tolerance.py)
-    return TrialCheck(
-        seed=case.seed,
-        shape_set=case.shape_set,
-        distribution=case.distribution,
-        passed=result.passed,
-        max_abs_err=result.max_abs_err,
-        max_rel_err=result.max_rel_err,
-        mismatched=result.mismatched,
-        total=result.total,
-        nan_count=result.nan_count,
-        message=result.message,
-    )
+    return check_trial(case, buffers)
 
 
 @dataclass
