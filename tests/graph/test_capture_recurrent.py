@@ -49,7 +49,7 @@ def test_a_recurrent_layer_is_refused_before_tracing(layer: str, tmp_path: Path)
     assert time.perf_counter() - start < 5.0  # not the 1200 unrolled steps
 
 
-STATEFUL_TASK = """
+HELD_STATE_TASK = """
 import torch
 import torch.nn as nn
 
@@ -61,7 +61,7 @@ class Model(nn.Module):
         self.step = nn.Linear(8, 4)
 
     def forward(self, x, previous):
-        self.state.copy_(previous)
+        {write}
         self.state = torch.tanh(self.step(torch.cat((x, self.state), dim=1)))
         return self.state
 
@@ -75,11 +75,25 @@ def get_init_inputs():
 """
 
 
-def test_forward_writing_into_a_plain_tensor_attribute_is_named(tmp_path: Path) -> None:
+def held_state_task(tmp_path: Path, write: str) -> Path:
     path = tmp_path / "stateful_cell.py"
-    path.write_text(STATEFUL_TASK, encoding="utf-8")
+    path.write_text(HELD_STATE_TASK.format(write=write), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("write", ["self.state.copy_(previous)", "self.state.copy_(previous[:1])"])
+def test_a_held_tensor_overwritten_whole_before_it_is_read_is_the_input_it_copies(tmp_path: Path, write: str) -> None:
+    """KernelBench's VanillaRNN: ``self.hidden.copy_(h0)`` then a read: each call's answer follows from its
+    inputs, so the held tensor is no state (a broadcast copy included)."""
+    graph = capture_all(load_task(held_state_task(tmp_path, write)))[0]
+    assert len(graph.inputs) == 2 + 2  # x, previous, then the Linear's weight and bias: no held tensor
+    assert "copy" not in {node.op for node in graph.nodes}
+
+
+@pytest.mark.parametrize("write", ["self.state.add_(previous)", "self.state.mul_(previous)"])
+def test_a_held_tensor_a_call_reads_before_overwriting_is_refused_in_one_line(tmp_path: Path, write: str) -> None:
     with pytest.raises(UnsupportedOpError) as info:
-        capture_all(load_task(path))
+        capture_all(load_task(held_state_task(tmp_path, write)))
     message = str(info.value)
     assert "\n" not in message and "INTERNAL ASSERT" not in message
-    assert "writes in place into self.state" in message
+    assert "writes in place and reads self.state" in message and "what earlier calls left there" in message

@@ -808,31 +808,43 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     keys = list(state)
     tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
 
-    def forward(*flat: torch.Tensor) -> Any:
-        call_args = list(args)
-        for slot, tensor in zip(tensor_slots, flat[: len(tensor_slots)], strict=True):
-            call_args[slot] = tensor
-        params = dict(zip(keys, flat[len(tensor_slots) :], strict=True))
-        return torch.func.functional_call(model, params, tuple(call_args))
+    def traced(held: dict[str, torch.Tensor]) -> torch.fx.GraphModule:
+        """The functional graph, with ``held`` (tensors the model holds as plain attributes) as inputs too."""
 
-    flat = [args[i] for i in tensor_slots] + list(state.values())
-    try:
+        def forward(*flat: torch.Tensor) -> Any:
+            call_args = list(args)
+            for slot, tensor in zip(tensor_slots, flat[: len(tensor_slots)], strict=True):
+                call_args[slot] = tensor
+            params = dict(zip([*keys, *held], flat[len(tensor_slots) :], strict=True))
+            return torch.func.functional_call(model, params, tuple(call_args))
+
+        flat = [args[i] for i in tensor_slots] + list(state.values()) + list(held.values())
         with _numbers_keep_their_value():
-            gm = make_fx(torch.func.functionalize(forward), decomposition_table=decomposition_table())(*flat)
+            return make_fx(torch.func.functionalize(forward), decomposition_table=decomposition_table())(*flat)
+
+    held: dict[str, torch.Tensor] = {}
+    try:
+        try:
+            gm = traced(held)
+        except Exception as exc:
+            if "mutating a non-functional tensor" not in str(exc):  # functionalize's assert: a held tensor written
+                raise
+            held = _plain_tensor_state(model)
+            if not held:
+                raise UnsupportedOpError(
+                    f"{task.path.name}: Model.forward writes in place into a tensor the model holds that is neither "
+                    "an input, a parameter nor a buffer: no kernel owns that state (register it as a buffer, or "
+                    "pass it as an input)"
+                ) from exc
+            gm = traced(held)
     except UnsupportedOpError:
         raise
     except Exception as exc:
-        if "mutating a non-functional tensor" in str(exc):  # functionalize's internal assert, said plainly
-            held = ", ".join(_plain_tensor_attributes(model)) or "a tensor the model holds"
-            raise UnsupportedOpError(
-                f"{task.path.name}: Model.forward writes in place into {held}, a tensor that is neither an "
-                "input, a parameter nor a buffer: no kernel owns that state (register it as a buffer, or "
-                "pass it as an input)"
-            ) from exc
         raise UnsupportedOpError(
             f"{task.path.name}: tracing Model.forward on the meta device failed: {type(exc).__name__}: {exc}"
         ) from exc
     gm.graph.eliminate_dead_code()
+    _drop_overwritten_state(gm, list(held), task)
     _refuse_random_ops(gm, task)
     return _to_ir(gm, args, tensor_slots, keys, task)
 
@@ -890,14 +902,61 @@ def _numbers_keep_their_value() -> Iterator[None]:
         torch.tensor = original
 
 
-def _plain_tensor_attributes(model: torch.nn.Module) -> list[str]:
-    """``self.<name>`` of every tensor a module holds as a plain attribute (not a parameter or buffer)."""
-    return [
-        f"self.{prefix}{'.' if prefix else ''}{key}"
+def _plain_tensor_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor a module holds as a plain attribute (not a parameter or buffer), by dotted name."""
+    return {
+        f"{prefix}{'.' if prefix else ''}{key}": value
         for prefix, module in model.named_modules()
         for key, value in vars(module).items()
         if isinstance(value, torch.Tensor) and not key.startswith("_")
-    ]
+    }
+
+
+def _drop_overwritten_state(gm: torch.fx.GraphModule, held: list[str], task: Task) -> None:
+    """Remove the traced inputs of ``held`` (tensors the model holds as plain attributes, the last
+    placeholders), and the write-backs functionalisation adds where forward writes into one in place.
+
+    That is sound only where no output depends on what the tensor held before the call — forward
+    overwrites it whole before reading it (KernelBench's VanillaRNN: ``self.hidden.copy_(h0)``), so
+    every call computes the same answer from its inputs. State a call reads is refused: the answer
+    would depend on the calls before it, which no kernel of the ABI can know."""
+    if not held:
+        return
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"][-len(held) :]
+    for name, node in zip(held, placeholders, strict=True):
+        for user in list(node.users):  # ``held.copy_(src)`` traces to ``copy(held, src)``: src, as held's shape
+            if user.target is torch.ops.aten.copy.default and user.args[0] is node:
+                _replace_overwrite(gm, user)
+        users = list(node.users)
+        write_backs = [u for u in users if u.target is torch.ops.aten.copy_.default and u.args[0] is node]
+        if len(write_backs) != len(users) or any(w.users for w in write_backs):
+            written = "writes in place and reads" if write_backs else "reads"
+            raise UnsupportedOpError(
+                f"{task.path.name}: Model.forward {written} self.{name}, a tensor the model holds that is neither "
+                "an input, a parameter nor a buffer, beside state it writes in place: its answer depends on what "
+                "earlier calls left there, and no kernel owns that state (register it as a buffer, or pass it as "
+                "an input)"
+            )
+        for write_back in write_backs:
+            gm.graph.erase_node(write_back)
+        gm.graph.erase_node(node)
+    gm.recompile()
+
+
+def _replace_overwrite(gm: torch.fx.GraphModule, copy: torch.fx.Node) -> None:
+    """Replace ``copy(held, src)`` — the value ``held`` takes when overwritten by ``src`` — by ``src``
+    broadcast to ``held``'s shape; kept where the dtypes differ (the caller then refuses the read)."""
+    held, src = copy.args[0], copy.args[1]
+    want, have = held.meta["val"], src.meta["val"]
+    if want.dtype != have.dtype:
+        return
+    value = src
+    if tuple(want.shape) != tuple(have.shape):
+        with gm.graph.inserting_before(copy):
+            value = gm.graph.call_function(torch.ops.aten.expand.default, (src, list(want.shape)))
+        value.meta["val"] = have.expand(want.shape)
+    copy.replace_all_uses_with(value)
+    gm.graph.erase_node(copy)
 
 
 def _refuse_recurrent(model: torch.nn.Module, task: Task) -> None:
