@@ -224,14 +224,7 @@ def _full(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: 
             raise UnsupportedOpError(f"no template for {label} with a tensor fill value")
     else:  # full, new_full
         value = args[1] if name == "full" else args[2]
-    dtype = outs[0].dtype
-    if dtype in ("float32", "float64", "float16", "bfloat16"):
-        value = float(value)
-    elif dtype == "bool":
-        value = bool(value)
-    else:
-        value = int(value)
-    return c.b.const(value, dtype, outs[0].shape)
+    return c.b.const(_typed(value, outs[0].dtype), outs[0].dtype, outs[0].shape)
 
 
 def _view(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
@@ -389,6 +382,41 @@ def _slice(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label:
     first = 0 if start is None else int(start)
     first = min(max(first + shape[dim] if first < 0 else first, 0), shape[dim])
     return _slice_of(c, x, dim, first, outs[0], label)
+
+
+def _constant_pad_nd(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``F.pad(x, pad, value=v)`` (constant mode): per padded dim, from the last, a negative pad slices
+    and a positive one concatenates a block of ``v`` before or after."""
+    x = c.operand(args[0])
+    pad = [int(p) for p in (args[1] if len(args) > 1 else kwargs["pad"])]
+    value = args[2] if len(args) > 2 else kwargs.get("value", 0)
+    t = c.b.values[x].type
+    dtype, shape = t.dtype, list(t.shape)
+    for k in range(len(pad) // 2):
+        dim, before, after = len(shape) - 1 - k, pad[2 * k], pad[2 * k + 1]
+        if before < 0 or after < 0:
+            start, size = max(0, -before), shape[dim] + min(0, before) + min(0, after)
+            shape[dim] = size
+            x = _slice_of(c, x, dim, start, TensorType(tuple(shape), dtype), label)
+        parts = []
+        for width in (max(0, before), None, max(0, after)):
+            if width is None:
+                parts.append(x)
+            elif width > 0:
+                block = (*shape[:dim], width, *shape[dim + 1 :])
+                parts.append(c.b.const(_typed(value, dtype), dtype, block))
+        shape[dim] += max(0, before) + max(0, after)
+        last = k == len(pad) // 2 - 1
+        out = outs[0] if last else TensorType(tuple(shape), dtype)
+        x = _concatenate(c, parts, dim, [out], label) if len(parts) > 1 else x
+    return x
+
+
+def _typed(value: float | int | bool, dtype: str) -> float | int | bool:
+    """``value`` as the Python number a constant of ``dtype`` holds."""
+    if dtype in ("float32", "float64", "float16", "bfloat16"):
+        return float(value)
+    return bool(value) if dtype == "bool" else int(value)
 
 
 def _narrow(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
@@ -772,6 +800,7 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "cat": _cat,
     "slice": _slice,
     "narrow": _narrow,
+    "constant_pad_nd": _constant_pad_nd,
     "select": _select,
     "split": _split,
     "split_with_sizes": _split,
