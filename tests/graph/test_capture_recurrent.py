@@ -1,4 +1,4 @@
-"""Refusals around tracing in one line naming the cause: a recurrent layer, a write into a tensor attribute."""
+"""Recurrent layers traced as one node (a plain ``nn.RNN`` refused), and tensors a model holds and writes."""
 
 from __future__ import annotations
 
@@ -35,18 +35,37 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN"])
-def test_a_recurrent_layer_is_refused_before_tracing(layer: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
+def test_an_lstm_or_gru_traces_to_one_node_not_its_unrolled_steps(layer: str, tmp_path: Path) -> None:
     path = tmp_path / f"recurrent_{layer.lower()}.py"
     path.write_text(RECURRENT_TASK.format(layer=layer), encoding="utf-8")
-    task = load_task(path)
+    start = time.perf_counter()
+    graph = capture_all(load_task(path))[0]
+    assert time.perf_counter() - start < 5.0  # not the 1200 unrolled steps
+    (node,) = [n for n in graph.nodes if n.op == layer.lower()]
+    assert dict(node.attrs) == {
+        "cell": layer.lower(),
+        "layers": 3,
+        "bidirectional": False,
+        "batch_first": True,
+        "bias": True,
+        "hidden": 5,
+    }
+    states = 2 if layer == "LSTM" else 1
+    assert len(node.inputs) == 1 + states + 3 * 4  # x, the initial states, 4 weights a layer
+    assert len(node.outputs) == 1 + states
+
+
+def test_a_plain_rnn_is_refused_before_tracing_naming_the_layer(tmp_path: Path) -> None:
+    path = tmp_path / "recurrent_rnn.py"
+    path.write_text(RECURRENT_TASK.format(layer="RNN"), encoding="utf-8")
     start = time.perf_counter()
     with pytest.raises(UnsupportedOpError) as info:
-        capture_all(task)
+        capture_all(load_task(path))
     message = str(info.value)
     assert "\n" not in message
-    assert f"aten.{layer.lower()}" in message and f"encoder.0 = nn.{layer}" in message
-    assert time.perf_counter() - start < 5.0  # not the 1200 unrolled steps
+    assert "aten.rnn" in message and "encoder.0 = nn.RNN" in message
+    assert time.perf_counter() - start < 5.0
 
 
 HELD_STATE_TASK = """

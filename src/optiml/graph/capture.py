@@ -23,6 +23,7 @@ from optiml.errors import TaskError
 from optiml.graph.decomps import decomposition_table
 from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.graph.ops import ATEN_POINTWISE
+from optiml.graph.recurrent import RecurrentAttrs, RecurrentError, recurrent_as_one_op
 from optiml.task import Task
 
 if TYPE_CHECKING:
@@ -419,6 +420,23 @@ def _typed(value: float | int | bool, dtype: str) -> float | int | bool:
     return bool(value) if dtype == "bool" else int(value)
 
 
+def _recurrent(cell: str) -> Callable[..., Any]:
+    """``optiml::recurrent_lstm`` / ``recurrent_gru`` (:mod:`optiml.graph.recurrent`): one node, inputs
+    (x, h0[, c0], weights…), outputs (the output sequence, h_n[, c_n])."""
+
+    def convert(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+        states = 2 if cell == "lstm" else 1
+        x, initial, weights = args[0], list(args[1 : 1 + states]), list(args[1 + states])
+        layers, bidirectional, batch_first, bias = args[2 + states : 6 + states]
+        inputs = [c.operand(v) for v in (x, *initial, *weights)]
+        attrs = RecurrentAttrs(cell, int(layers), bool(bidirectional), bool(batch_first), bool(bias), outs[1].shape[-1])
+        if any(c.b.values[v].type.dtype != "float32" for v in inputs):
+            raise UnsupportedOpError(f"{label}: recurrent layers run in float32 only")
+        return tuple(c.b.node(cell, inputs, outs, label, **vars(attrs)))
+
+    return convert
+
+
 def _narrow(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
     x = c.operand(args[0])
     shape = c.b.values[x].type.shape
@@ -800,6 +818,8 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "cat": _cat,
     "slice": _slice,
     "narrow": _narrow,
+    "recurrent_lstm": _recurrent("lstm"),
+    "recurrent_gru": _recurrent("gru"),
     "constant_pad_nd": _constant_pad_nd,
     "select": _select,
     "split": _split,
@@ -832,7 +852,6 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     runtime = TaskRunner(task, "meta")
     args = runtime.make_args(0, shape_set)
     model = _model_on_meta(runtime, shape_set)
-    _refuse_recurrent(model, task)
     state = dict(model.state_dict())
     keys = list(state)
     tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -848,7 +867,7 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
             return torch.func.functional_call(model, params, tuple(call_args))
 
         flat = [args[i] for i in tensor_slots] + list(state.values()) + list(held.values())
-        with _numbers_keep_their_value():
+        with _numbers_keep_their_value(), recurrent_as_one_op(model):
             return make_fx(torch.func.functionalize(forward), decomposition_table=decomposition_table())(*flat)
 
     held: dict[str, torch.Tensor] = {}
@@ -868,6 +887,8 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
             gm = traced(held)
     except UnsupportedOpError:
         raise
+    except RecurrentError as exc:
+        raise UnsupportedOpError(f"{task.path.name}: {exc}") from None
     except Exception as exc:
         raise UnsupportedOpError(
             f"{task.path.name}: tracing Model.forward on the meta device failed: {type(exc).__name__}: {exc}"
@@ -986,19 +1007,6 @@ def _replace_overwrite(gm: torch.fx.GraphModule, copy: torch.fx.Node) -> None:
         value.meta["val"] = have.expand(want.shape)
     copy.replace_all_uses_with(value)
     gm.graph.erase_node(copy)
-
-
-def _refuse_recurrent(model: torch.nn.Module, task: Task) -> None:
-    """A recurrent layer (``nn.LSTM``/``GRU``/``RNN``) is refused before tracing: no template runs
-    one, and tracing unrolls it step by step (a 6-layer LSTM over 512 steps took minutes to trace only
-    to stop at the same answer)."""
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.RNNBase):
-            kind = type(module).__name__
-            raise UnsupportedOpError(
-                f"{task.path.name}: no template for aten.{kind.lower()} (the recurrent layer "
-                f"{name or 'Model'} = nn.{kind}): configure an LLM, or write a kernel with `optiml init-kernel`"
-            )
 
 
 def _to_ir(gm: torch.fx.GraphModule, args: list[Any], tensor_slots: list[int], keys: list[str], task: Task) -> Graph:

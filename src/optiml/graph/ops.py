@@ -119,6 +119,12 @@ ATEN_POINTWISE.update(
 )
 
 
+#: recurrent layers, one node each (``optiml.graph.recurrent``): inputs (x, h0[, c0], weights…), outputs
+#: (the output sequence, h_n[, c_n]); attrs ``cell``, ``layers``, ``bidirectional``, ``batch_first``,
+#: ``bias``, ``hidden``
+RECURRENT = {"lstm", "gru"}
+
+
 def op_class(op: str) -> str:
     if op in POINTWISE:
         return "pointwise"
@@ -134,6 +140,8 @@ def op_class(op: str) -> str:
         return "matmul"
     if op in CONV:
         return "conv"
+    if op in RECURRENT:
+        return "recurrent"
     if op in ("permute", "gather", "flip", "cat", "slice"):
         return op
     raise KeyError(op)
