@@ -91,3 +91,16 @@ def test_recurrent_layers_match_torch_on_the_emulator(tmp_path: Path) -> None:
         units += [(kernels.task, f"{name} {c[0].label()}", kernels.render(c).code) for c in kernels.seeds()]
     failures = emulator_mismatches(tmp_path / "emu", units, seed=11, tol=1e-4)
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.nvcc
+def test_recurrent_kernels_compile_with_nvcc(tmp_path: Path) -> None:
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+
+    sources = []
+    for name in sorted(TASKS):
+        kernels = planned(write_task(tmp_path, name, task_text(name)))
+        sources.append(kernels.render(kernels.default()))
+    results = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache")).compile_many(sources)
+    failed = [f"{name}: {r.error_summary(3)}" for name, r in zip(sorted(TASKS), results, strict=True) if not r.ok]
+    assert not failed, "\n".join(failed)

@@ -11,7 +11,8 @@ the next step's input, the next layer's input, or the group's output.
 
 PyTorch's gate order and formulas: LSTM ``i, f, g, o`` (``c' = σ(f)·c + σ(i)·tanh(g)``,
 ``h' = σ(o)·tanh(c')``); GRU ``r, z, n`` (``n = tanh(gx_n + σ(r)·(W_hn h + b_hn))``,
-``h' = (1 − σ(z))·n + σ(z)·h``). float32 only; the launch count is ``layers × directions × (steps + 1)``.
+``h' = (1 − σ(z))·n + σ(z)·h``). Both directions of a layer step in one launch (``blockIdx.y``), so the
+launch count is about ``layers × (steps + 2 × directions)``. float32 only.
 """
 
 from __future__ import annotations
@@ -178,11 +179,28 @@ __global__ void __launch_bounds__(256) {p}_project(const float* __restrict__ in,
         const float ng = tanhf(gx[b * G * H + 2 * H + u] + rg * hn);
         h_out[b * s_out + u] = (1.0f - zg) * ng + zg * (h_prev != NULL ? h_prev[b * s_prev + u] : 0.0f);"""
         return f"""\
-// one step: a warp owns hidden unit u for {rows} batch row(s); lanes split the sum over the previous h
-__global__ void {p}_step(const float* __restrict__ gx, const float* __restrict__ w_hh,
-    const float* __restrict__ b_hh, const float* h_prev, int64_t s_prev, float* c, float* h_out,
-    int64_t s_out, int64_t B, int64_t H) {{
+// one step of every direction (blockIdx.y): a warp owns hidden unit u for {rows} batch row(s); lanes split the
+// sum over the previous hidden state, read from the layer's output sequence (h0 at the first step)
+struct {p}_direction {{
+  const float* gx;    // this direction's input projections, [T][B][G * H]
+  const float* w_hh;  // [G * H][H]
+  const float* b_hh;  // GRU: the hidden bias, added inside the reset gate's product (LSTM: in gx)
+  const float* h0;    // [B][H], or NULL: zeros
+  float* c;           // LSTM: the cell state [B][H], updated in place
+}};
+__global__ void {p}_step({p}_direction forward, {p}_direction backward, int64_t s, int64_t T, float* seq,
+    int64_t s_t, int64_t s_out, int64_t B, int64_t H) {{
   const int64_t G = {gates};
+  const int d = blockIdx.y;
+  const {p}_direction dir = d == 0 ? forward : backward;
+  const int64_t t = d == 0 ? s : T - 1 - s;
+  const float* h_prev = s == 0 ? dir.h0 : seq + (d == 0 ? t - 1 : t + 1) * s_t + d * H;
+  const int64_t s_prev = s == 0 ? H : s_out;
+  const float* __restrict__ gx = dir.gx + t * B * G * H;
+  const float* __restrict__ w_hh = dir.w_hh;
+  const float* __restrict__ b_hh = dir.b_hh;
+  float* c = dir.c;
+  float* h_out = seq + t * s_t + d * H;
   const int lane = threadIdx.x % 32;
   const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int64_t u = warp % H, b0 = (warp / H) * {rows};
@@ -256,8 +274,8 @@ __global__ void {self.p}_rows(const float* src, int64_t s_src, float* dst, int64
             f"    const int64_t {p}_GH = {gates} * {p}_H, {p}_DH = {directions} * {p}_H;\n"
         )
         workspace = (
-            f"((size_t)({steps}) * ({batch}) * ({gates} * {hidden} + 2 * {directions} * {hidden})"
-            f" + (size_t)({batch}) * ({hidden})) * sizeof(float)"
+            f"((size_t)({steps}) * ({batch}) * {directions} * ({gates} * {hidden} + 2 * {hidden})"
+            f" + (size_t){directions} * ({batch}) * ({hidden})) * sizeof(float)"
         )
         weights = []
         for index in range(layer.layers * directions):
@@ -265,10 +283,26 @@ __global__ void {self.p}_rows(const float* src, int64_t s_src, float* dst, int64
             ptrs = [self._input(v) for v in ids] + ["nullptr", "nullptr"]
             weights.append(f"{{{ptrs[0]}, {ptrs[1]}, {ptrs[2]}, {ptrs[3]}}}")
         x_ptr = self._input(x)
-        x_strides = f"{p}_I, {p}_T * {p}_I" if layer.batch_first else f"{p}_B * {p}_I, {p}_I"
-        out_strides = f"{p}_DH, {p}_T * {p}_DH" if layer.batch_first else f"{p}_B * {p}_DH, {p}_DH"
-        last_dst = f"{out}, {out_strides}" if out is not None else f"{p}_seq[({p}_L - 1) % 2], {p}_B * {p}_DH, {p}_DH"
+        # strides (a step, a batch row) of the input sequence and of the output's layout
+        x_t, x_b = (f"{p}_I", f"{p}_T * {p}_I") if layer.batch_first else (f"{p}_B * {p}_I", f"{p}_I")
+        out_t, out_b = (f"{p}_DH", f"{p}_T * {p}_DH") if layer.batch_first else (f"{p}_B * {p}_DH", f"{p}_DH")
+        # the last layer writes the group's output where it has one, else its sequence buffer as the others do
+        into_output = ""
+        if out is not None:
+            into_output = f"      if (l == {p}_L - 1) {{ dst = {out}; dst_t = {out_t}; dst_b = {out_b}; }}\n"
         lstm_bias = "w[3]" if layer.cell == "lstm" else none
+        cell = (
+            "(float*)nullptr" if layer.cell != "lstm" else (f"{c_n} + slot" if c_n else f"{p}_cell + d * {p}_B * {p}_H")
+        )
+        h_n_copy = (
+            f"""\
+      for (int d = 0; d < {p}_D; ++d)  // h_n: the last step of each direction
+        {p}_rows<<<{p}_row_blocks, 256, 0, stream>>>(dst + (d == 0 ? {p}_T - 1 : 0) * dst_t + d * {p}_H, dst_b,
+                                                     {h_n} + (int64_t)(l * {p}_D + d) * {p}_B * {p}_H, {p}_B, {p}_H);
+"""
+            if h_n
+            else ""
+        )
         gru_bias = "w[3]" if layer.cell == "gru" else none
         warps = f"{p}_H * optiml_cdiv({p}_B, {self.rows})"
         text = f"""\
@@ -276,42 +310,35 @@ __global__ void {self.p}_rows(const float* src, int64_t s_src, float* dst, int64
     {sizes}    const int {p}_L = {layer.layers}, {p}_D = {directions};
     if (workspace == NULL) return -5;
     float* {p}_gx = (float*)({ctx.workspace});
-    float* {p}_seq[2] = {{{p}_gx + {p}_T * {p}_B * {p}_GH, {p}_gx + {p}_T * {p}_B * ({p}_GH + {p}_DH)}};
+    float* {p}_seq[2] = {{{p}_gx + {p}_D * {p}_T * {p}_B * {p}_GH, {p}_gx + {p}_T * {p}_B * ({p}_D * {p}_GH + {p}_DH)}};
     float* {p}_cell = {p}_seq[1] + {p}_T * {p}_B * {p}_DH;
     const float* {p}_weights[{layer.layers * directions}][4] = {{{", ".join(weights)}}};
     const unsigned {p}_row_blocks = (unsigned)optiml_cdiv({p}_B * {p}_H, 256);
     for (int l = 0; l < {p}_L; ++l) {{
       const float* in = l == 0 ? {x_ptr} : {p}_seq[(l - 1) % 2];
-      const int64_t in_t = l == 0 ? {x_strides.split(", ")[0]} : {p}_B * {p}_DH;
-      const int64_t in_b = l == 0 ? {x_strides.split(", ")[1]} : {p}_DH;
+      const int64_t in_t = l == 0 ? {x_t} : {p}_B * {p}_DH;
+      const int64_t in_b = l == 0 ? {x_b} : {p}_DH;
       const int64_t in_k = l == 0 ? {p}_I : {p}_DH;
       float* dst = {p}_seq[l % 2];
       int64_t dst_t = {p}_B * {p}_DH, dst_b = {p}_DH;
-      if (l == {p}_L - 1) {{
-        float* last[1] = {{{last_dst.split(", ")[0]}}};
-        dst = last[0]; dst_t = {last_dst.split(", ")[1]}; dst_b = {last_dst.split(", ")[2]};
-      }}
+{into_output}      {p}_direction dirs[2];
       for (int d = 0; d < {p}_D; ++d) {{
         const float* const* w = {p}_weights[l * {p}_D + d];
+        float* gx = {p}_gx + d * {p}_T * {p}_B * {p}_GH;
         const dim3 tiles((unsigned)optiml_cdiv({p}_GH, {_TILE}), (unsigned)optiml_cdiv({p}_T * {p}_B, {_TILE}));
         {p}_project<<<tiles, 256, 0, stream>>>(in, in_t, in_b, {p}_B, {p}_T * {p}_B, in_k, w[0], w[2],
-                                               {lstm_bias}, {p}_GH, {p}_gx);
+                                               {lstm_bias}, {p}_GH, gx);
         const int64_t slot = (int64_t)(l * {p}_D + d) * {p}_B * {p}_H;
-        float* cell = {"(float*)nullptr" if layer.cell != "lstm" else (f"{c_n} + slot" if c_n else f"{p}_cell")};
+        float* cell = {cell};
         if (cell != nullptr)
           {p}_rows<<<{p}_row_blocks, 256, 0, stream>>>({c0_slot}, {p}_H, cell, {p}_B, {p}_H);
-        const float* h_prev = {h0_slot};
-        int64_t s_prev = {p}_H;
-        for (int64_t s = 0; s < {p}_T; ++s) {{
-          const int64_t t = d == 0 ? s : {p}_T - 1 - s;
-          float* h_out = dst + t * dst_t + d * {p}_H;
-          {p}_step<<<(unsigned)optiml_cdiv({warps} * 32, {self.threads}), {self.threads}, 0, stream>>>(
-              {p}_gx + t * {p}_B * {p}_GH, w[1], {gru_bias}, h_prev, s_prev, cell, h_out, dst_b, {p}_B, {p}_H);
-          h_prev = h_out; s_prev = dst_b;
-        }}
-        {f"{p}_rows<<<{p}_row_blocks, 256, 0, stream>>>(h_prev, s_prev, {h_n} + slot, {p}_B, {p}_H);" if h_n else ""}
+        dirs[d] = {{gx, w[1], {gru_bias}, {h0_slot}, cell}};
       }}
-    }}
+      const dim3 {p}_grid((unsigned)optiml_cdiv({warps} * 32, {self.threads}), (unsigned){p}_D);
+      for (int64_t s = 0; s < {p}_T; ++s)
+        {p}_step<<<{p}_grid, {self.threads}, 0, stream>>>(dirs[0], dirs[{p}_D - 1], s, {p}_T, dst, dst_t, dst_b,
+                                                           {p}_B, {p}_H);
+{h_n_copy}    }}
     {launch_check()}
   }}
 """
