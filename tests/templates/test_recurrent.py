@@ -104,3 +104,27 @@ def test_recurrent_kernels_compile_with_nvcc(tmp_path: Path) -> None:
     results = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "cache")).compile_many(sources)
     failed = [f"{name}: {r.error_summary(3)}" for name, r in zip(sorted(TASKS), results, strict=True) if not r.ok]
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.gpu
+def test_every_seed_verifies_through_the_harness_on_the_gpu(tmp_path: Path) -> None:
+    """On a GPU: each task's seeds pass the harness's trials against ``nn.LSTM``/``nn.GRU`` as cuDNN runs them."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tu import gpu_trial_failures
+
+    from optiml.evaluate.runtime import TaskRuntime
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+    from optiml.templates.kernels import template_kernels
+
+    compiler = Compiler(CompilerConfig(cache_dir=tmp_path / "cache"))
+    failures = []
+    for name in sorted(TASKS):
+        kernels = template_kernels(write_task(tmp_path, name, task_text(name)))
+        configs = kernels.seeds()
+        built = compiler.compile_many([kernels.render(c) for c in configs])
+        runtime = TaskRuntime(kernels.task, "cuda")
+        for config, compiled in zip(configs, built, strict=True):
+            failures += gpu_trial_failures(runtime, compiled, f"{name} {config[0].label()}")
+    assert not failures, "\n".join(failures)
