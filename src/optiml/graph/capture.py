@@ -377,12 +377,33 @@ def _slice(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label:
     shape = c.b.values[x].type.shape
     dim = int(args[1] if len(args) > 1 else kwargs.get("dim", 0)) % max(len(shape), 1)
     start = args[2] if len(args) > 2 else kwargs.get("start")
-    step = args[4] if len(args) > 4 else kwargs.get("step", 1)
-    if step != 1:
-        raise UnsupportedOpError(f"{label}: no template for a slice with step {step}")
+    step = int(args[4] if len(args) > 4 else kwargs.get("step", 1))
     first = 0 if start is None else int(start)
     first = min(max(first + shape[dim] if first < 0 else first, 0), shape[dim])
-    return _slice_of(c, x, dim, first, outs[0], label)
+    if step == 1:
+        return _slice_of(c, x, dim, first, outs[0], label)
+    return _stepped_slice(c, x, dim, first, step, outs[0], label)
+
+
+def _stepped_slice(c: _Converter, x: int, dim: int, first: int, step: int, out: TensorType, label: str) -> int:
+    """``x[..., first::step]`` (as long as ``out``): the ``count · step`` elements from ``first`` — zeros
+    appended where they run past the end — viewed as ``(count, step)`` along ``dim``, and column 0 of
+    that (Swin's patch merging: ``x[:, 1::2, 0::2]``)."""
+    t = c.b.values[x].type
+    shape, count = list(t.shape), out.shape[dim]
+    over = first + count * step - shape[dim]  # elements the last step reaches past the end
+    if over > 0:
+        block = (*shape[:dim], over, *shape[dim + 1 :])
+        shape[dim] += over
+        padded = TensorType(tuple(shape), t.dtype)
+        x = _concatenate(c, [x, c.b.const(_typed(0, t.dtype), t.dtype, block)], dim, [padded], label)
+    span = TensorType((*shape[:dim], count * step, *shape[dim + 1 :]), t.dtype)
+    x = _slice_of(c, x, dim, first, span, label)
+    split = (*shape[:dim], count, step, *shape[dim + 1 :])
+    x = c.b.node("view", [x], [TensorType(split, t.dtype)], label, shape=split)[0]
+    column = TensorType((*shape[:dim], count, 1, *shape[dim + 1 :]), t.dtype)
+    x = _slice_of(c, x, dim + 1, 0, column, label)
+    return c.b.node("view", [x], [out], label, shape=out.shape)[0]
 
 
 def _constant_pad_nd(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
