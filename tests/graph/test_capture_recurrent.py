@@ -49,7 +49,6 @@ def test_an_lstm_or_gru_traces_to_one_node_not_its_unrolled_steps(layer: str, tm
         "bidirectional": False,
         "batch_first": True,
         "bias": True,
-        "hidden": 5,
     }
     states = 2 if layer == "LSTM" else 1
     assert len(node.inputs) == 1 + states + 3 * 4  # x, the initial states, 4 weights a layer

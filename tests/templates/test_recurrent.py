@@ -18,6 +18,7 @@ import torch.nn as nn
 STEPS, BATCH, FEATURES, HIDDEN, LAYERS = 6, 3, 5, 7, {layers}
 BATCH_FIRST, BIDIRECTIONAL = {batch_first}, {bidirectional}
 DIRECTIONS = 2 if BIDIRECTIONAL else 1
+OPTIML = {{"shape_sets": [{{"BATCH": 2, "FEATURES": 9, "HIDDEN": 4}}]}}  # the steps stay: out[:, -1] is a start
 
 
 class Model(nn.Module):

@@ -450,7 +450,7 @@ def _recurrent(cell: str) -> Callable[..., Any]:
         x, initial, weights = args[0], list(args[1 : 1 + states]), list(args[1 + states])
         layers, bidirectional, batch_first, bias = args[2 + states : 6 + states]
         inputs = [c.operand(v) for v in (x, *initial, *weights)]
-        attrs = RecurrentAttrs(cell, int(layers), bool(bidirectional), bool(batch_first), bool(bias), outs[1].shape[-1])
+        attrs = RecurrentAttrs(cell, int(layers), bool(bidirectional), bool(batch_first), bool(bias))
         if any(c.b.values[v].type.dtype != "float32" for v in inputs):
             raise UnsupportedOpError(f"{label}: recurrent layers run in float32 only")
         return tuple(c.b.node(cell, inputs, outs, label, **vars(attrs)))

@@ -121,7 +121,7 @@ ATEN_POINTWISE.update(
 
 #: recurrent layers, one node each (``optiml.graph.recurrent``): inputs (x, h0[, c0], weights…), outputs
 #: (the output sequence, h_n[, c_n]); attrs ``cell``, ``layers``, ``bidirectional``, ``batch_first``,
-#: ``bias``, ``hidden``
+#: ``bias`` (sizes come from the operands at run time)
 RECURRENT = {"lstm", "gru"}
 
 

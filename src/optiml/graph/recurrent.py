@@ -39,7 +39,6 @@ class RecurrentAttrs:
     bidirectional: bool
     batch_first: bool
     bias: bool
-    hidden: int
 
 
 def _sequence_shapes(
