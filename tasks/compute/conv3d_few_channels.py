@@ -17,6 +17,8 @@ OPTIML = {
         " re-read C_OUT times and the kernel choice decides the time, exact fp32."
     ),
     "dtype": "float32",
+    # 27 terms of |x| ~ 1 and default-init weights: |y| ~ 0.5; TF32 inputs (10-bit mantissa) err ~3e-4,
+    # over the default atol = rtol = 1e-4, so the kernel computes in exact fp32.
     "flops": "2*BATCH*C_OUT*(HEIGHT-2)*(WIDTH-2)*DEPTH*C_IN*9",
     "shape_sets": [
         {"BATCH": 2, "C_IN": 3, "C_OUT": 5, "HEIGHT": 9, "WIDTH": 7, "DEPTH": 3},

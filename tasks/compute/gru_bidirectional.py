@@ -16,6 +16,7 @@ OPTIML = {
         " both directions of a layer step at once, exact fp32."
     ),
     "dtype": "float32",
+    # as the LSTM: TF32 gate products (~3e-4 relative) through 512 steps fail atol = rtol = 1e-4: exact fp32.
     "flops": "12*LAYERS*STEPS*BATCH*HIDDEN*(2*HIDDEN+HIDDEN)",
     "shape_sets": [
         {"BATCH": 3, "STEPS": 9, "FEATURES": 5, "HIDDEN": 7, "LAYERS": 6},

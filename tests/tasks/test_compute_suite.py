@@ -56,7 +56,10 @@ EXPECTED = {
         "conv_transpose2d",
         "pointwise_conv2d_bf16",
         "conv2d_fp16",
+        "conv3d_few_channels",
+        "conv_transpose2d_dilated",
     ],
+    "recurrent": ["lstm_stack", "gru_bidirectional"],
 }
 #: Tasks whose output is one value per row (a reduction tail), not the product's shape.
 ROW_OUTPUT = {"matmul_logsumexp"}
@@ -91,6 +94,10 @@ PLANS = {
     "conv_transpose2d": "conv[conv]",
     "pointwise_conv2d_bf16": "conv[conv]",
     "conv2d_fp16": "conv[conv]",
+    "conv3d_few_channels": "conv[conv]",
+    "conv_transpose2d_dilated": "conv[conv]",
+    "lstm_stack": "recurrent[lstm]",
+    "gru_bidirectional": "recurrent[gru]",
 }
 #: The conv kernel's variant under the planner's rule (H200 facts) for the convolution tasks; the GEMM
 #: template's choices are pinned by its own tests (tests/templates/test_gemm_template.py) as it is tuned.

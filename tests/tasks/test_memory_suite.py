@@ -40,6 +40,7 @@ EXPECTED = {
         "prod_last_dim",
         "argmax_last_dim",
         "argmin_dim1",
+        "argmax_middle_dim",
         "sum_all",
     ],
     "norm": [
@@ -65,13 +66,13 @@ EXPECTED = {
         "triplet_margin_loss",
     ],
     "scan": ["cumsum_dim1", "cumprod_last_dim", "reverse_cumsum", "exclusive_cumsum", "masked_cumsum"],
-    "data_movement": ["transpose_batched", "permute_nchw_nhwc", "channel_concat"],
+    "data_movement": ["transpose_batched", "permute_nchw_nhwc", "channel_concat", "rotary_half"],
     "pooling": ["maxpool1d", "maxpool2d", "avgpool2d", "maxpool3d", "avgpool3d", "avgpool1d"],
 }
 #: Tasks whose output is a 0-dim scalar (losses and full reductions).
 SCALAR_OUTPUT = {*EXPECTED["loss"], "sum_all"}
 #: Tasks with an integer (index) output instead of one in the task dtype.
-INDEX_OUTPUT = {"argmax_last_dim", "argmin_dim1"}
+INDEX_OUTPUT = {"argmax_last_dim", "argmin_dim1", "argmax_middle_dim"}
 
 MIN_DEFAULT_BYTES = 400e6  # >= 0.1 ms at 4 TB/s: big enough to time on an H200
 MAX_DEFAULT_BYTES = 2e9

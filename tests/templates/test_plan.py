@@ -21,6 +21,7 @@ FAMILIES = {
     "amin_keepdim": "reduce",
     "argmax_last_dim": "reduce",
     "argmin_dim1": "reduce",
+    "argmax_middle_dim": "reduce",
     "avgpool1d": "pool",
     "avgpool2d": "pool",
     "avgpool3d": "pool",
@@ -68,6 +69,7 @@ FAMILIES = {
     "silu": "pointwise",
     "silu_mul_bf16": "pointwise",
     "swiglu_chunk": "pointwise",
+    "rotary_half": "slice pointwise cat pointwise",  # the half, its negation and the cat copied: not fused (issue 43)
     "silu_scale_bias": "pointwise",
     "softmax": "reduce",
     "softmax_dim1": "reduce",
