@@ -9,8 +9,9 @@ N = 4095
 
 OPTIML = {
     "description": (
-        "torch.argmax(x, dim=1) of a float32 [B, M, N] tensor (KernelBench level 1's rows and columns, 16 of its 128 batches): the reduced dim"
-        " is not the innermost, so each output column walks M strided values; int64 [B, N] out."
+        "torch.argmax(x, dim=1) of a float32 [B, M, N] tensor (KernelBench level 1's rows and columns, 16 of"
+        " its 128 batches): the reduced dim is not the innermost, so each output column walks M strided"
+        " values; int64 [B, N] out."
     ),
     "dtype": "float32",
     "flops": "B*M*N",
