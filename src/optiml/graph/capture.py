@@ -1018,6 +1018,8 @@ def _replace_overwrite(gm: torch.fx.GraphModule, copy: torch.fx.Node) -> None:
     """Replace ``copy(held, src)`` — the value ``held`` takes when overwritten by ``src`` — by ``src``
     broadcast to ``held``'s shape; kept where the dtypes differ (the caller then refuses the read)."""
     held, src = copy.args[0], copy.args[1]
+    if not isinstance(held, torch.fx.Node) or not isinstance(src, torch.fx.Node):
+        return  # a copy from a number: kept, and the caller refuses the read
     want, have = held.meta["val"], src.meta["val"]
     if want.dtype != have.dtype:
         return

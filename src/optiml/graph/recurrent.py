@@ -15,8 +15,9 @@ between layers in training mode (random), packed sequences, dtypes other than fl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -63,12 +64,21 @@ def recurrent_lstm(
     bias: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """An LSTM's forward (only traced: the reference runs ``nn.LSTM`` itself)."""
-    out, (h_n, c_n) = torch._VF.lstm(x, (h0, c0), list(weights), bias, layers, 0.0, False, bidirectional, batch_first)
+    out, h_n, c_n = torch._VF.lstm(x, (h0, c0), list(weights), bias, layers, 0.0, False, bidirectional, batch_first)
     return out, h_n, c_n
 
 
 @recurrent_lstm.register_fake
-def _(x, h0, c0, weights, layers, bidirectional, batch_first, bias):  # type: ignore[no-untyped-def]
+def _lstm_shapes(
+    x: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    weights: Sequence[torch.Tensor],
+    layers: int,
+    bidirectional: bool,
+    batch_first: bool,
+    bias: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     out, h_n = _sequence_shapes(x, h0, layers, bidirectional, batch_first)
     return out, h_n, torch.empty_like(h_n)
 
@@ -89,7 +99,15 @@ def recurrent_gru(
 
 
 @recurrent_gru.register_fake
-def _(x, h0, weights, layers, bidirectional, batch_first, bias):  # type: ignore[no-untyped-def]
+def _gru_shapes(
+    x: torch.Tensor,
+    h0: torch.Tensor,
+    weights: Sequence[torch.Tensor],
+    layers: int,
+    bidirectional: bool,
+    batch_first: bool,
+    bias: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     return _sequence_shapes(x, h0, layers, bidirectional, batch_first)
 
 
@@ -104,11 +122,11 @@ def _refusal(name: str, module: torch.nn.RNNBase) -> str | None:
     return None
 
 
-def _one_op_forward(module: torch.nn.RNNBase, name: str):  # type: ignore[no-untyped-def]
+def _one_op_forward(module: torch.nn.RNNBase, name: str) -> Callable[..., Any]:
     """A forward for ``module`` that calls our op (the trace's one node), as ``nn.LSTM``/``nn.GRU`` would."""
     lstm = isinstance(module, torch.nn.LSTM)
 
-    def forward(x: torch.Tensor, hx=None):  # type: ignore[no-untyped-def]
+    def forward(x: torch.Tensor, hx: Any = None) -> Any:
         if not isinstance(x, torch.Tensor):
             raise RecurrentError(f"{name}: a packed sequence has no template")
         if x.dtype != torch.float32:
@@ -150,7 +168,7 @@ def recurrent_as_one_op(model: torch.nn.Module) -> Iterator[None]:
                 reason = _refusal(name or "Model", module)
                 if reason is not None:
                     raise RecurrentError(reason)
-                module.forward = _one_op_forward(module, name or "Model")  # type: ignore[method-assign]
+                module.forward = _one_op_forward(module, name or "Model")
                 patched.append(module)
         yield
     finally:
