@@ -46,8 +46,9 @@ def config_key(configs: list[Any]) -> str:
     return " | ".join(c.label() for c in configs)
 
 
-def digest_task(path: str) -> dict[str, Any]:
-    """The plan and the digests of one task, or the planner's refusal."""
+def digest_task(path: str, neighbours: bool = True) -> dict[str, Any]:
+    """The plan and the digests of one task (its seeds, and with ``neighbours`` every single structural
+    edit of the first seed), or the planner's refusal."""
     from optiml.task import load_task
     from optiml.templates.kernels import template_kernels
 
@@ -59,7 +60,10 @@ def digest_task(path: str) -> dict[str, Any]:
     seeds = kernels.seeds()
     configs = [
         *seeds,
-        *([*seeds[0][: m.group], m.config, *seeds[0][m.group + 1 :]] for m in kernels.neighbours(seeds[0])),
+        *(
+            [*seeds[0][: m.group], m.config, *seeds[0][m.group + 1 :]]
+            for m in (kernels.neighbours(seeds[0]) if neighbours else [])
+        ),
     ]
     for config in configs:
         key = config_key(config)
@@ -110,10 +114,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the table here")
     parser.add_argument("--compare", type=Path, help="an earlier table: exit 1 when anything differs")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--seeds-only", action="store_true", help="the seeds' sources only, not every single edit of the first"
+    )
     args = parser.parse_args()
     table: dict[str, Any] = {}
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        futures = {name: pool.submit(digest_task, str(path)) for name, path in task_files(args.roots).items()}
+        files = task_files(args.roots)
+        futures = {name: pool.submit(digest_task, str(path), not args.seeds_only) for name, path in files.items()}
         for name, future in futures.items():
             try:
                 table[name] = future.result(timeout=RENDER_TIMEOUT_S)
