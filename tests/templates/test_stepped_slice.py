@@ -15,7 +15,7 @@ import torch.nn as nn
 class Model(nn.Module):
     def forward(self, x):
         merged = torch.cat([x[:, 0::2, 0::2, :], x[:, 1::2, 0::2, :], x[:, 0::2, 1::2, :], x[:, 1::2, 1::2, :]], -1)
-        return merged * 2.0, x[:, 1::3, 2:7:2, :] + 1.0, x[..., ::2]
+        return merged * 2.0, x[:, 1::3, 2:7:2, :] + 1.0, x[..., ::2], x[:, ::2] * 3.0
 
 
 def get_inputs():

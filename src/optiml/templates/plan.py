@@ -348,7 +348,8 @@ class _Planner:
     def _row_group_for(self, node: Node, fits: Any, any_group: bool = True) -> int | None:
         """The row group a node joins: the group computing its latest input if it fits, else a later row
         group that fits (it runs after every input is ready), else None for a new group."""
-        producers = {self.group_of[i] for i in node.inputs if i in self.group_of and i not in self.recomputable}
+        stored = [self._storage(i) for i in node.inputs]  # a view's producer is its storage's
+        producers = {self.group_of[i] for i in stored if i in self.group_of and i not in self.recomputable}
         sources = [self._storage(self.strided[i]) for i in node.inputs if i in self.strided]
         after = [self.group_of[b] + 1 for b in sources if b in self.group_of]  # read from memory: a later kernel
         if producers or after:
