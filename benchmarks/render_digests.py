@@ -68,7 +68,8 @@ def digest_task(path: str, neighbours: bool = True) -> dict[str, Any]:
     for config in configs:
         key = config_key(config)
         try:
-            text = kernels.render(config).text
+            source = kernels.render(config)
+            text = source.code + "\0" + "\0".join(source.flags)
             renders[key] = hashlib.sha256(text.encode()).hexdigest()
         except Exception as exc:
             renders[key] = f"error {type(exc).__name__}: {exc}"
