@@ -458,6 +458,25 @@ def _recurrent(cell: str) -> Callable[..., Any]:
     return convert
 
 
+def _as_strided(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``as_strided`` that only restates a contiguous layout (adaptive average pooling to 1×1 sets its
+    output's strides so): the input as it is, or a reshape of it. Any other striding is refused."""
+    x = c.operand(args[0])
+    size = tuple(int(s) for s in args[1])
+    stride = tuple(int(s) for s in args[2])
+    offset = int(args[3]) if len(args) > 3 and args[3] is not None else 0
+    contiguous, step = [], 1
+    for extent in reversed(size):
+        contiguous.insert(0, step)
+        step *= extent
+    laid_out = all(n == 1 or s == want for n, s, want in zip(size, stride, contiguous, strict=True))
+    if offset != 0 or not laid_out or math.prod(size) != math.prod(c.b.values[x].type.shape):
+        raise UnsupportedOpError(f"no template for {label} with sizes {size}, strides {stride}, offset {offset}")
+    if size == c.b.values[x].type.shape:
+        return x
+    return c.b.node("view", [x], outs, label, shape=outs[0].shape)[0]
+
+
 def _narrow(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
     x = c.operand(args[0])
     shape = c.b.values[x].type.shape
@@ -839,6 +858,7 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "cat": _cat,
     "slice": _slice,
     "narrow": _narrow,
+    "as_strided": _as_strided,
     "recurrent_lstm": _recurrent("lstm"),
     "recurrent_gru": _recurrent("gru"),
     "constant_pad_nd": _constant_pad_nd,
