@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from emulated_tasks import emulator_mismatches, planned, write_task
 from test_gemm_template import needs_gxx
 
-from optiml.errors import TemplateError
 from optiml.task import Task
 from optiml.templates.base import GroupConfig
 
@@ -68,7 +66,7 @@ def test_triangles_of_products_match_torch_on_the_emulator(tmp_path: Path) -> No
     assert not failures, "\n".join(failures)
 
 
-def test_a_triangle_of_an_input_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_triangle_of_an_input_is_a_masked_copy_not_an_epilogue(tmp_path: Path) -> None:
+    """No product to fuse into: the triangular family's kernel (tests/templates/test_triangular.py)."""
     task = _task(tmp_path, "triu_input", "torch.triu(a) + b", "torch.randn(M, N), torch.randn(M, N)")
-    with pytest.raises(TemplateError, match="triu needs each element's row and column"):
-        planned(task).render(planned(task).default())
+    assert planned(task).describe() == "triangular[triu] → pointwise[add]"

@@ -20,11 +20,23 @@ ALLOWED_EDGES = {("conv", "gemm")}
 def test_every_group_template_has_one_family() -> None:
     names = [name for f in families() for name in f.serves]
     assert len(names) == len(set(names))
-    assert set(names) == {"pointwise", "reduce", "scan", "pool", "permute", "cat", "slice", "gemm", "conv", "recurrent"}
+    assert set(names) == {
+        "pointwise",
+        "reduce",
+        "scan",
+        "pool",
+        "permute",
+        "cat",
+        "slice",
+        "gemm",
+        "conv",
+        "recurrent",
+        "triangular",
+    }
     assert family("slice").name == "cat"
     assert served("product") == ("gemm", "conv")
     assert set(served("row")) == {"pointwise", "reduce"}
-    assert set(dedicated_op_classes()) == {"scan", "flip", "pool", "permute", "cat", "slice", "recurrent"}
+    assert set(dedicated_op_classes()) == {"scan", "flip", "pool", "permute", "cat", "slice", "recurrent", "triangular"}
     with pytest.raises(TemplateError, match="no template family 'sort'"):
         family("sort")
 

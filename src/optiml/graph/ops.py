@@ -86,7 +86,7 @@ TERNARY = {"where", "clamp"}
 #: diagonal ``diagonal`` (attr) of the last two dims; only kernels that know each element's row and
 #: column render them (the GEMM epilogue)
 TRIANGULAR = {"triu", "tril"}
-POINTWISE = UNARY | BINARY | TERNARY | TRIANGULAR
+POINTWISE = UNARY | BINARY | TERNARY
 REDUCE = {"sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all"}
 VIEW = {"view", "expand"}
 SCAN = {"cumsum", "cumprod"}
@@ -96,7 +96,7 @@ CONV = {"conv"}
 
 #: ATen op name → canonical pointwise name, where they differ only by name.
 ATEN_POINTWISE = {
-    name: name for name in POINTWISE - TRIANGULAR if name not in ("identity", "cast", "div_trunc", "div_floor")
+    name: name for name in POINTWISE if name not in ("identity", "cast", "div_trunc", "div_floor")
 }
 ATEN_POINTWISE.update(
     {
@@ -142,6 +142,8 @@ def op_class(op: str) -> str:
         return "conv"
     if op in RECURRENT:
         return "recurrent"
+    if op in TRIANGULAR:
+        return "triangular"
     if op in ("permute", "gather", "flip", "cat", "slice"):
         return op
     raise KeyError(op)

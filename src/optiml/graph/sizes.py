@@ -65,7 +65,7 @@ class SizeResolver:
         node = self.graphs[0].producer(vid)
         if node is None:
             return None
-        if op_class(node.op) == "pointwise":  # the size of an operand it has at every shape set
+        if op_class(node.op) in ("pointwise", "triangular"):  # the size of an operand it has at every shape set
             values = self.values_of(vid, dim)
             ndim = self.graphs[0].type(vid).ndim
             for operand in node.inputs:

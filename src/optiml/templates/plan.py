@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optiml.graph.ir import Graph, Node
-from optiml.graph.ops import TRIANGULAR, op_class
+from optiml.graph.ops import op_class
 from optiml.templates.base import TemplateError
 from optiml.templates.group import Group
 from optiml.templates.registry import dedicated_op_classes, family, served
@@ -165,6 +165,8 @@ class _Planner:
         if cls == "flip":
             self._reverse_scan(node)
             return
+        if cls == "triangular" and self._gemm_epilogue(node):  # a product's epilogue knows rows and columns
+            return
         spec: dict[str, Any] = dict(node.attrs)
         if cls == "scan":
             spec = {
@@ -211,7 +213,7 @@ class _Planner:
         users = self.g.users(out)
         if out in self.g.outputs or self.g.value(base).is_const or base in self.recomputable or not users:
             return False
-        if any(op_class(u.op) not in ("pointwise", "reduce", "view") or u.op in TRIANGULAR for u in users):
+        if any(op_class(u.op) not in ("pointwise", "reduce", "view") for u in users):
             return False  # a view of it is computed by a row kernel too (select: a slice viewed without its dim)
         # a reshape of it (NetVLAD's ``a[:, :K].view(B, N, K)``) has dims its source's strides cannot step
         shape = _squeezed(self.g.type(out).shape)
@@ -282,7 +284,7 @@ class _Planner:
 
     def _gemm_epilogue(self, node: Node) -> bool:
         """Join ``node`` to the GEMM group whose value it reads, if it is a legal epilogue (module docstring)."""
-        if op_class(node.op) != "pointwise":
+        if op_class(node.op) not in ("pointwise", "triangular"):
             return False
         homes = set()
         for vid in node.inputs:

@@ -1,0 +1,87 @@
+"""``torch.tril`` / ``torch.triu`` where no product's epilogue takes them: a masked copy of its own.
+
+A GEMM epilogue knows each element's row and column and applies the mask there (``product/epilogue.py``);
+anywhere else — a causal mask built as ``torch.tril(torch.ones(T, T))``, Mamba2's segment sums — the
+planner gives the node this kernel: each thread strides over the output's elements, takes the row and
+column of its last two dims from the linear index, and writes the input (or the constant the input is)
+where ``column − row`` is on the kept side of ``diagonal``, else zero.
+"""
+
+from __future__ import annotations
+
+from optiml.templates.base import (
+    DeviceFacts,
+    GroupConfig,
+    KernelCode,
+    RenderContext,
+    Space,
+    TemplateError,
+    c_type,
+    from_compute,
+)
+from optiml.templates.cexpr import arith_type, literal
+from optiml.templates.group import Group
+from optiml.templates.kernel_io import launch_check
+
+THREADS = (128, 256, 512)
+
+
+class TriangularTemplate:
+    name = "triangular"
+
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
+        return Space({"masked_copy": {"threads": THREADS}})
+
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
+        """256 threads a block, a grid-stride loop: a memory-bound copy with two divisions an element."""
+        return GroupConfig.of("masked_copy", threads=256)
+
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
+        return [self.default(group, facts), GroupConfig.of("masked_copy", threads=512)]
+
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+        reason = self.space(group, ctx.facts).reason_invalid(config)
+        if reason is not None:
+            raise TemplateError(f"triangular: {reason}")
+        nodes = [group.graph.nodes[i] for i in group.nodes]
+        if len(nodes) != 1 or nodes[0].op not in ("tril", "triu"):
+            raise TemplateError("triangular: a group holds exactly one tril or triu node")
+        node, p, threads = nodes[0], ctx.prefix, int(config.get("threads"))
+        out_vid, src_vid = node.outputs[0], node.inputs[0]
+        if out_vid not in group.outputs:
+            return KernelCode(device=f"// {p}: {node.op} not read by anyone", host="")
+        dtype = group.graph.type(out_vid).dtype
+        storage = c_type(dtype)
+        source = group.graph.value(src_vid)
+        if source.is_const:
+            value = from_compute(literal(source.const, arith_type(dtype)), dtype)
+            src = f"(const {storage}*)nullptr"
+        else:
+            value = from_compute(literal(0, arith_type(dtype)), dtype)  # unused: the input is read
+            src = ctx.inp(list(group.inputs).index(src_vid)).ptr
+        out = ctx.out(list(group.outputs).index(out_vid)).ptr
+        ndim = group.graph.type(out_vid).ndim
+        numel = " * ".join(f"({ctx.dim(out_vid, d)})" for d in range(ndim))
+        keep = "c - r <= diagonal" if node.op == "tril" else "c - r >= diagonal"
+        zero = from_compute(literal(0, arith_type(dtype)), dtype)
+        device = f"""\
+// ---- {p}: {node.op} (diagonal {node.attr("diagonal", 0)}) as a masked copy ----
+__global__ void {p}_masked_copy(const {storage}* __restrict__ in, {storage} value, {storage}* __restrict__ out,
+    int64_t n, int64_t rows, int64_t cols, int64_t diagonal) {{
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {{
+    const int64_t c = e % cols, r = (e / cols) % rows;
+    out[e] = ({keep}) ? (in != nullptr ? in[e] : value) : {zero};
+  }}
+}}
+"""
+        host = f"""\
+  {{
+    const int64_t {p}_n = {numel};
+    const int64_t {p}_blocks = optiml_cdiv({p}_n, {threads}) < 65535 * 16 ? optiml_cdiv({p}_n, {threads}) : 65535 * 16;
+    if ({p}_n > 0)
+      {p}_masked_copy<<<(unsigned){p}_blocks, {threads}, 0, stream>>>({src}, {value}, {out}, {p}_n,
+          {ctx.dim(out_vid, ndim - 2)}, {ctx.dim(out_vid, ndim - 1)}, (int64_t){int(node.attr("diagonal", 0))});
+    {launch_check()}
+  }}
+"""
+        return KernelCode(device=device, host=host)
