@@ -95,9 +95,7 @@ MATMUL = {"matmul"}
 CONV = {"conv"}
 
 #: ATen op name → canonical pointwise name, where they differ only by name.
-ATEN_POINTWISE = {
-    name: name for name in POINTWISE if name not in ("identity", "cast", "div_trunc", "div_floor")
-}
+ATEN_POINTWISE = {name: name for name in POINTWISE if name not in ("identity", "cast", "div_trunc", "div_floor")}
 ATEN_POINTWISE.update(
     {
         "clamp_min": "clamp",
