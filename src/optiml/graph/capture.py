@@ -465,7 +465,8 @@ def _as_strided(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], l
     size = tuple(int(s) for s in args[1])
     stride = tuple(int(s) for s in args[2])
     offset = int(args[3]) if len(args) > 3 and args[3] is not None else 0
-    contiguous, step = [], 1
+    contiguous: list[int] = []
+    step = 1
     for extent in reversed(size):
         contiguous.insert(0, step)
         step *= extent

@@ -52,9 +52,9 @@ class TriangularTemplate:
             return KernelCode(device=f"// {p}: {node.op} not read by anyone", host="")
         dtype = group.graph.type(out_vid).dtype
         storage = c_type(dtype)
-        source = group.graph.value(src_vid)
-        if source.is_const:
-            value = from_compute(literal(source.const, arith_type(dtype)), dtype)
+        constant = group.graph.value(src_vid).const
+        if constant is not None:
+            value = from_compute(literal(constant, arith_type(dtype)), dtype)
             src = f"(const {storage}*)nullptr"
         else:
             value = from_compute(literal(0, arith_type(dtype)), dtype)  # unused: the input is read
