@@ -52,18 +52,18 @@ class TriangularTemplate:
             return KernelCode(device=f"// {p}: {node.op} not read by anyone", host="")
         dtype = group.graph.type(out_vid).dtype
         storage = c_type(dtype)
+        zero = from_compute(literal(0, arith_type(dtype)), dtype)
         constant = group.graph.value(src_vid).const
         if constant is not None:
             value = from_compute(literal(constant, arith_type(dtype)), dtype)
             src = f"(const {storage}*)nullptr"
         else:
-            value = from_compute(literal(0, arith_type(dtype)), dtype)  # unused: the input is read
+            value = zero  # unused: the input is read
             src = ctx.inp(list(group.inputs).index(src_vid)).ptr
         out = ctx.out(list(group.outputs).index(out_vid)).ptr
         ndim = group.graph.type(out_vid).ndim
         numel = " * ".join(f"({ctx.dim(out_vid, d)})" for d in range(ndim))
         keep = "c - r <= diagonal" if node.op == "tril" else "c - r >= diagonal"
-        zero = from_compute(literal(0, arith_type(dtype)), dtype)
         device = f"""\
 // ---- {p}: {node.op} (diagonal {node.attr("diagonal", 0)}) as a masked copy ----
 __global__ void {p}_masked_copy(const {storage}* __restrict__ in, {storage} value, {storage}* __restrict__ out,
