@@ -155,6 +155,12 @@ def main() -> None:
     parser.add_argument("--kernel", action="append", default=[], help="NAME=FILE.cu: the kernel for task NAME")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "clock_agreement.json")
     parser.add_argument("--perf-trials", type=int, default=100, help="KernelBench's timed trials (its default 100)")
+    parser.add_argument(
+        "--correct-trials",
+        type=int,
+        default=5,
+        help="KernelBench's correctness trials (its default 5; each draws inputs on the CPU)",
+    )
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile in the user's process")
     parser.add_argument("--op", action="store_true", help="also time the torch.library op export")
     parser.add_argument("--fresh", action="store_true", help="measure every task again (default: resume)")
@@ -173,7 +179,12 @@ def main() -> None:
     if args.out.is_file() and not args.fresh:
         rows = json.loads(args.out.read_text(encoding="utf-8")).get("rows", [])
     done = {r["file"] for r in rows}
-    options = UserClockOptions(perf_trials=args.perf_trials, torch_compile=not args.no_compile, torch_op=args.op)
+    options = UserClockOptions(
+        perf_trials=args.perf_trials,
+        correct_trials=args.correct_trials,
+        torch_compile=not args.no_compile,
+        torch_op=args.op,
+    )
     for path in paths:
         if str(path.resolve()) in done:
             continue

@@ -46,9 +46,10 @@ def config_key(configs: list[Any]) -> str:
     return " | ".join(c.label() for c in configs)
 
 
-def digest_task(path: str, neighbours: bool = True) -> dict[str, Any]:
+def digest_task(path: str, neighbours: bool = True, keep_sources: bool = False) -> dict[str, Any]:
     """The plan and the digests of one task (its seeds, and with ``neighbours`` every single structural
-    edit of the first seed), or the planner's refusal."""
+    edit of the first seed), or the planner's refusal; with ``keep_sources`` the rendered sources too
+    (under ``"sources"``, by configuration)."""
     from optiml.task import load_task
     from optiml.templates.kernels import template_kernels
 
@@ -57,6 +58,7 @@ def digest_task(path: str, neighbours: bool = True) -> dict[str, Any]:
     except Exception as exc:  # a refusal is a row, as is a crash: both must survive a refactor unchanged
         return {"status": "refused", "message": f"{type(exc).__name__}: {exc}"}
     renders: dict[str, str] = {}
+    sources: dict[str, str] = {}
     seeds = kernels.seeds()
     configs = [
         *seeds,
@@ -71,6 +73,8 @@ def digest_task(path: str, neighbours: bool = True) -> dict[str, Any]:
             source = kernels.render(config)
             text = source.code + "\0" + "\0".join(source.flags)
             renders[key] = hashlib.sha256(text.encode()).hexdigest()
+            if keep_sources:
+                sources[key] = source.code
         except Exception as exc:
             renders[key] = f"error {type(exc).__name__}: {exc}"
     return {
@@ -78,7 +82,21 @@ def digest_task(path: str, neighbours: bool = True) -> dict[str, Any]:
         "plan": kernels.describe(),
         "seeds": [config_key(s) for s in seeds],
         "renders": renders,
+        **({"sources": sources} if keep_sources else {}),
     }
+
+
+def write_sources(folder: Path, table: dict[str, Any]) -> None:
+    """Each task's rendered sources as ``folder/<n>.cu``, and ``folder/manifest.json``: task → configuration →
+    file name (what ``benchmarks/sass_compare.py`` pairs up across two checkouts)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, dict[str, str]] = {}
+    for name, record in sorted(table.items()):
+        for key, code in sorted(record.pop("sources", {}).items()):
+            file = f"{sum(map(len, manifest.values()))}.cu"
+            (folder / file).write_text(code, encoding="utf-8")
+            manifest.setdefault(name, {})[key] = file
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -118,16 +136,22 @@ def main() -> int:
     parser.add_argument(
         "--seeds-only", action="store_true", help="the seeds' sources only, not every single edit of the first"
     )
+    parser.add_argument("--sources", type=Path, help="also write every rendered source to this folder")
     args = parser.parse_args()
     table: dict[str, Any] = {}
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         files = task_files(args.roots)
-        futures = {name: pool.submit(digest_task, str(path), not args.seeds_only) for name, path in files.items()}
+        futures = {
+            name: pool.submit(digest_task, str(path), not args.seeds_only, args.sources is not None)
+            for name, path in files.items()
+        }
         for name, future in futures.items():
             try:
                 table[name] = future.result(timeout=RENDER_TIMEOUT_S)
             except concurrent.futures.TimeoutError:
                 table[name] = {"status": "timeout", "message": f"over {RENDER_TIMEOUT_S:g} s"}
+    if args.sources:
+        write_sources(args.sources, table)
     planned = sum(r["status"] == "planned" for r in table.values())
     renders = sum(len(r.get("renders", {})) for r in table.values())
     print(f"{len(table)} tasks, {planned} planned, {renders} rendered configurations")

@@ -759,7 +759,7 @@ def test_emulator_catches_warp_group_convs_reading_uncommitted_copies_or_misplac
     unit = kernels_of(tasks, "h_conv_wide", EMULATED).render([GroupConfig.of("wgmma", bm=64, bn=128)]).code
     pixels = kernels_of(tasks, "h_pointwise_wide", EMULATED).render([GroupConfig.of("wgmma", bm=64, bn=128)]).code
     broken = [
-        unit.replace("g0_cp_commit();", ""),
+        unit.replace("optiml_cp_commit();", ""),
         pixels.replace("(((pc & 7) ^ (k & 7)) << 4)", "((pc & 7) << 4)"),  # pixel copies unswizzled
         pixels.replace("(pc >> 3) * 8192", "0"),  # both 64-column panels in one
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,12 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX = ROOT / "tasks" / "softmax.py"
 
 
-def render_digests() -> ModuleType:
+def benchmark_module(name: str) -> ModuleType:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        return importlib.import_module("render_digests")
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def render_digests() -> ModuleType:
+    return benchmark_module("render_digests")
 
 
 def test_each_seed_is_the_hash_of_its_source_and_flags() -> None:
@@ -46,3 +51,24 @@ def test_a_changed_source_a_refusal_and_a_new_task_are_each_a_difference() -> No
     assert len(lines) == 3
     assert lines[0].startswith("a.py: 1 render(s) differ") and "b.py" in lines[1] and "only in the new" in lines[2]
     assert module.differences(before, before) == []
+
+
+def test_written_sources_pair_up_by_task_and_configuration(tmp_path: Path) -> None:
+    """--sources writes each rendered source once per (task, configuration); sass_compare pairs two such
+    folders and keeps only pairs whose text differs, grouped by their tensor-core variants."""
+    module = render_digests()
+    for side in ("before", "after"):
+        record = module.digest_task(str(ROOT / "tasks" / "matmul.py"), neighbours=False, keep_sources=True)
+        assert set(record["sources"]) == set(record["renders"])
+        module.write_sources(tmp_path / side, {"matmul.py": record})
+        assert "sources" not in record  # the table keeps digests only
+    manifest = json.loads((tmp_path / "after" / "manifest.json").read_text())
+    first = next(iter(manifest["matmul.py"].values()))
+    changed = tmp_path / "after" / first
+    changed.write_text(changed.read_text() + "// changed\n")
+    sass = benchmark_module("sass_compare")
+    kinds = sass.differing_pairs(tmp_path / "before", tmp_path / "after")
+    assert [pair[0] for pairs in kinds.values() for pair in pairs] == ["matmul.py"]
+    assert sass.kind_of("tf32x3(bm=64) | block_row(threads=256) | tf32x3_tma(bm=64)") == "tf32x3 + tf32x3_tma"
+    assert sass.kind_of("block_row(threads=256)") == "block_row"
+    assert sass.spread(list(range(10)), 3) == [0, 4, 9] and sass.spread([1, 2], 5) == [1, 2]

@@ -260,8 +260,8 @@ POLICY: tuple[Rule, ...] = (
         id="precision",
         action=REJECT,
         covers="`__half`, `__nv_bfloat16`, fp8 types, `__float2half*`/`__float2bfloat16*`, half "
-        "intrinsics, TF32/fast-16 cuBLAS math modes, PTX `.f16`/`.bf16`/`.e4m3`/`.e5m2` (merely "
-        "including `<cuda_fp16.h>` is fine)",
+        "intrinsics, TF32/fast-16 cuBLAS math modes, PTX `.f16`/`.bf16`/`.e4m3`/`.e5m2` and optiml_ptx.h's "
+        "half-precision MMAs (merely including `<cuda_fp16.h>` is fine)",
         reason="computes in half precision or TF32, a precision downgrade under this float32 tolerance",
         fp32_strict_only=True,
         names=_words(
@@ -270,7 +270,9 @@ POLICY: tuple[Rule, ...] = (
             "__bfloat162float __hadd __hsub __hmul __hdiv __hfma __hadd2 __hsub2 "
             "__hmul2 __hfma2 __hneg __hmax __hmin __nv_cvt_float_to_fp8 "
             "CUBLAS_TF32_TENSOR_OP_MATH CUBLAS_COMPUTE_32F_FAST_16F CUBLAS_COMPUTE_32F_FAST_16BF "
-            "CUBLAS_COMPUTE_32F_FAST_TF32 CUDA_R_16F CUDA_R_16BF CUDA_R_8F_E4M3 CUDA_R_8F_E5M2"
+            "CUBLAS_COMPUTE_32F_FAST_TF32 CUDA_R_16F CUDA_R_16BF CUDA_R_8F_E4M3 CUDA_R_8F_E5M2 "
+            # optiml_ptx.h's half-precision MMAs (their PTX lies in the header, out of this source's asm)
+            "optiml_mma_bf16 optiml_mma_f16 optiml_wgmma_bf16 optiml_wgmma_f16"
         ),
         prefixes=("__float2half", "__float22half", "__float2bfloat16", "__float22bfloat16"),
         asm=r"\.(f16|f16x2|bf16|bf16x2|e4m3|e5m2|e4m3x2|e5m2x2)\b",
@@ -278,11 +280,13 @@ POLICY: tuple[Rule, ...] = (
     Rule(
         id="tf32",
         action=FLAG,
-        covers="PTX `.tf32` (`cvt.rna.tf32.f32`, TF32 `mma`), `wmma::precision::tf32`, `__float_to_tf32`",
+        covers="PTX `.tf32` (`cvt.rna.tf32.f32`, TF32 `mma`), `wmma::precision::tf32`, `__float_to_tf32`, "
+        "optiml_ptx.h's TF32 helpers",
         reason="uses TF32 arithmetic: accepted only where it verifies under this float32 tolerance (a 3xTF32 "
         "split keeps fp32 accuracy; plain TF32, ~5e-4 relative error, fails a tolerance below 1e-3)",
         fp32_strict_only=True,
-        names=_words("__float_to_tf32"),
+        # optiml_ptx.h's TF32 rounding and MMAs count as the PTX they wrap
+        names=_words("__float_to_tf32 optiml_tf32 optiml_split optiml_mma8 optiml_wgmma_tf32 optiml_wgmma_tf32_rs"),
         qualified=(r"precision::tf32",),
         asm=r"\.tf32\b",
     ),

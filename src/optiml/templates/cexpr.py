@@ -1,4 +1,8 @@
-"""Element-wise ops of the IR as C expressions (compute in float, double for float64)."""
+"""Element-wise ops of the IR as C expressions (compute in float, double for float64).
+
+The device helpers the expressions call (``optiml_nanmax``, ``optiml_pymod``, ``OptimlPack``, the arg-max
+updates) live in the shipped header ``optiml_device.h`` (:data:`DEVICE_INCLUDE`), which every generated
+file includes."""
 
 from __future__ import annotations
 
@@ -8,20 +12,9 @@ from collections.abc import Sequence
 from optiml.graph.ir import Node
 from optiml.templates.base import TemplateError
 
-#: Device helpers every generated file carries (NaN-propagating min/max as PyTorch has them).
-HELPERS = r"""
-template <typename T> __device__ __forceinline__ T optiml_nanmax(T a, T b) { return (a != a || a > b) ? a : b; }
-template <typename T> __device__ __forceinline__ T optiml_nanmin(T a, T b) { return (a != a || a < b) ? a : b; }
-template <typename T> __device__ __forceinline__ T optiml_pymod(T a, T b) {
-  T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-__device__ __forceinline__ float optiml_pymodf(float a, float b) {
-  float r = fmodf(a, b); return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r;
-}
-__device__ __forceinline__ double optiml_pymodf(double a, double b) {
-  double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
-}
-"""
+#: the include line of the device helpers every generated file uses
+DEVICE_INCLUDE = '#include "optiml_device.h"'
+
 
 _FLOAT_FN = {
     "exp": "exp",
@@ -168,18 +161,3 @@ def arith_type(dtype: str) -> str:
     if dtype == "bool":
         return "bool"
     return "int64_t"
-
-
-#: Device helpers of row kernels (one copy per generated file, after :data:`HELPERS`): vector packs,
-#: arg-max / arg-min updates.
-ROW_HELPERS = r"""
-template <typename T, int N> struct alignas(sizeof(T) * N) OptimlPack { T v[N]; };
-template <typename T> __device__ __forceinline__ void optiml_argmax_upd(T& v, int64_t& i, T v2, int64_t i2) {
-  const bool take = (v2 > v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
-  if (take) { v = v2; i = i2; }
-}
-template <typename T> __device__ __forceinline__ void optiml_argmin_upd(T& v, int64_t& i, T v2, int64_t i2) {
-  const bool take = (v2 < v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
-  if (take) { v = v2; i = i2; }
-}
-"""

@@ -105,7 +105,8 @@ from optiml.templates.gemm import tf32 as gemm_tf32
 from optiml.templates.gemm.mma import fragment_epilogue, warp_grid_problem, zeroed_accumulators
 from optiml.templates.group import Group
 from optiml.templates.product.epilogue import Epilogue
-from optiml.templates.product.mma import mma_helper, mma_slice, tensor_cores_take_tf32
+from optiml.templates.product.mma import mma_slice, tensor_cores_take_tf32
+from optiml.templates.ptx import INCLUDE as PTX_INCLUDE
 
 IMPLICIT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -248,8 +249,9 @@ def _bias(prob: ConvProblem, co: str) -> str:
     return f"v += {to_compute(f'P.bias[{co}]', prob.dtype)};"
 
 
-def _decode_column(prob: ConvProblem) -> str:
-    """Statements: this thread's im2col column ``n`` as image ``b`` and output pixel ``o`` (and its origin)."""
+def _decode_column(prob: ConvProblem, x: str = "P.x") -> str:
+    """Statements: this thread's im2col column ``n`` as image ``b`` and output pixel ``o`` (and its origin);
+    ``x``: the input's base pointer (the mma build reads it as raw 16-bit values)."""
     sd, sh, sw = prob.stride
     pd, ph, pw = prob.padding
     lines = [
@@ -258,12 +260,12 @@ def _decode_column(prob: ConvProblem) -> str:
         "  const int b = ncol ? (int)n / (int)P.OS : 0, o = ncol ? (int)n - b * (int)P.OS : 0;",
     ]
     if prob.pointwise:
-        lines.append("  const X_T* __restrict__ X = P.x + (b * P.Cin + gz * P.Cin_g) * P.OS + o;")
+        lines.append(f"  const X_T* __restrict__ X = {x} + (b * P.Cin + gz * P.Cin_g) * P.OS + o;")
         return "\n".join(lines)
     lines += [
         "  const int od = o / (int)P.OHW, oh = (o / (int)P.OW) % (int)P.OH, ow = o % (int)P.OW;",
         f"  const int id0 = od * {sd} - {pd}, ih0 = oh * {sh} - {ph}, iw0 = ow * {sw} - {pw};",
-        "  const X_T* __restrict__ X = P.x + (b * P.Cin + gz * P.Cin_g) * P.DHW;",
+        f"  const X_T* __restrict__ X = {x} + (b * P.Cin + gz * P.Cin_g) * P.DHW;",
         "  const int64_t xo = ((int64_t)id0 * P.H + ih0) * P.W + iw0;  // the window's origin (may be in the padding)",
     ]
     return "\n".join(lines)
@@ -707,12 +709,12 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
   const unsigned short* __restrict__ Wg = (const unsigned short*)P.w + gz * P.M * P.K;
   const int bcol = (int)threadIdx.x % {bn}, brow0 = (int)threadIdx.x / {bn};
   const unsigned short* __restrict__ xbits = (const unsigned short*)P.x;
-{_decode_column(prob).replace("P.x +", "xbits +")}
+{_decode_column(prob, x="xbits")}
 {_tap_table(prob, threads)}
 {decl}
 {zeroed_accumulators(mi, ni)}
 {_first_slice(bk, load, store_a)}
-{mma_slice(p, bk, mi, ni, wtm, wtn)}\
+{mma_slice(prob.dtype, bk, mi, ni, wtm, wtn)}\
     if (kt + 1 < KT) {{  // the next slice straight into the other buffer: no prefetch registers
       k0 = (kt + 1) * {bk};
       buf ^= 1;
@@ -1158,23 +1160,23 @@ class ConvTemplate:
         elif config.variant == "tf32x3":
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
             stride = prob.stride if prob.transposed else None
+            includes += (PTX_INCLUDE,)
             device += [
-                gemm_tf32.helpers(p),
                 _tf32_kernel(p, config, prob),
                 _tiled_launch(p, f"{p}_tf32_conv", bm, bn, wm * wn * 32, vec=4, stride=stride),
             ]
         elif config.variant == "mma":
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
+            includes += (PTX_INCLUDE,)
             device += [
-                mma_helper(p, prob.dtype),
                 _mma_kernel(p, config, prob),
                 _tiled_launch(p, f"{p}_mma_conv", bm, bn, wm * wn * 32, vec=8),
             ]
         elif config.variant in conv_wgmma.VARIANTS:
             threads = conv_wgmma.threads(config)
             head = _block_decode() + "\n" + _tap_table(prob, threads)
+            includes += (PTX_INCLUDE,)
             device += [
-                conv_wgmma.helpers(p, config, prob.dtype),
                 conv_wgmma.weight_kernel(p, config),
                 conv_wgmma.kernel(p, config, prob, head, _bias(prob, "co")),
                 conv_wgmma.launch(p, config, prob, MAX_TAPS),

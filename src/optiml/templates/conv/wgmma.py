@@ -37,10 +37,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from optiml.templates.base import GroupConfig
-from optiml.templates.gemm import mma as gemm_mma
-from optiml.templates.gemm import tf32 as gemm_tf32
 from optiml.templates.gemm import tf32_wgmma as gemm_tf32_wgmma
 from optiml.templates.gemm import wgmma as gemm_wgmma
+from optiml.templates.ptx import wgmma_function
 
 ROW = 128  # bytes of a slice row: one 128-byte swizzle row
 ALIGN = 1024  # a 128-byte-swizzle atom (8 rows)
@@ -66,6 +65,7 @@ class ConvGeometry(Protocol):
     padding: tuple[int, int, int]
     spatial: int
     pointwise: bool
+    dtype: str
 
 
 def split(config: GroupConfig) -> bool:
@@ -105,20 +105,6 @@ def check(config: GroupConfig, tables: int) -> str | None:
     return None
 
 
-def helpers(p: str, config: GroupConfig, dtype: str) -> str:
-    """Descriptors, fences, the MMA for ``bn`` columns, 16-byte copies and shared stores (and the TF32 split)."""
-    bn = int(config.get("bn"))
-    code = [gemm_mma.helpers(p), gemm_wgmma.descriptor_helper(p), gemm_wgmma.fence_helpers(p)]
-    if split(config):
-        code += [gemm_tf32.helpers(p), gemm_tf32_wgmma.instruction(p, bn)]
-    else:
-        code.append(gemm_wgmma.instruction(p, dtype, bn, b_k_major=True))
-        code.append(gemm_wgmma.instruction(p, dtype, bn, b_k_major=False, name="wgmma_t"))
-    code.append(gemm_tf32_wgmma.shared_stores(p))
-    return "\n".join(code)
-
-
-# -- staging ---------------------------------------------------------------------------------------------
 def _decode_column(prob: ConvGeometry, bn: int) -> str:
     """Statements: this thread's im2col column ``n0 + tid % bn`` as its image's first input channel of the
     group (``X``) and, for a windowed convolution, the window's origin (``iz``, ``iy``, ``ix``; ``xo`` its
@@ -234,7 +220,7 @@ def _b_staging(p: str, prob: ConvGeometry, config: GroupConfig) -> tuple[str, st
     if tf32:
         put = gemm_tf32_wgmma.split_float4(p, "rb[l]", 6) + "\n" + gemm_tf32_wgmma.store_split(p, "b", 6)
     else:
-        put = f"      {p}_sts16(b_big + at, rb[l].x, rb[l].y, rb[l].z, rb[l].w);"
+        put = "      optiml_sts16(b_big + at, rb[l].x, rb[l].y, rb[l].z, rb[l].w);"
     stores = f"""\
 #pragma unroll
     for (int l = 0; l < {per}; ++l) {{
@@ -271,7 +257,7 @@ def _pixel_copies(p: str, config: GroupConfig) -> str:
         const int k = (int)threadIdx.x / {per_row} + l * {nthreads // per_row};
         const bool ok = pix_ok && k0 + k < P.K;
         const unsigned at = (unsigned)((pc >> 3) * {64 * ROW} + k * {ROW} + (((pc & 7) ^ (k & 7)) << 4));
-        {p}_cp16(b_big + at, ok ? (const void*)(Xpix + (int64_t)(k0 + k) * OSi) : (const void*)xp, ok);
+        optiml_cp16(b_big + at, ok ? (const void*)(Xpix + (int64_t)(k0 + k) * OSi) : (const void*)xp, ok);
       }}
 """
 
@@ -291,7 +277,7 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
       {where}
       {inside}
       {at}
-      {p}_cp16(a_big + at, Wg + (ok ? gm * P.Kp + gk : 0), ok);
+      optiml_cp16(a_big + at, Wg + (ok ? gm * P.Kp + gk : 0), ok);
     }}
 """
         return "", loads, ""
@@ -340,7 +326,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
   float acc[{bn // 2}], part[{bn // 2}];
 #pragma unroll
   for (int i = 0; i < {bn // 2}; ++i) acc[i] = part[i] = 0.f;"""
-        mmas = gemm_tf32_wgmma.slice_mmas(p, stage, a_bytes, b_bytes)
+        mmas = gemm_tf32_wgmma.slice_mmas(p, bn, stage, a_bytes, b_bytes)
         sum_partial = f"#pragma unroll\n    for (int i = 0; i < {bn // 2}; ++i) acc[i] += part[i];"
     else:
         addresses = f"""\
@@ -352,16 +338,16 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
         mmas = f"""\
     const unsigned ab = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
     const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
-    {p}_wg_fence();
+    optiml_wg_fence();
 #pragma unroll
     for (unsigned ks = 0; ks < {bk // 16}; ++ks) {{
-      const unsigned long long da = {p}_desc(ab + ks * 32u, 16u, 1024u);
+      const unsigned long long da = optiml_desc(ab + ks * 32u, 16u, 1024u);
       if (PIXELS)  // n-major panels: LBO the panel stride, SBO eight k rows
-        {p}_wgmma_t(acc, da, {p}_desc(bb + ks * {16 * ROW}u, {64 * ROW}u, 1024u));
+        {wgmma_function(prob.dtype, bn, False)}(acc, da, optiml_desc(bb + ks * {16 * ROW}u, {64 * ROW}u, 1024u));
       else
-        {p}_wgmma(acc, da, {p}_desc(bb + ks * 32u, 16u, 1024u));
+        {wgmma_function(prob.dtype, bn, True)}(acc, da, optiml_desc(bb + ks * 32u, 16u, 1024u));
     }}
-    {p}_wg_commit();"""
+    optiml_wg_commit();"""
         sum_partial = ""
     slice_code = f"""\
   {{
@@ -377,7 +363,8 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
         float v = acc[4 * j + 2 * h + q];
         {bias}
         {p}_epi1(P, ((int64_t)img * P.Cout + co) * P.OS + pix, 0, v);""",
-    ).replace("    const int64_t r = z * P.M + m;\n", "")
+        batched_row=False,
+    )
     kind = "3xTF32 (big / small tiles)" if tf32 else "fp16 / bf16"
     return f"""\
 // Implicit GEMM on warp-group MMAs, {kind}: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 output
@@ -406,9 +393,9 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
     const int buf = 0;
     const int64_t k0 = 0;
 {slice_code}  }}
-  {p}_cp_commit();  // wait_group waits for committed groups only
-  {p}_cp_wait<0>();
-  {p}_proxy_fence();
+  optiml_cp_commit();  // wait_group waits for committed groups only
+  optiml_cp_wait<0>();
+  optiml_proxy_fence();
   __syncthreads();
   for (int64_t kt = 0; kt < KT; ++kt) {{
 {mmas}
@@ -416,11 +403,11 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
       const int buf = (int)((kt + 1) & 1);
       const int64_t k0 = (kt + 1) * {bk};
 {slice_code}    }}
-    {p}_wg_wait<0>();
+    optiml_wg_wait<0>();
 {sum_partial}
-    {p}_cp_commit();
-    {p}_cp_wait<0>();
-    {p}_proxy_fence();
+    optiml_cp_commit();
+    optiml_cp_wait<0>();
+    optiml_proxy_fence();
     __syncthreads();
   }}
 {epilogue}}}

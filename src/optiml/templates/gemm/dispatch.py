@@ -117,7 +117,8 @@ from optiml.templates.gemm.problem import HALF, Problem, cdiv
 from optiml.templates.gemm.simt import mma_kernel, simt_kernel, simt_launch
 from optiml.templates.group import Group
 from optiml.templates.product.epilogue import Epilogue
-from optiml.templates.product.mma import mma_helper, tensor_cores_take_tf32
+from optiml.templates.product.mma import tensor_cores_take_tf32
+from optiml.templates.ptx import INCLUDE as PTX_INCLUDE
 
 SIMT_KNOBS: dict[str, tuple[Any, ...]] = {
     "bm": (32, 64, 128),
@@ -158,24 +159,13 @@ def _tf32_units(p: str, config: GroupConfig, prob: Problem, epi: Epilogue, facts
     4-byte build of the same block tile, split-K, padding, launch."""
     tiles = config if config.variant == "tf32x3" else gemm_tf32_wgmma.fallback_config(config)
     bm, bn, bk = (int(tiles.get(k)) for k in ("bm", "bn", "bk"))
-    units = [gemm_mma.helpers(p), gemm_tf32.helpers(p)]
+    units: list[str] = []
     vec_build, first = None, ""
     if config.variant == "tf32x3_wgmma":
-        units += [
-            gemm_wgmma.descriptor_helper(p),
-            gemm_wgmma.fence_helpers(p),
-            gemm_tf32_wgmma.helpers(p, bn),
-            gemm_tf32_wgmma.kernel(p, config, prob.a_k_major, prob.b_k_major),
-        ]
+        units.append(gemm_tf32_wgmma.kernel(p, config, prob.a_k_major, prob.b_k_major))
         vec_build = (f"{p}_tf32w_vec", gemm_tf32_wgmma.threads(config), gemm_tf32_wgmma.smem_bytes(bm, bn))
     elif config.variant == "tf32x3_tma":  # tried first; the mma.sync 16-byte build stays for what TMA cannot take
-        units += [
-            gemm_wgmma.descriptor_helper(p),
-            gemm_wgmma.fence_helpers(p),
-            gemm_wgmma_tma.helpers(p, prob.dtype),
-            gemm_tf32_tma.helpers(p, bn),
-            gemm_tf32_tma.kernel(p, config, prob.b_k_major),
-        ]
+        units += [gemm_wgmma_tma.tma_type(p, prob.dtype), gemm_tf32_tma.kernel(p, config, prob.b_k_major)]
         first = gemm_tf32_tma.tma_launch(p, config, prob.b_k_major)
     if vec_build is None:
         units.append(gemm_tf32.kernel(p, tiles, prob.a_k_major, prob.b_k_major, vec=True))
@@ -408,10 +398,9 @@ class GemmTemplate:
             fallback = gemm_mma.fallback_config(config)
             if (why := _mma_check(fallback)) is not None:
                 raise TemplateError(f"gemm: scalar fallback {why}")
+            includes += (PTX_INCLUDE,)
             device += [
-                mma_helper(p, prob.dtype),
-                gemm_mma.helpers(p),
-                gemm_mma.kernel(p, config, prob.a_k_major, prob.b_k_major),
+                gemm_mma.kernel(p, config, prob.a_k_major, prob.b_k_major, prob.dtype),
                 mma_kernel(p, fallback, prob, False, epi),
                 gemm_mma.launch(p, config, fallback, prob.a_k_major, prob.b_k_major, launch_terms(p, prob, epi)),
             ]
@@ -419,11 +408,9 @@ class GemmTemplate:
             fallback = gemm_mma.fallback_config(config)
             if (why := _mma_check(fallback)) is not None:
                 raise TemplateError(f"gemm: scalar fallback {why}")
+            includes += (PTX_INCLUDE,)
             device += [
-                mma_helper(p, prob.dtype),
-                gemm_mma.helpers(p),
-                gemm_wgmma.helpers(p, prob.dtype, int(config.get("bn")), prob.b_k_major),
-                gemm_wgmma.kernel(p, config, prob.b_k_major),
+                gemm_wgmma.kernel(p, config, prob.b_k_major, prob.dtype),
                 mma_kernel(p, fallback, prob, False, epi),
                 gemm_wgmma.launch(p, config, fallback, launch_terms(p, prob, epi)),
             ]
@@ -431,20 +418,16 @@ class GemmTemplate:
             fallback = gemm_mma.fallback_config(config)
             if (why := _mma_check(fallback)) is not None:
                 raise TemplateError(f"gemm: scalar fallback {why}")
-            includes += ('"optiml_tma.h"',)
+            includes += ('"optiml_tma.h"', PTX_INCLUDE)
             device += [
-                mma_helper(p, prob.dtype),
-                gemm_mma.helpers(p),
-                gemm_wgmma.helpers(p, prob.dtype, int(config.get("bn")), prob.b_k_major),
-                gemm_wgmma_tma.helpers(p, prob.dtype),
-                gemm_wgmma.kernel(p, config, prob.b_k_major),
-                gemm_wgmma_tma.kernel(p, config, prob.b_k_major),
+                gemm_wgmma_tma.tma_type(p, prob.dtype),
+                gemm_wgmma.kernel(p, config, prob.b_k_major, prob.dtype),
+                gemm_wgmma_tma.kernel(p, config, prob.b_k_major, prob.dtype),
                 mma_kernel(p, fallback, prob, False, epi),
                 gemm_wgmma_tma.launch(p, config, fallback, prob.b_k_major, launch_terms(p, prob, epi)),
             ]
         elif config.variant in ("tf32x3", "tf32x3_wgmma", "tf32x3_tma"):
-            if config.variant == "tf32x3_tma":
-                includes += ('"optiml_tma.h"',)
+            includes += ('"optiml_tma.h"', PTX_INCLUDE) if config.variant == "tf32x3_tma" else (PTX_INCLUDE,)
             device += _tf32_units(p, config, prob, epi, ctx.facts)
         else:
             device.append(gemv_code(p, config, prob, ctx.facts))

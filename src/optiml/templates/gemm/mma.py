@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optiml.templates.base import GroupConfig
+from optiml.templates.ptx import mma_function
 
 PAD = 8  # halves of padding per shared-memory row
 MAX_SMEM = 227 * 1024  # dynamic shared memory per block with the opt-in
@@ -81,28 +82,6 @@ def check(config: GroupConfig) -> str | None:
     return None
 
 
-def helpers(p: str) -> str:
-    """The PTX the kernel uses, one small function each: 16-byte async copies and 8x8 matrix loads."""
-    ldsm = "ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{%0, %1, %2, %3}}, [%4];\\n"
-    operands = '"=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr)'
-    return f"""\
-// 16 bytes global -> shared, asynchronously; zero-filled when !ok (src is then any valid address).
-__device__ __forceinline__ void {p}_cp16(unsigned dst, const void* src, bool ok) {{
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0));
-}}
-__device__ __forceinline__ void {p}_cp_commit() {{ asm volatile("cp.async.commit_group;\\n" ::); }}
-template <int N>
-__device__ __forceinline__ void {p}_cp_wait() {{ asm volatile("cp.async.wait_group %0;\\n" :: "n"(N)); }}
-// Four 8x8 b16 matrices; lane l gives row (l % 8) of matrix l / 8; .trans delivers them transposed.
-__device__ __forceinline__ void {p}_ldsm(unsigned addr, unsigned* r) {{
-  asm volatile("{ldsm.format(t="")}" : {operands});
-}}
-__device__ __forceinline__ void {p}_ldsm_t(unsigned addr, unsigned* r) {{
-  asm volatile("{ldsm.format(t=".trans")}" : {operands});
-}}
-"""
-
-
 def _copy(
     p: str,
     name: str,
@@ -129,13 +108,13 @@ def _copy(
       const int64_t go = {o_base} + o, gi = {i_base} + i;
       const bool ok = go < {o_size} && gi < {i_size};
       const unsigned short* src = {ptr} + (ok ? go * {stride} + gi : 0);
-      {p}_cp16({smem} + (unsigned)((stage * {outer} + o) * {pitch} + i) * 2u, src, ok);
+      optiml_cp16({smem} + (unsigned)((stage * {outer} + o) * {pitch} + i) * 2u, src, ok);
     }}  // {name}
 """
 
 
-def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str:
-    """The ``{p}_mma_vec`` kernel (launch with :func:`launch`'s dynamic shared memory)."""
+def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool, dtype: str) -> str:
+    """The ``{p}_mma_vec`` kernel for ``dtype`` operands (launch with :func:`launch`'s dynamic shared memory)."""
     bm, bn, bk, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
     stages = int(config.get("stages", 2))
     threads = wm * wn * 32
@@ -147,7 +126,7 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str
         copy_a = _copy(p, "A", bm, bk, threads, "m0", "k0", "P.M", "P.K", "P.sam", "A", "sa", pa)
         # ldmatrix.x4: lanes 0-15 rows 0-15 at k, lanes 16-31 rows 0-15 at k + 8 -> a0..a3
         a_addr = f"sa + (unsigned)((cur * {bm} + wy * {wtm} + i * 16 + (lane & 15)) * {pa} + ks + (lane >> 4) * 8) * 2u"
-        a_op = f"{p}_ldsm"
+        a_op = "optiml_ldsm"
     else:
         pa, a_outer = bm + PAD, bk
         copy_a = _copy(p, "A", bk, bm, threads, "k0", "m0", "P.K", "P.M", "P.sak", "A", "sa", pa)
@@ -156,7 +135,7 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str
             f"sa + (unsigned)((cur * {bk} + ks + (lane & 7) + (lane >> 4) * 8) * {pa} + wy * {wtm} + i * 16 + "
             "((lane >> 3) & 1) * 8) * 2u"
         )
-        a_op = f"{p}_ldsm_t"
+        a_op = "optiml_ldsm_t"
     if b_k_major:
         pb = bk + PAD
         copy_b = _copy(p, "B", bn, bk, threads, "n0", "k0", "P.N", "P.K", "P.sbn", "B", "sb", pb)
@@ -165,7 +144,7 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str
             f"sb + (unsigned)((cur * {bn} + wx * {wtn} + j * 8 + (lane & 7) + (lane >> 4) * 8) * {pb} + ks + "
             "((lane >> 3) & 1) * 8) * 2u"
         )
-        b_op = f"{p}_ldsm"
+        b_op = "optiml_ldsm"
     else:
         pb = bn + PAD
         copy_b = _copy(p, "B", bk, bn, threads, "k0", "n0", "P.K", "P.N", "P.sbk", "B", "sb", pb)
@@ -174,7 +153,7 @@ def kernel(p: str, config: GroupConfig, a_k_major: bool, b_k_major: bool) -> str
             f"sb + (unsigned)((cur * {bk} + ks + (lane & 7) + ((lane >> 3) & 1) * 8) * {pb} + wx * {wtn} + j * 8 + "
             "(lane >> 4) * 8) * 2u"
         )
-        b_op = f"{p}_ldsm_t"
+        b_op = "optiml_ldsm_t"
     a_stage = a_outer * pa
     return f"""\
 // {bm}x{bn} tile per block on {wm}x{wn} warps ({wtm}x{wtn} each: {mi}x{ni} mma tiles), {bk}-deep slices in a
@@ -200,10 +179,10 @@ __global__ void __launch_bounds__({threads}) {p}_mma_vec(const {p}_prob P) {{
       const int stage = s;
       const int64_t k0 = (int64_t)s * {bk};
 {copy_a}{copy_b}    }}
-    {p}_cp_commit();
+    optiml_cp_commit();
   }}
   for (int64_t kt = 0; kt < KT; ++kt) {{
-    {p}_cp_wait<{stages - 2}>();
+    optiml_cp_wait<{stages - 2}>();
     __syncthreads();
     {{
       const int64_t next = kt + {stages - 1};
@@ -211,7 +190,7 @@ __global__ void __launch_bounds__({threads}) {p}_mma_vec(const {p}_prob P) {{
         const int stage = (int)(next % {stages});
         const int64_t k0 = next * {bk};
 {copy_a}{copy_b}      }}
-      {p}_cp_commit();
+      optiml_cp_commit();
     }}
     const int cur = (int)(kt % {stages});
 #pragma unroll
@@ -224,10 +203,10 @@ __global__ void __launch_bounds__({threads}) {p}_mma_vec(const {p}_prob P) {{
 #pragma unroll
       for (int i = 0; i < {mi}; ++i)
 #pragma unroll
-        for (int j = 0; j < {ni}; ++j) {p}_mma(acc[i][j], fa[i], fb[j]);
+        for (int j = 0; j < {ni}; ++j) {mma_function(dtype)}(acc[i][j], fa[i], fb[j]);
     }}
   }}
-  {p}_cp_wait<0>();
+  optiml_cp_wait<0>();
 {fragment_epilogue(mi, ni, wtm, "const int64_t r = z * P.M + m;", store_element(p, wtn))}}}
 """
 

@@ -181,7 +181,8 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
   const unsigned short* __restrict__ A = (const unsigned short*)(P.a + oa);
   const unsigned short* __restrict__ B = (const unsigned short*)(P.b + ob);
 {gemm_mma.zeroed_accumulators(mi, ni)}
-{pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}{mma_slice(p, bk, mi, ni, wtm, wtn)}    if (kt + 1 < KT) {{
+{pipeline_head(regs, bk, load_a, load_b, store_a, store_b)}\
+{mma_slice(prob.dtype, bk, mi, ni, wtm, wtn)}    if (kt + 1 < KT) {{
       buf ^= 1;
 {store_a}
 {store_b}

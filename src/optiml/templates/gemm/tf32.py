@@ -71,37 +71,12 @@ def check(config: GroupConfig) -> str | None:
     return None
 
 
-def helpers(p: str) -> str:
-    """4-byte async copies, the TF32 split and the m16n8k8 TF32 MMA (16-byte copies: gemm_mma.helpers)."""
-    return f"""\
-// 4 bytes global -> shared, asynchronously; zero-filled when !ok (src is then any valid address).
-__device__ __forceinline__ void {p}_cp4(unsigned dst, const void* src, bool ok) {{
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\\n" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0));
-}}
-// TF32 rounding as cvt.rna.tf32.f32 (to nearest, ties away), in two integer operations where the instruction
-// takes four: an inf stays inf; a NaN stays NaN or turns into an inf whose small part below is NaN.
-__device__ __forceinline__ unsigned {p}_tf32(float x) {{ return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }}
-// x = big + small, both TF32: big holds the leading mantissa bits, small the next.
-__device__ __forceinline__ void {p}_split(float x, unsigned& big, unsigned& small) {{
-  big = {p}_tf32(x);
-  small = {p}_tf32(x - __uint_as_float(big));
-}}
-// D = A . B + D for one 16x8x8 TF32 tile (A row-major, B column-major fragments; fp32 accumulation).
-__device__ __forceinline__ void {p}_mma8(float* c, const unsigned* a, const unsigned* b) {{
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, "
-      "{{%8, %9}}, {{%0, %1, %2, %3}};\\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}}
-"""
-
-
 def _copy(p: str, outer: int, inner: int, threads: int, width: int, tile: dict[str, Any], smem: str) -> str:
     """cp.async statements staging one ``outer x inner`` tile (inner contiguous in memory and in shared
     memory) into ``smem``'s current stage, ``width`` floats per copy."""
     per_row = inner // width
     per = outer * inner // width // threads
-    copy = f"{p}_cp16" if width == 4 else f"{p}_cp4"
+    copy = "optiml_cp16" if width == 4 else "optiml_cp4"
     return f"""\
 #pragma unroll
       for (int l = 0; l < {per}; ++l) {{
@@ -184,10 +159,10 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
       const int stage = s;
       const int64_t k0 = kbeg + (int64_t)s * {bk};
 {copy_a}{copy_b}    }}
-    {p}_cp_commit();
+    optiml_cp_commit();
   }}
   for (int64_t kt = 0; kt < KT; ++kt) {{
-    {p}_cp_wait<{stages - 2}>();
+    optiml_cp_wait<{stages - 2}>();
     __syncthreads();  // slice kt has landed; every warp is done with slice kt - 1, whose stage refills now
     {{
       const int64_t next = kt + {stages - 1};
@@ -195,11 +170,11 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
         const int stage = (int)(next % {stages});
         const int64_t k0 = kbeg + next * {bk};
 {copy_a}{copy_b}      }}
-      {p}_cp_commit();
+      optiml_cp_commit();
     }}
     const int cur = (int)(kt % {stages});
 {slice_code(p, bk, mi, ni, wtm, wtn, a_at, b_at)}  }}
-  {p}_cp_wait<0>();
+  optiml_cp_wait<0>();
 {fragment_epilogue(mi, ni, wtm, "const int64_t r = z * P.M + m;", store)}}}
 """
 
@@ -212,10 +187,10 @@ def slice_code(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int, a_at: str,
     col = f"wx * {wtn} + j * 8 + g"
     a_places = ((row, "ks + t4"), (f"{row} + 8", "ks + t4"), (row, "ks + t4 + 4"), (f"{row} + 8", "ks + t4 + 4"))
     fa = "\n".join(
-        f"        {p}_split({a_at.format(m=m, k=k)}, ab[{q}], as_[{q}]);" for q, (m, k) in enumerate(a_places)
+        f"        optiml_split({a_at.format(m=m, k=k)}, ab[{q}], as_[{q}]);" for q, (m, k) in enumerate(a_places)
     )
     fb = "\n".join(
-        f"        {p}_split({b_at.format(n=col, k=k)}, bb[j][{q}], bs[j][{q}]);"
+        f"        optiml_split({b_at.format(n=col, k=k)}, bb[j][{q}], bs[j][{q}]);"
         for q, k in enumerate(("ks + t4", "ks + t4 + 4"))
     )
     return f"""\
@@ -239,9 +214,9 @@ def slice_code(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int, a_at: str,
 {fa}
 #pragma unroll
         for (int j = 0; j < {ni}; ++j) {{
-          {p}_mma8(part[i][j], as_, bb[j]);
-          {p}_mma8(part[i][j], ab, bs[j]);
-          {p}_mma8(part[i][j], ab, bb[j]);
+          optiml_mma8(part[i][j], as_, bb[j]);
+          optiml_mma8(part[i][j], ab, bs[j]);
+          optiml_mma8(part[i][j], ab, bb[j]);
         }}
       }}
     }}

@@ -36,7 +36,7 @@ from optiml.templates.base import GroupConfig
 from optiml.templates.gemm import tf32 as gemm_tf32
 from optiml.templates.gemm.tf32_wgmma import fallback_config, split_k_store
 from optiml.templates.gemm.wgmma import accumulator_epilogue
-from optiml.templates.gemm.wgmma_tma import producer_head, tensor_map_declarations
+from optiml.templates.gemm.wgmma_tma import CONSUMER_REGISTERS, producer_head, tensor_map_declarations
 
 BK = 32  # k per slice: one 128-byte swizzle row of floats
 ROW = BK * 4  # bytes per tile row
@@ -83,31 +83,6 @@ def check(config: GroupConfig) -> str | None:
     return gemm_tf32.check(fallback_config(config))
 
 
-def helpers(p: str, bn: int) -> str:
-    """The TF32 warp-group MMA with A in registers, and the consumers' named barrier (mbarriers, TMA copies
-    and register reallocation: :func:`optiml.templates.gemm.wgmma_tma.helpers`)."""
-    regs = bn // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    a_regs = ", ".join(f"%{regs + 1 + i}" for i in range(4))
-    return f"""\
-// d (64 x {bn} per warp group, fp32) = A (64 x 8, TF32, registers a) . B (8 x {bn}, descriptor db)
-// + (accumulate ? d : 0).
-__device__ __forceinline__ void {p}_wgmma_tf32_rs(float* d, const unsigned* a, unsigned long long db,
-                                                    int accumulate) {{
-  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{bn}k8.f32.tf32.tf32 "
-               "{{{outs}}}, {{{a_regs}}}, %{regs}, p, 1, 1;\\n}}\\n"
-               : {binds}
-               : "l"(db), "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate));
-}}
-// The consumer warp groups meet (the producer never takes part).
-__device__ __forceinline__ void {p}_consumers_sync(unsigned count) {{
-  asm volatile("bar.sync %0, %1;\\n" :: "n"({CONSUMER_BARRIER}), "r"(count) : "memory");
-}}
-"""
-
-
 def _b_split(p: str, bn: int, b_k_major: bool, consumers: int) -> str:
     """Statements: this consumer thread's share of a raw B slice (at ``raw_b``) split into the big and small
     tiles at ``b_big`` / ``b_small`` (byte offsets from ``base``), k-major and 128-byte swizzled."""
@@ -115,15 +90,15 @@ def _b_split(p: str, bn: int, b_k_major: bool, consumers: int) -> str:
     chunks = bn * BK // 4
     per = chunks // nthreads
     if b_k_major:  # chunk f: row n = f / 8, 16-byte chunk c = f % 8 of k, the same swizzled spot in all three
-        body = f"""\
+        body = """\
       const int r = f >> 3, c = f & 7;
       const unsigned at = (unsigned)(r * 128 + ((c ^ (r & 7)) << 4));
       const float4 x = *(const float4*)(base + raw_b + at);
       unsigned big[4], small[4];
-      {p}_split(x.x, big[0], small[0]);
-      {p}_split(x.y, big[1], small[1]);
-      {p}_split(x.z, big[2], small[2]);
-      {p}_split(x.w, big[3], small[3]);
+      optiml_split(x.x, big[0], small[0]);
+      optiml_split(x.y, big[1], small[1]);
+      optiml_split(x.z, big[2], small[2]);
+      optiml_split(x.w, big[3], small[3]);
       *(uint4*)(base + b_big + at) = make_uint4(big[0], big[1], big[2], big[3]);
       *(uint4*)(base + b_small + at) = make_uint4(small[0], small[1], small[2], small[3]);"""
     else:  # chunk f: four n from 4 q at one k; lanes spread over eight k, so the 4-byte stores hit distinct banks
@@ -138,7 +113,7 @@ def _b_split(p: str, bn: int, b_k_major: bool, consumers: int) -> str:
         const int r = n + e;
         const unsigned at = (unsigned)(r * 128 + (((k >> 2) ^ (r & 7)) << 4) + (k & 3) * 4);
         unsigned big, small;
-        {p}_split(v[e], big, small);
+        optiml_split(v[e], big, small);
         *(unsigned*)(base + b_big + at) = big;
         *(unsigned*)(base + b_small + at) = small;
       }}"""
@@ -153,15 +128,15 @@ def _b_split(p: str, bn: int, b_k_major: bool, consumers: int) -> str:
 
 def _a_fragments(p: str) -> str:
     """Statements: this thread's A fragments of a raw slice (at ``raw_a``) split into ``ab`` / ``as_``."""
-    return f"""\
+    return """\
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {{
+      for (int v = 0; v < 4; ++v) {
         const int r = arow + 8 * (v & 1), k = ks * 8 + (lane & 3) + 4 * (v >> 1);
         const float x = *(const float*)(base + raw_a + (unsigned)(r * 128 + (((k >> 2) ^ (r & 7)) << 4) + (k & 3) * 4));
-        {p}_split(x, ab[ks][v], as_[ks][v]);
-      }}
+        optiml_split(x, ab[ks][v], as_[ks][v]);
+      }
 """
 
 
@@ -174,25 +149,25 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
     regs = bn // 2
     rebalance = consumers > 1  # the producer gave registers back (producer_head): the consumers take them
     if b_k_major:
-        b_copy = f"{p}_tma_load(sb, &TB, (int)k0, (int)n0, bar);"
+        b_copy = "optiml_tma_load(sb, &TB, (int)k0, (int)n0, bar);"
     else:
         b_copy = f"""\
 #pragma unroll
         for (int panel = 0; panel < {bn // PANEL}; ++panel)
-          {p}_tma_load(sb + (unsigned)panel * {PANEL * ROW}u, &TB, (int)(n0 + panel * {PANEL}), (int)k0, bar);"""
+          optiml_tma_load(sb + (unsigned)panel * {PANEL * ROW}u, &TB, (int)(n0 + panel * {PANEL}), (int)k0, bar);"""
     producer = producer_head(p, stages, consumers, stage, a_raw, f"kbeg + kt * {BK}")
     b_split = _b_split(p, bn, b_k_major, consumers)
     a_split = _a_fragments(p)
     mmas = f"""\
       const unsigned b_big = split0 + (unsigned)(kt & 1) * {2 * bn * ROW}u, b_small = b_big + {bn * ROW}u;
-      {p}_wg_fence();
+      optiml_wg_fence();
 #pragma unroll
       for (unsigned ks = 0; ks < {BK // 8}; ++ks) {{  // small terms first; the slice's first MMA zeroes the partial
-        {p}_wgmma_tf32_rs(part, as_[ks], {p}_desc(s0 + b_big + ks * 32u, 16u, 1024u), ks != 0);
-        {p}_wgmma_tf32_rs(part, ab[ks], {p}_desc(s0 + b_small + ks * 32u, 16u, 1024u), 1);
-        {p}_wgmma_tf32_rs(part, ab[ks], {p}_desc(s0 + b_big + ks * 32u, 16u, 1024u), 1);
+        optiml_wgmma_tf32_rs<{bn}>(part, as_[ks], optiml_desc(s0 + b_big + ks * 32u, 16u, 1024u), ks != 0);
+        optiml_wgmma_tf32_rs<{bn}>(part, ab[ks], optiml_desc(s0 + b_small + ks * 32u, 16u, 1024u), 1);
+        optiml_wgmma_tf32_rs<{bn}>(part, ab[ks], optiml_desc(s0 + b_big + ks * 32u, 16u, 1024u), 1);
       }}
-      {p}_wg_commit();"""
+      optiml_wg_commit();"""
     return f"""\
 // 3xTF32 fed by TMA: {bm}x{bn} tile per block, a producer warp group copying raw {BK}-deep fp32 slices into
 // {stages} stages, {consumers} consumer warp group(s) of 64 rows that split A into registers and B into big /
@@ -208,13 +183,13 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
   const unsigned full = s0 + {split0 + split_bytes(bn)}u, empty = full + {8 * stages}u;
   const int group = (int)threadIdx.x >> 7;
 {gemm_tf32.split_k_head(p, bm, bn, operands=False)}  const int64_t KT = (kend - kbeg + {BK - 1}) / {BK};
-{producer}        {p}_tma_load(sa, &TA, (int)k0, (int)m0, bar);
+{producer}        optiml_tma_load(sa, &TA, (int)k0, (int)m0, bar);
         {b_copy}
       }}
     }}
     return;
   }}
-{f"  {p}_regs_consumer();" if rebalance else ""}
+{f"  optiml_regs_inc<{CONSUMER_REGISTERS}>();" if rebalance else ""}
   const int wg = group - 1, ct = (int)threadIdx.x - 128, lane = (int)threadIdx.x & 31;
   const int warp = ((int)threadIdx.x >> 5) & 3, arow = wg * 64 + warp * 16 + (lane >> 2);
   float acc[{regs}], part[{regs}];
@@ -222,12 +197,12 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
   for (int i = 0; i < {regs}; ++i) acc[i] = 0.f;
   unsigned ab[4][4], as_[4][4];  // this slice's A fragments, big and small, per k8 step
   if (KT > 0) {{  // slice 0: A's fragments and B's split
-    {p}_mbar_wait(full, 0u);
+    optiml_mbar_wait(full, 0u);
     const unsigned raw_a = 0u, raw_b = {a_raw}u, b_big = split0, b_small = split0 + {bn * ROW}u;
 {a_split}{b_split}  }}
-  {p}_proxy_fence();
-  {p}_consumers_sync({consumers * 128}u);
-  if (KT > 0 && (ct & 127) == 0) {p}_mbar_arrive(empty);
+  optiml_proxy_fence();
+  optiml_named_sync<{CONSUMER_BARRIER}>({consumers * 128}u);
+  if (KT > 0 && (ct & 127) == 0) optiml_mbar_arrive(empty);
   for (int64_t kt = 0; kt < KT; ++kt) {{
     {{
 {mmas}
@@ -236,17 +211,18 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
     const int s = (int)(next % {stages});
     const unsigned raw_a = (unsigned)s * {stage}u, raw_b = raw_a + {a_raw}u;
     if (next < KT) {{  // B's split of the next slice into the other buffer (read by slice kt - 1's finished MMAs)
-      {p}_mbar_wait(full + 8u * s, (unsigned)(next / {stages}) & 1u);
+      optiml_mbar_wait(full + 8u * s, (unsigned)(next / {stages}) & 1u);
       const unsigned b_big = split0 + (unsigned)(next & 1) * {2 * bn * ROW}u, b_small = b_big + {bn * ROW}u;
 {b_split}    }}
-    {p}_wg_wait<0>();
+    optiml_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < {regs}; ++i) acc[i] += part[i];
     if (next < KT) {{  // the MMAs are done with the A registers: the next slice's fragments
 {a_split}    }}
-    {p}_proxy_fence();
-    {p}_consumers_sync({consumers * 128}u);  // B's split is whole, and every warp group's MMAs of slice kt are done
-    if (next < KT && (ct & 127) == 0) {p}_mbar_arrive(empty + 8u * (unsigned)s);
+    optiml_proxy_fence();
+    // B's split is whole, and every warp group's MMAs of slice kt are done
+    optiml_named_sync<{CONSUMER_BARRIER}>({consumers * 128}u);
+    if (next < KT && (ct & 127) == 0) optiml_mbar_arrive(empty + 8u * (unsigned)s);
   }}
 {accumulator_epilogue(bn, split_k_store(p))}}}
 """

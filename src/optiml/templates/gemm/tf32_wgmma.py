@@ -77,71 +77,38 @@ def fallback_config(config: GroupConfig) -> GroupConfig:
     return GroupConfig.of("tf32x3", bm=bm, bn=bn, bk=BK, wm=2, wn=wn, stages=2)
 
 
-def helpers(p: str, bn: int) -> str:
-    """The TF32 warp-group MMA for ``bn`` columns and the 16- and 4-byte shared-memory stores
-    (descriptors and fences: :mod:`optiml.templates.gemm.wgmma`)."""
-    return instruction(p, bn) + shared_stores(p)
-
-
-def instruction(p: str, bn: int) -> str:
-    """``{p}_wgmma_tf32``: the TF32 warp-group MMA for ``bn`` columns, both operands k-major."""
-    regs = bn // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    return f"""\
-// d (64 x {bn} per warp group, fp32) = A (64 x 8, TF32, descriptor da) . B (8 x {bn}, descriptor db)
-// + (accumulate ? d : 0).
-__device__ __forceinline__ void {p}_wgmma_tf32(float* d, unsigned long long da, unsigned long long db,
-                                                 int accumulate) {{
-  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{bn}k8.f32.tf32.tf32 "
-               "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n"
-               : {binds}
-               : "l"(da), "l"(db), "r"(accumulate));
-}}
-"""
-
-
-def shared_stores(p: str) -> str:
-    """``{p}_sts16`` / ``{p}_sts4``: 16- and 4-byte stores to a shared-memory address."""
-    return f"""\
-__device__ __forceinline__ void {p}_sts16(unsigned addr, unsigned x, unsigned y, unsigned z, unsigned w) {{
-  asm volatile("st.shared.v4.b32 [%0], {{%1, %2, %3, %4}};\\n" :: "r"(addr), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
-}}
-__device__ __forceinline__ void {p}_sts4(unsigned addr, unsigned x) {{
-  asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"(addr), "r"(x) : "memory");
-}}
-"""
-
-
 def split_float4(p: str, value: str, indent: int) -> str:
     """Statements: ``big[4]`` and ``small[4]``, the TF32 parts of the float4 ``value``."""
     lines = ["unsigned big[4], small[4];"]
-    lines += [f"{p}_split({value}.{c}, big[{i}], small[{i}]);" for i, c in enumerate("xyzw")]
+    lines += [f"optiml_split({value}.{c}, big[{i}], small[{i}]);" for i, c in enumerate("xyzw")]
     return "\n".join(" " * indent + line for line in lines)
 
 
 def store_split(p: str, name: str, indent: int) -> str:
     """Statements storing ``big`` / ``small`` as 16-byte words at ``at`` past ``{name}_big`` / ``{name}_small``."""
-    lines = [f"{p}_sts16({name}_{part} + at, {part}[0], {part}[1], {part}[2], {part}[3]);" for part in ("big", "small")]
+    lines = [
+        f"optiml_sts16({name}_{part} + at, {part}[0], {part}[1], {part}[2], {part}[3]);" for part in ("big", "small")
+    ]
     return "\n".join(" " * indent + line for line in lines)
 
 
-def slice_mmas(p: str, stage: int, a_bytes: int, b_bytes: int) -> str:
+def slice_mmas(p: str, bn: int, stage: int, a_bytes: int, b_bytes: int) -> str:
     """Statements: one 32-deep slice's 3xTF32 warp-group MMAs into ``part`` (stage ``kt & 1``; A big, A small,
     B big, B small in that order), small terms first, the slice's first MMA zeroing the partial; committed."""
     return f"""\
     const unsigned a_big = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
     const unsigned a_small = a_big + {a_bytes}u;
     const unsigned b_big = s0 + (unsigned)(kt & 1) * {stage}u + {2 * a_bytes}u, b_small = b_big + {b_bytes}u;
-    {p}_wg_fence();
+    optiml_wg_fence();
 #pragma unroll
     for (unsigned ks = 0; ks < {BK // 8}; ++ks) {{  // small terms first; the slice's first MMA zeroes the partial
-      {p}_wgmma_tf32(part, {p}_desc(a_small + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), ks != 0);
-      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_small + ks * 32u, 16u, 1024u), 1);
-      {p}_wgmma_tf32(part, {p}_desc(a_big + ks * 32u, 16u, 1024u), {p}_desc(b_big + ks * 32u, 16u, 1024u), 1);
+      const unsigned long long da_big = optiml_desc(a_big + ks * 32u, 16u, 1024u);
+      const unsigned long long db_big = optiml_desc(b_big + ks * 32u, 16u, 1024u);
+      optiml_wgmma_tf32<{bn}>(part, optiml_desc(a_small + ks * 32u, 16u, 1024u), db_big, ks != 0);
+      optiml_wgmma_tf32<{bn}>(part, da_big, optiml_desc(b_small + ks * 32u, 16u, 1024u), 1);
+      optiml_wgmma_tf32<{bn}>(part, da_big, db_big, 1);
     }}
-    {p}_wg_commit();"""
+    optiml_wg_commit();"""
 
 
 def _stage(p: str, name: str, outer: int, k_major: bool, nthreads: int, tile: dict[str, str]) -> tuple[str, str]:
@@ -167,8 +134,8 @@ def _stage(p: str, name: str, outer: int, k_major: bool, nthreads: int, tile: di
         for (int e = 0; e < 4; ++e) {{
           const int r = q * 4 + e;
           const unsigned at = (unsigned)(r * {ROW} + (((k >> 2) ^ (r & 7)) << 4) + (k & 3) * 4);
-          {p}_sts4({name}_big + at, big[e]);
-          {p}_sts4({name}_small + at, small[e]);
+          optiml_sts4({name}_big + at, big[e]);
+          optiml_sts4({name}_small + at, small[e]);
         }}"""
     loads = f"""\
 #pragma unroll
@@ -238,18 +205,18 @@ __global__ void __launch_bounds__({nthreads}) {p}_tf32w_vec(const {p}_prob P) {{
     const int buf = 0;
     const int64_t k0 = kbeg;
 {slice_code}  }}
-  {p}_proxy_fence();
+  optiml_proxy_fence();
   __syncthreads();
   for (int64_t kt = 0; kt < KT; ++kt) {{
-{slice_mmas(p, stage, a_bytes, b_bytes)}
+{slice_mmas(p, bn, stage, a_bytes, b_bytes)}
     if (kt + 1 < KT) {{  // the other stage was read by slice kt - 1's MMAs, finished before the last barrier
       const int buf = (int)((kt + 1) & 1);
       const int64_t k0 = kbeg + (kt + 1) * {BK};
 {slice_code}    }}
-    {p}_wg_wait<0>();
+    optiml_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < {regs}; ++i) acc[i] += part[i];
-    {p}_proxy_fence();
+    optiml_proxy_fence();
     __syncthreads();
   }}
 {gemm_wgmma.accumulator_epilogue(bn, store)}}}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from optiml.templates.base import GroupConfig
 from optiml.templates.gemm.mma import LaunchTerms, tensor_core_launch
+from optiml.templates.ptx import wgmma_function
 
 BK = 64  # k per slice: one 128-byte swizzle row of 16-bit values
 PANEL = 64  # MN-major B: n per panel (one 128-byte row)
@@ -54,58 +55,11 @@ def check(config: GroupConfig) -> str | None:
     return None
 
 
-def descriptor_helper(p: str) -> str:
-    """``{p}_desc``: a shared-memory matrix descriptor (shared with the 3xTF32 warp-group kernel)."""
-    return f"""\
-// A shared-memory matrix descriptor: 128-byte swizzle, offsets in bytes.
-__device__ __forceinline__ unsigned long long {p}_desc(unsigned addr, unsigned lbo, unsigned sbo) {{
-  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
-}}
-"""
-
-
-def fence_helpers(p: str) -> str:
-    """Warp-group fence, commit and wait, and the generic-to-async proxy fence."""
-    return f"""\
-__device__ __forceinline__ void {p}_wg_fence() {{ asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }}
-__device__ __forceinline__ void {p}_wg_commit() {{ asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory"); }}
-template <int N>
-__device__ __forceinline__ void {p}_wg_wait() {{
-  asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"(N) : "memory");
-}}
-__device__ __forceinline__ void {p}_proxy_fence() {{ asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory"); }}
-"""
-
-
-def helpers(p: str, dtype: str, bn: int, b_k_major: bool) -> str:
-    """Descriptor construction, the wgmma instruction for ``bn`` columns, fences."""
-    return descriptor_helper(p) + instruction(p, dtype, bn, b_k_major) + fence_helpers(p)
-
-
-def instruction(p: str, dtype: str, bn: int, b_k_major: bool, name: str = "wgmma") -> str:
-    """``{p}_{name}``: the fp16 / bf16 warp-group MMA for ``bn`` columns (B read k-major or transposed)."""
-    kind = "bf16" if dtype == "bfloat16" else "f16"
-    regs = bn // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    tnsp_b = 0 if b_k_major else 1
-    return f"""\
-// d (64 x {bn} per warp group, fp32) += A (64 x 16, descriptor da) . B (16 x {bn}, descriptor db).
-__device__ __forceinline__ void {p}_{name}(float* d, unsigned long long da, unsigned long long db) {{
-  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}.{kind} "
-               "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {tnsp_b};\\n}}\\n"
-               : {binds}
-               : "l"(da), "l"(db), "r"(1));
-}}
-"""
-
-
-def accumulator_epilogue(bn: int, element: str) -> str:
+def accumulator_epilogue(bn: int, element: str, batched_row: bool = True) -> str:
     """Loops over a warp group's m64n{bn} fp32 accumulators: ``element`` (indented for the innermost
-    loop) runs once per register ``4 j + 2 h + q``, at output row ``r`` and column ``n`` (shared with the
-    3xTF32 warp-group kernel)."""
+    loop) runs once per register ``4 j + 2 h + q``, at row ``m`` (and, with ``batched_row``, the output
+    row ``r`` of product ``z``) and column ``n`` (shared with the 3xTF32 and convolution kernels)."""
+    row = "    const int64_t r = z * P.M + m;\n" if batched_row else ""
     return f"""\
   // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
   // column 8 j + 2 (lane % 4) + q of row + 8 h
@@ -113,8 +67,7 @@ def accumulator_epilogue(bn: int, element: str) -> str:
   for (int h = 0; h < 2; ++h) {{
     const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
     if (m >= P.M) continue;
-    const int64_t r = z * P.M + m;
-#pragma unroll
+{row}#pragma unroll
     for (int j = 0; j < {bn // 8}; ++j)
 #pragma unroll
       for (int q = 0; q < 2; ++q) {{
@@ -150,8 +103,8 @@ def stored_accumulators(p: str, bn: int) -> str:
 """
 
 
-def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
-    """``{p}_wgmma_vec`` (launch with :func:`smem_bytes` of dynamic shared memory)."""
+def kernel(p: str, config: GroupConfig, b_k_major: bool, dtype: str) -> str:
+    """``{p}_wgmma_vec`` for ``dtype`` operands (launch with :func:`smem_bytes` of dynamic shared memory)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     threads = (bm // 64) * 128
     a_bytes, stage = bm * BK * 2, stage_bytes(bm, bn)
@@ -170,10 +123,10 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
       if ({guard_b}) {{
         const int r = f >> 3, c = f & 7;
         const bool ok = n0 + r < P.N && k0 + c * 8 < P.K;
-        {p}_cp16(sb + (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)), B + (ok ? (n0 + r) * P.sbn + k0 + c * 8 : 0), ok);
+        optiml_cp16(sb + (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)), B + (ok ? (n0 + r) * P.sbn + k0 + c * 8 : 0), ok);
       }}
     }}"""
-        b_desc = f"{p}_desc(bb + ks * 32u, 16u, 1024u)"
+        b_desc = "optiml_desc(bb + ks * 32u, 16u, 1024u)"
     else:
         per_row = bn // 8
         lbo, sbo = (PANEL * BK * 2, 1024) if MN_PANEL_IS_LBO else (1024, PANEL * BK * 2)
@@ -184,11 +137,11 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
       if ({guard_b}) {{
         const int k = f / {per_row}, c = f % {per_row}, panel = c >> 3, cc = c & 7;
         const bool ok = k0 + k < P.K && n0 + c * 8 < P.N;
-        {p}_cp16(sb + (unsigned)(panel * {PANEL * BK * 2} + k * 128 + ((cc ^ (k & 7)) << 4)),
+        optiml_cp16(sb + (unsigned)(panel * {PANEL * BK * 2} + k * 128 + ((cc ^ (k & 7)) << 4)),
                  B + (ok ? (k0 + k) * P.sbk + n0 + c * 8 : 0), ok);
       }}
     }}"""
-        b_desc = f"{p}_desc(bb + ks * 2048u, {lbo}u, {sbo}u)"
+        b_desc = f"optiml_desc(bb + ks * 2048u, {lbo}u, {sbo}u)"
     copy = f"""\
     {{
       const unsigned sa = s0 + (unsigned)stage * {stage}u, sb = sa + {a_bytes}u;
@@ -198,7 +151,8 @@ def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
         if ({guard_a}) {{
           const int r = f >> 3, c = f & 7;
           const bool ok = m0 + r < P.M && k0 + c * 8 < P.K;
-          {p}_cp16(sa + (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)), A + (ok ? (m0 + r) * P.sam + k0 + c * 8 : 0), ok);
+          optiml_cp16(sa + (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)),
+                      A + (ok ? (m0 + r) * P.sam + k0 + c * 8 : 0), ok);
         }}
       }}
 {b_copy}
@@ -227,11 +181,11 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
       const int stage = s;
       const int64_t k0 = (int64_t)s * {BK};
 {copy}    }}
-    {p}_cp_commit();
+    optiml_cp_commit();
   }}
   for (int64_t kt = 0; kt < KT; ++kt) {{
-    {p}_cp_wait<{ahead - 1}>();
-    {p}_proxy_fence();
+    optiml_cp_wait<{ahead - 1}>();
+    optiml_proxy_fence();
     __syncthreads();  // every warp group's MMAs of slice kt - 1 - {inflight} are done: its stage is free
     {{
       const int64_t next = kt + {ahead};
@@ -239,18 +193,19 @@ __global__ void __launch_bounds__({threads}) {p}_wgmma_vec(const {p}_prob P) {{
         const int stage = (int)(next % {stages});
         const int64_t k0 = next * {BK};
 {copy}      }}
-      {p}_cp_commit();
+      optiml_cp_commit();
     }}
     const unsigned ab = s0 + (unsigned)(kt % {stages}) * {stage}u + (unsigned)wg * {64 * 128}u;
     const unsigned bb = s0 + (unsigned)(kt % {stages}) * {stage}u + {a_bytes}u;
-    {p}_wg_fence();
+    optiml_wg_fence();
 #pragma unroll
-    for (unsigned ks = 0; ks < {BK // 16}; ++ks) {p}_wgmma(d, {p}_desc(ab + ks * 32u, 16u, 1024u), {b_desc});
-    {p}_wg_commit();
-    {p}_wg_wait<{inflight}>();
+    for (unsigned ks = 0; ks < {BK // 16}; ++ks)
+      {wgmma_function(dtype, bn, b_k_major)}(d, optiml_desc(ab + ks * 32u, 16u, 1024u), {b_desc});
+    optiml_wg_commit();
+    optiml_wg_wait<{inflight}>();
   }}
-  {p}_wg_wait<0>();
-  {p}_cp_wait<0>();
+  optiml_wg_wait<0>();
+  optiml_cp_wait<0>();
 {stored_accumulators(p, bn)}}}
 """
 

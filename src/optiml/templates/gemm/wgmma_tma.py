@@ -31,6 +31,7 @@ from optiml.templates.base import GroupConfig
 from optiml.templates.gemm import wgmma as gemm_wgmma
 from optiml.templates.gemm.mma import LaunchTerms, tensor_core_launch
 from optiml.templates.gemm.wgmma import ALIGN, BK, MAX_SMEM, PANEL, stage_bytes, stored_accumulators
+from optiml.templates.ptx import wgmma_function
 
 PRODUCER_REGISTERS = 40  # setmaxnreg.dec: the producer only counts slices and issues copies
 CONSUMER_REGISTERS = 232  # setmaxnreg.inc: 128 accumulators a thread at bn = 256
@@ -62,48 +63,10 @@ def check(config: GroupConfig) -> str | None:
     return None
 
 
-def helpers(p: str, dtype: str) -> str:
-    """mbarrier, TMA copy and register-reallocation PTX, one small function each; the operands' TMA type."""
+def tma_type(p: str, dtype: str) -> str:
+    """``{p}_tma_type``: the operands' TMA element type, for the host's tensor maps."""
     tma_type = {"bfloat16": "OPTIML_TMA_BFLOAT16", "float32": "OPTIML_TMA_FLOAT32"}.get(dtype, "OPTIML_TMA_FLOAT16")
-    return f"""\
-static const int {p}_tma_type = {tma_type};
-__device__ __forceinline__ void {p}_mbar_init(unsigned bar, unsigned count) {{
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\\n" :: "r"(bar), "r"(count) : "memory");
-}}
-__device__ __forceinline__ void {p}_mbar_init_fence() {{
-  asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
-}}
-// Whether the phase of parity `parity` has completed (then the barrier is in the next one).
-__device__ __forceinline__ bool {p}_mbar_try(unsigned bar, unsigned parity) {{
-  unsigned done;
-  asm volatile("{{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"
-               "selp.u32 %0, 1, 0, p;\\n}}\\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  return done != 0;
-}}
-__device__ __forceinline__ void {p}_mbar_wait(unsigned bar, unsigned parity) {{
-  while (!{p}_mbar_try(bar, parity)) {{
-  }}
-}}
-__device__ __forceinline__ void {p}_mbar_arrive(unsigned bar) {{
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: "r"(bar) : "memory");
-}}
-// Arrive and expect `bytes` of copies to complete on the barrier before its phase can end.
-__device__ __forceinline__ void {p}_mbar_expect(unsigned bar, unsigned bytes) {{
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n" :: "r"(bar), "r"(bytes) : "memory");
-}}
-// The box of `map` at (c0 along the contiguous dim, c1) to shared memory at dst; its bytes complete on bar.
-__device__ __forceinline__ void {p}_tma_load(unsigned dst, const optiml_tensor_map* map, int c0, int c1,
-                                             unsigned bar) {{
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {{%2, %3}}], [%4];\\n" :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
-}}
-__device__ __forceinline__ void {p}_regs_producer() {{
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS};\\n" ::: "memory");
-}}
-__device__ __forceinline__ void {p}_regs_consumer() {{
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGISTERS};\\n" ::: "memory");
-}}
-"""
+    return f"static const int {p}_tma_type = {tma_type};\n"
 
 
 def producer_head(p: str, stages: int, consumers: int, stage: int, a_bytes: int, k0: str) -> str:
@@ -117,40 +80,41 @@ def producer_head(p: str, stages: int, consumers: int, stage: int, a_bytes: int,
   if (threadIdx.x == 0) {{
 #pragma unroll
     for (int s = 0; s < {stages}; ++s) {{
-      {p}_mbar_init(full + 8u * s, 1u);
-      {p}_mbar_init(empty + 8u * s, {consumers}u);
+      optiml_mbar_init(full + 8u * s, 1u);
+      optiml_mbar_init(empty + 8u * s, {consumers}u);
     }}
-    {p}_mbar_init_fence();
+    optiml_mbar_init_fence();
   }}
   __syncthreads();
   if (group == 0) {{  // the producer
-{f"    {p}_regs_producer();" if rebalance else ""}
+{f"    optiml_regs_dec<{PRODUCER_REGISTERS}>();" if rebalance else ""}
     if (threadIdx.x == 0) {{
       for (int64_t kt = 0; kt < KT; ++kt) {{
         const int s = (int)(kt % {stages});
-        {p}_mbar_wait(empty + 8u * s, ((unsigned)(kt / {stages}) & 1u) ^ 1u);
+        optiml_mbar_wait(empty + 8u * s, ((unsigned)(kt / {stages}) & 1u) ^ 1u);
         const unsigned sa = s0 + (unsigned)s * {stage}u, sb = sa + {a_bytes}u, bar = full + 8u * s;
         const int64_t k0 = {k0};
-        {p}_mbar_expect(bar, {stage}u);
+        optiml_mbar_expect(bar, {stage}u);
 """
 
 
-def kernel(p: str, config: GroupConfig, b_k_major: bool) -> str:
-    """``{p}_wgmma_tma`` (launch with :func:`threads` threads and :func:`smem_bytes` of dynamic shared memory)."""
+def kernel(p: str, config: GroupConfig, b_k_major: bool, dtype: str) -> str:
+    """``{p}_wgmma_tma`` for ``dtype`` operands (launch with :func:`threads` threads and :func:`smem_bytes`
+    of dynamic shared memory)."""
     bm, bn, stages = (int(config.get(k)) for k in ("bm", "bn", "stages"))
     consumers = bm // 64
     a_bytes, stage = bm * BK * 2, stage_bytes(bm, bn)
     # 384 threads leave 170 registers a thread: the producer gives most of its share to the consumers
     rebalance = consumers > 1
     if b_k_major:
-        b_copy = f"{p}_tma_load(sb, &TB, (int)k0, (int)n0, bar);"
-        b_desc = f"{p}_desc(bb + ks * 32u, 16u, 1024u)"
+        b_copy = "optiml_tma_load(sb, &TB, (int)k0, (int)n0, bar);"
+        b_desc = "optiml_desc(bb + ks * 32u, 16u, 1024u)"
     else:
         b_copy = f"""\
 #pragma unroll
         for (int panel = 0; panel < {bn // PANEL}; ++panel)
-          {p}_tma_load(sb + (unsigned)panel * {PANEL * BK * 2}u, &TB, (int)(n0 + panel * {PANEL}), (int)k0, bar);"""
-        b_desc = f"{p}_desc(bb + ks * 2048u, {PANEL * BK * 2}u, 1024u)"
+          optiml_tma_load(sb + (unsigned)panel * {PANEL * BK * 2}u, &TB, (int)(n0 + panel * {PANEL}), (int)k0, bar);"""
+        b_desc = f"optiml_desc(bb + ks * 2048u, {PANEL * BK * 2}u, 1024u)"
     return f"""\
 // {bm}x{bn} tile per block: a producer warp group issuing TMA copies of {BK}-deep slices into {stages} stages,
 // {consumers} consumer warp group(s) of 64 rows issuing wgmma.m64n{bn}k16{"" if b_k_major else " (B read transposed)"};
@@ -166,30 +130,32 @@ __global__ void __launch_bounds__({threads(bm)}, 1)
   {p}_tile(P.tiles_m, P.tiles_n, z, tmi, tni);
   const int64_t m0 = tmi * {bm}, n0 = tni * {bn};
   const int64_t KT = (P.K + {BK - 1}) / {BK};
-{producer_head(p, stages, consumers, stage, a_bytes, f"kt * {BK}")}        {p}_tma_load(sa, &TA, (int)k0, (int)m0, bar);
+{producer_head(p, stages, consumers, stage, a_bytes, f"kt * {BK}")}\
+        optiml_tma_load(sa, &TA, (int)k0, (int)m0, bar);
         {b_copy}
       }}
     }}
     return;
   }}
-{f"  {p}_regs_consumer();" if rebalance else ""}
+{f"  optiml_regs_inc<{CONSUMER_REGISTERS}>();" if rebalance else ""}
   const int wg = group - 1, lane = (int)threadIdx.x & 31, warp = ((int)threadIdx.x >> 5) & 3;
   float d[{bn // 2}];
 #pragma unroll
   for (int i = 0; i < {bn // 2}; ++i) d[i] = 0.f;
   for (int64_t kt = 0; kt < KT; ++kt) {{
     const int s = (int)(kt % {stages});
-    {p}_mbar_wait(full + 8u * s, (unsigned)(kt / {stages}) & 1u);
+    optiml_mbar_wait(full + 8u * s, (unsigned)(kt / {stages}) & 1u);
     const unsigned ab = s0 + (unsigned)s * {stage}u + (unsigned)wg * {64 * 128}u;
     const unsigned bb = s0 + (unsigned)s * {stage}u + {a_bytes}u;
-    {p}_wg_fence();
+    optiml_wg_fence();
 #pragma unroll
-    for (unsigned ks = 0; ks < {BK // 16}; ++ks) {p}_wgmma(d, {p}_desc(ab + ks * 32u, 16u, 1024u), {b_desc});
-    {p}_wg_commit();
-    {p}_wg_wait<1>();  // the slice before this one is read: its stage goes back to the producer
-    if (kt > 0 && (threadIdx.x & 127) == 0) {p}_mbar_arrive(empty + 8u * (unsigned)((kt - 1) % {stages}));
+    for (unsigned ks = 0; ks < {BK // 16}; ++ks)
+      {wgmma_function(dtype, bn, b_k_major)}(d, optiml_desc(ab + ks * 32u, 16u, 1024u), {b_desc});
+    optiml_wg_commit();
+    optiml_wg_wait<1>();  // the slice before this one is read: its stage goes back to the producer
+    if (kt > 0 && (threadIdx.x & 127) == 0) optiml_mbar_arrive(empty + 8u * (unsigned)((kt - 1) % {stages}));
   }}
-  {p}_wg_wait<0>();
+  optiml_wg_wait<0>();
 {stored_accumulators(p, bn)}}}
 """
 

@@ -1,26 +1,13 @@
-"""Tensor-core pieces the GEMM and conv templates share: the ``mma.sync`` m16n8k16 wrapper, the scalar
-kernels' slice multiply, and whether TF32 MMAs exist."""
+"""Tensor-core pieces the GEMM and conv templates share: the scalar kernels' slice multiply (``mma.sync``
+m16n8k16 through ``optiml_ptx.h``), and whether TF32 MMAs exist."""
 
 from __future__ import annotations
 
 from optiml.templates.base import DeviceFacts
+from optiml.templates.ptx import mma_function
 
 
-def mma_helper(p: str, dtype: str) -> str:
-    kind = "bf16" if dtype == "bfloat16" else "f16"
-    return f"""\
-// D = A . B + D for one 16x8x16 tile (A row-major, B column-major fragments; fp32 accumulation). Not
-// volatile: a pure register operation the compiler may schedule freely.
-__device__ __forceinline__ void {p}_mma(float* c, const unsigned* a, const unsigned* b) {{
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, "
-               "{{%8, %9}}, {{%0, %1, %2, %3}};\\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}}
-"""
-
-
-def mma_slice(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int) -> str:
+def mma_slice(dtype: str, bk: int, mi: int, ni: int, wtm: int, wtn: int) -> str:
     """The scalar mma kernels' multiply of one ``bk``-deep slice: 32-bit fragment loads from shared
     ``As[buf][m][k]`` / ``Bs[buf][n][k]`` and ``mi x ni`` mma tiles per warp (shared with conv)."""
     return f"""\
@@ -44,7 +31,7 @@ def mma_slice(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int) -> str:
 #pragma unroll
       for (int i = 0; i < {mi}; ++i)
 #pragma unroll
-        for (int j = 0; j < {ni}; ++j) {p}_mma(acc[i][j], fa[i], fb[j]);
+        for (int j = 0; j < {ni}; ++j) {mma_function(dtype)}(acc[i][j], fa[i], fb[j]);
     }}
 """
 

@@ -224,7 +224,7 @@ _COMBINE = {
     "all": "({a}) & ({b})",
 }
 
-# (their device helpers, OptimlPack and the arg-max/min updates, are cexpr.ROW_HELPERS: one copy per file)
+# (their device helpers, OptimlPack and the arg-max/min updates, are in the shipped header optiml_device.h)
 
 Consume = Callable[[list[str], int | None], list[str]]
 

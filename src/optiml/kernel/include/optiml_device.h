@@ -1,0 +1,33 @@
+// optiml_device.h — device helpers every generated OptiML kernel file includes (templates, no LLM).
+//
+// NaN-propagating min / max and Python's modulo as PyTorch computes them, a vector pack of N elements for
+// 16-byte loads and stores, and the arg-max / arg-min updates of row reductions (NaN wins, then the
+// lower index), all forceinline.
+#ifndef OPTIML_DEVICE_H
+#define OPTIML_DEVICE_H
+
+#include <stdint.h>
+
+template <typename T> __device__ __forceinline__ T optiml_nanmax(T a, T b) { return (a != a || a > b) ? a : b; }
+template <typename T> __device__ __forceinline__ T optiml_nanmin(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> __device__ __forceinline__ T optiml_pymod(T a, T b) {
+  T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+__device__ __forceinline__ float optiml_pymodf(float a, float b) {
+  float r = fmodf(a, b); return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r;
+}
+__device__ __forceinline__ double optiml_pymodf(double a, double b) {
+  double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+
+template <typename T, int N> struct alignas(sizeof(T) * N) OptimlPack { T v[N]; };
+template <typename T> __device__ __forceinline__ void optiml_argmax_upd(T& v, int64_t& i, T v2, int64_t i2) {
+  const bool take = (v2 > v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
+  if (take) { v = v2; i = i2; }
+}
+template <typename T> __device__ __forceinline__ void optiml_argmin_upd(T& v, int64_t& i, T v2, int64_t i2) {
+  const bool take = (v2 < v) || (v2 != v2 && v == v) || ((v2 == v || (v2 != v2 && v != v)) && i2 < i);
+  if (take) { v = v2; i = i2; }
+}
+
+#endif  // OPTIML_DEVICE_H
