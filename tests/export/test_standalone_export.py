@@ -123,8 +123,9 @@ def test_a_case_too_large_to_record_is_refused_with_the_way_out(tmp_path: Path) 
 
 @pytest.mark.nvcc
 def test_a_kernel_using_the_tma_header_exports_with_it_inlined_and_compiles(tmp_path: Path) -> None:
-    """The bf16 GEMM template's TMA kernel includes ``optiml_tma.h``: the standalone file carries that header
-    too, and the exported ModelNew writes it beside ``optiml.h`` when it builds."""
+    """The bf16 GEMM template's TMA kernel includes ``optiml_tma.h`` (and, as every template kernel,
+    ``optiml_device.h``; as every tensor-core one, ``optiml_ptx.h``): the standalone file carries those headers
+    too, and the exported ModelNew writes them beside ``optiml.h`` when it builds."""
     from optiml.export.kernelbench import render_model_new
     from optiml.kernel.compiler import gencode
     from optiml.templates.base import DeviceFacts, GroupConfig
@@ -146,4 +147,6 @@ def test_a_kernel_using_the_tma_header_exports_with_it_inlined_and_compiles(tmp_
     )
     assert built.returncode == 0, built.stderr[-3000:]
     model_new = render_model_new(task, kernel)
-    assert "HELPER_HEADERS = {'optiml_tma.h': " in model_new
+    headers = model_new[model_new.index("HELPER_HEADERS = {") :]
+    for name in ("optiml_device.h", "optiml_ptx.h", "optiml_tma.h"):  # all three, carried beside optiml.h
+        assert f"'{name}': " in headers[: headers.index("\n")], name
