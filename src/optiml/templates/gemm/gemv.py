@@ -17,16 +17,52 @@ from optiml.templates.gemm.problem import Problem
 
 
 def gemv_code(p: str, cfg: GroupConfig, prob: Problem, facts: DeviceFacts) -> str:
+    """Device and host code of the ``gemv`` variant: the block decomposition, the two kernels (``dot`` where
+    the big operand is k-contiguous, ``axpy`` where it is contiguous along the big side), split-K and the
+    launch that chooses between them at run time."""
     threads, rows = int(cfg.get("threads")), int(cfg.get("rows"))
-    warps = threads // 32
-    resident_blocks = facts.resident_blocks(threads)
-    ctype = c_type(prob.dtype)
+    return (
+        _indexing(p, rows)
+        + _dot_kernel(p, threads, rows, prob)
+        + _axpy_kernel(p, threads, rows, prob)
+        + splitk_code(p)
+        + _split_plan(p, threads, rows, facts)
+        + _launch(p, threads, rows, prob, facts)
+    )
 
-    def load(expr: str) -> str:
-        return to_compute(expr, prob.dtype)
 
+def _indexing(p: str, rows: int) -> str:
+    """``{p}_finish`` (an output, or a split-K partial) and ``{p}_skinny_block`` (a block's coordinates)."""
+    return f"""\
+// Output (m, n) of small index j and big index i; split-K slice s writes a partial sum instead.
+__device__ __forceinline__ void {p}_finish(const {p}_prob& P, int64_t z, int64_t i, int64_t j, int64_t s, float v) {{
+  const int64_t m = P.small_is_m ? j : i, n = P.small_is_m ? i : j;
+  const int64_t r = z * P.M + m;
+  if (P.splits == 1)
+    {p}_epi1(P, r, n, v);
+  else
+    P.part[(s * P.batch * P.M + r) * P.N + n] = v;
+}}
+// Block -> (batch z, small-side chunk jc, k slice s, big-side block ib).
+__device__ __forceinline__ void {p}_skinny_block(const {p}_prob& P, int64_t per_block, int64_t& z, int64_t& jc,
+                                                  int64_t& s, int64_t& ib) {{
+  uint32_t bid = blockIdx.x;  // 32-bit: the host keeps grids below 2^31
+  const uint32_t nib = (uint32_t)((P.I + per_block - 1) / per_block), ns = (uint32_t)P.splits;
+  const uint32_t njc = (uint32_t)((P.J + {rows - 1}) / {rows});
+  ib = bid % nib;
+  bid /= nib;
+  s = bid % ns;
+  bid /= ns;
+  jc = bid % njc;
+  z = bid / njc;
+}}
+"""
+
+
+def _vec_dot(rows: int, dtype: str) -> str:
+    """The fp32 dot kernel's 16-byte path (``P.vec``), ahead of its scalar loop; empty for other dtypes."""
     vec_dot = ""
-    if prob.dtype == "float32":
+    if dtype == "float32":
         # 16-byte loads of the big operand in flight per lane: four with one or two outputs a lane, two
         # with four (more would spill with eight or sixteen)
         depth = 4 if rows <= 2 else 2 if rows <= 4 else 1
@@ -70,29 +106,18 @@ def gemv_code(p: str, cfg: GroupConfig, prob: Problem, facts: DeviceFacts) -> st
     }}
   }} else
 """
+    return vec_dot
+
+
+def _dot_kernel(p: str, threads: int, rows: int, prob: Problem) -> str:
+    """``{p}_dot``: warps over big indices, lanes over k, parts of a long k range added through shared memory."""
+    warps, ctype = threads // 32, c_type(prob.dtype)
+    vec_dot = _vec_dot(rows, prob.dtype)
+
+    def load(expr: str) -> str:
+        return to_compute(expr, prob.dtype)
+
     return f"""\
-// Output (m, n) of small index j and big index i; split-K slice s writes a partial sum instead.
-__device__ __forceinline__ void {p}_finish(const {p}_prob& P, int64_t z, int64_t i, int64_t j, int64_t s, float v) {{
-  const int64_t m = P.small_is_m ? j : i, n = P.small_is_m ? i : j;
-  const int64_t r = z * P.M + m;
-  if (P.splits == 1)
-    {p}_epi1(P, r, n, v);
-  else
-    P.part[(s * P.batch * P.M + r) * P.N + n] = v;
-}}
-// Block -> (batch z, small-side chunk jc, k slice s, big-side block ib).
-__device__ __forceinline__ void {p}_skinny_block(const {p}_prob& P, int64_t per_block, int64_t& z, int64_t& jc,
-                                                  int64_t& s, int64_t& ib) {{
-  uint32_t bid = blockIdx.x;  // 32-bit: the host keeps grids below 2^31
-  const uint32_t nib = (uint32_t)((P.I + per_block - 1) / per_block), ns = (uint32_t)P.splits;
-  const uint32_t njc = (uint32_t)((P.J + {rows - 1}) / {rows});
-  ib = bid % nib;
-  bid /= nib;
-  s = bid % ns;
-  bid /= ns;
-  jc = bid % njc;
-  z = bid / njc;
-}}
 // The big operand is k-contiguous: P.wpi warps per big index, each over one part of the k range (lanes
 // over k), a shuffle tree per output, the parts added in order through shared memory.
 __global__ void __launch_bounds__({threads}) {p}_dot(const {p}_prob P) {{
@@ -135,6 +160,17 @@ __global__ void __launch_bounds__({threads}) {p}_dot(const {p}_prob P) {{
   }}
   if (live && lane < {rows} && j0 + lane < P.J) {p}_finish(P, z, i, j0 + lane, s, v);
 }}
+"""
+
+
+def _axpy_kernel(p: str, threads: int, rows: int, prob: Problem) -> str:
+    """``{p}_axpy``: a thread per big index walks k (the big operand is contiguous along the big side)."""
+    ctype = c_type(prob.dtype)
+
+    def load(expr: str) -> str:
+        return to_compute(expr, prob.dtype)
+
+    return f"""\
 // The big operand is contiguous along the big side: a thread per big index walks k (coalesced).
 __global__ void __launch_bounds__({threads}) {p}_axpy(const {p}_prob P) {{
   int64_t z, jc, s, ib, obig, osm;
@@ -161,7 +197,13 @@ __global__ void __launch_bounds__({threads}) {p}_axpy(const {p}_prob P) {{
   for (int jj = 0; jj < {rows}; ++jj)
     if (j0 + jj < P.J) {p}_finish(P, z, i, j0 + jj, s, acc[jj]);
 }}
-{splitk_code(p)}// Slices of K when the blocks would not fill the GPU ({facts.sm_count} SMs): 1 = no split.
+"""
+
+
+def _split_plan(p: str, threads: int, rows: int, facts: DeviceFacts) -> str:
+    """``{p}_splits`` (slices of K while the blocks would not fill the GPU) and ``{p}_ws_bytes``."""
+    return f"""\
+// Slices of K when the blocks would not fill the GPU ({facts.sm_count} SMs): 1 = no split.
 static int64_t {p}_splits(int64_t I, int64_t J, int64_t K, int64_t batch, int64_t per_block) {{
   const int64_t blocks = batch * ((J + {rows - 1}) / {rows}) * ((I + per_block - 1) / per_block);
   const int64_t want = {2 * facts.sm_count};
@@ -177,6 +219,13 @@ static size_t {p}_ws_bytes(int64_t M, int64_t N, int64_t K, int64_t batch) {{
   const int64_t s = {p}_splits(M <= N ? N : M, M <= N ? M : N, K, batch, {threads});
   return s > 1 ? (size_t)s * (size_t)(batch * M * N) * sizeof(float) : 0;
 }}
+"""
+
+
+def _launch(p: str, threads: int, rows: int, prob: Problem, facts: DeviceFacts) -> str:
+    """``{p}_launch``: the big / small sides, warps per big index, the split, the kernel for the layout."""
+    warps, resident_blocks = threads // 32, facts.resident_blocks(threads)
+    return f"""\
 static int {p}_launch({p}_prob& P, char* ws, cudaStream_t stream) {{
   if (P.M <= 0 || P.N <= 0 || P.batch <= 0) return 0;
   P.small_is_m = P.M <= P.N ? 1 : 0;

@@ -42,7 +42,6 @@ The planner's rule (:meth:`ScanTemplate.default`) on the traced shape: ``inner >
 from __future__ import annotations
 
 from dataclasses import replace
-from string import Template as _Text
 from typing import Any
 
 from optiml.templates.base import (
@@ -264,7 +263,7 @@ class _Renderer:
     def sub(self, text: str, **extra: Any) -> str:
         values = {"P": self.P, "T": self.T, "ID": self.ident, "OP": self.op, "KP": self.kparams}
         values.update({k: str(v) for k, v in extra.items()})
-        return _Text(text).substitute(values)
+        return text.format_map(values)
 
     def load(self, idx: str) -> str:
         return self.dev.load(0, idx)
@@ -606,37 +605,37 @@ def _branches(branches: list[tuple[str, str]]) -> str:
 _IO_STRUCT = """\
 // The ABI tensor descriptors, passed by value so the context's fused loads and stores (written
 // against the host names `inputs`, `outputs`, `workspace`) can be evaluated in device code.
-struct ${P}_io {
-  optiml_tensor in[$NI];
-  optiml_tensor out[$NO];
+struct {P}_io {{
+  optiml_tensor in[{NI}];
+  optiml_tensor out[{NO}];
   void* ws;
-};
+}};
 """
 
 _PREAMBLE = """\
-// ---- $P: scan $KIND reverse=$REV exclusive=$EXCL $LABEL ----
-static inline unsigned ${P}_grid(int64_t n) {
+// ---- {P}: scan {KIND} reverse={REV} exclusive={EXCL} {LABEL} ----
+static inline unsigned {P}_grid(int64_t n) {{
   return (unsigned)(n < 1 ? 1 : (n > 2147483647 ? 2147483647 : n));
-}
+}}
 
-__device__ __forceinline__ $T ${P}_op($T a, $T b) { return a $OP b; }
+__device__ __forceinline__ {T} {P}_op({T} a, {T} b) {{ return a {OP} b; }}
 
 // Inclusive scan across a warp (every lane participates).
-__device__ __forceinline__ $T ${P}_warp_incl($T x, int lane) {
+__device__ __forceinline__ {T} {P}_warp_incl({T} x, int lane) {{
 #pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const $T y = __shfl_up_sync(0xffffffffu, x, o);
-    if (lane >= o) x = ${P}_op(y, x);
-  }
+  for (int o = 1; o < 32; o <<= 1) {{
+    const {T} y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x = {P}_op(y, x);
+  }}
   return x;
-}
+}}
 
 // Combination of x over a warp, in every lane.
-__device__ __forceinline__ $T ${P}_warp_all($T x) {
+__device__ __forceinline__ {T} {P}_warp_all({T} x) {{
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = ${P}_op(x, __shfl_xor_sync(0xffffffffu, x, o));
+  for (int o = 16; o > 0; o >>= 1) x = {P}_op(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
-}
+}}
 """
 
 _BLOCK_SCAN = """\
@@ -644,172 +643,172 @@ _BLOCK_SCAN = """\
 // with `carry` combined in front; returns the chunk's total (without carry). wsm: 32 slots of
 // shared memory; the caller syncs the block before wsm is reused.
 template <int NT, int IT, bool EXCL>
-__device__ __forceinline__ $T ${P}_block_scan($T (&v)[IT], $T carry, $T* wsm) {
+__device__ __forceinline__ {T} {P}_block_scan({T} (&v)[IT], {T} carry, {T}* wsm) {{
   constexpr int NW = NT / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  $T t = v[0];
+  {T} t = v[0];
 #pragma unroll
-  for (int k = 1; k < IT; ++k) t = ${P}_op(t, v[k]);
-  const $T incl = ${P}_warp_incl(t, lane);
+  for (int k = 1; k < IT; ++k) t = {P}_op(t, v[k]);
+  const {T} incl = {P}_warp_incl(t, lane);
   if (lane == 31) wsm[warp] = incl;
   __syncthreads();
-  if (warp == 0) {
-    $T w = lane < NW ? wsm[lane] : $ID;
-    w = ${P}_warp_incl(w, lane);
+  if (warp == 0) {{
+    {T} w = lane < NW ? wsm[lane] : {ID};
+    w = {P}_warp_incl(w, lane);
     if (lane < NW) wsm[lane] = w;
-  }
+  }}
   __syncthreads();
-  $T excl = __shfl_up_sync(0xffffffffu, incl, 1);
-  if (lane == 0) excl = $ID;
-  if (warp > 0) excl = ${P}_op(wsm[warp - 1], excl);
-  $T run = ${P}_op(carry, excl);
+  {T} excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (lane == 0) excl = {ID};
+  if (warp > 0) excl = {P}_op(wsm[warp - 1], excl);
+  {T} run = {P}_op(carry, excl);
 #pragma unroll
-  for (int k = 0; k < IT; ++k) {
-    const $T x = v[k];
-    if (EXCL) {
+  for (int k = 0; k < IT; ++k) {{
+    const {T} x = v[k];
+    if (EXCL) {{
       v[k] = run;
-      run = ${P}_op(run, x);
-    } else {
-      run = ${P}_op(run, x);
+      run = {P}_op(run, x);
+    }} else {{
+      run = {P}_op(run, x);
       v[k] = run;
-    }
-  }
+    }}
+  }}
   return wsm[NW - 1];
-}
+}}
 """
 
 _ROW_BLOCK = """\
-// One block per row (grid-stride), chunks of $CHUNK elements, a carry between chunks.
-__global__ void __launch_bounds__($NT) ${P}_row_block($KP, int64_t rows, int64_t L) {
-$BIND  extern __shared__ __align__(16) unsigned char ${P}_smem[];
-  $T* s = reinterpret_cast<$T*>(${P}_smem);
-  $T* wsm = s + $SPAD;
+// One block per row (grid-stride), chunks of {CHUNK} elements, a carry between chunks.
+__global__ void __launch_bounds__({NT}) {P}_row_block({KP}, int64_t rows, int64_t L) {{
+{BIND}  extern __shared__ __align__(16) unsigned char {P}_smem[];
+  {T}* s = reinterpret_cast<{T}*>({P}_smem);
+  {T}* wsm = s + {SPAD};
   (void)s;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {{
     const int64_t base = row * L;
-    $T carry = $ID;
-    $T nx[$IT];
-$FIRST    for (int64_t c0 = 0; c0 < L; c0 += $CHUNK) {
-    $T v[$IT];
-$BODY    carry = ${P}_op(carry, total);
+    {T} carry = {ID};
+    {T} nx[{IT}];
+{FIRST}    for (int64_t c0 = 0; c0 < L; c0 += {CHUNK}) {{
+    {T} v[{IT}];
+{BODY}    carry = {P}_op(carry, total);
     __syncthreads();
-    }
-  }
-}
+    }}
+  }}
+}}
 """
 
 _WARP_SCAN = """\
-    $T t = v[0];
+    {T} t = v[0];
 #pragma unroll
-    for (int k = 1; k < $IT; ++k) t = ${P}_op(t, v[k]);
-    const $T incl = ${P}_warp_incl(t, lane);
-    $T excl = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) excl = $ID;
-    const $T total = __shfl_sync(0xffffffffu, incl, 31);
-    $T run = ${P}_op(carry, excl);
+    for (int k = 1; k < {IT}; ++k) t = {P}_op(t, v[k]);
+    const {T} incl = {P}_warp_incl(t, lane);
+    {T} excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = {ID};
+    const {T} total = __shfl_sync(0xffffffffu, incl, 31);
+    {T} run = {P}_op(carry, excl);
 #pragma unroll
-    for (int k = 0; k < $IT; ++k) {
-      const $T x = v[k];
-      if ($EXCL) {
+    for (int k = 0; k < {IT}; ++k) {{
+      const {T} x = v[k];
+      if ({EXCL}) {{
         v[k] = run;
-        run = ${P}_op(run, x);
-      } else {
-        run = ${P}_op(run, x);
+        run = {P}_op(run, x);
+      }} else {{
+        run = {P}_op(run, x);
         v[k] = run;
-      }
-    }
+      }}
+    }}
 """
 
 _ROW_WARP = """\
-// One warp per row (grid-stride over rows), chunks of $CHUNK elements, a carry between chunks.
-__global__ void __launch_bounds__($NT) ${P}_row_warp($KP, int64_t rows, int64_t L) {
-$BIND$SMEM  const int lane = threadIdx.x & 31;
-  const int64_t nwarps = (int64_t)gridDim.x * $NW;
-  for (int64_t row = (int64_t)blockIdx.x * $NW + (threadIdx.x >> 5); row < rows; row += nwarps) {
+// One warp per row (grid-stride over rows), chunks of {CHUNK} elements, a carry between chunks.
+__global__ void __launch_bounds__({NT}) {P}_row_warp({KP}, int64_t rows, int64_t L) {{
+{BIND}{SMEM}  const int lane = threadIdx.x & 31;
+  const int64_t nwarps = (int64_t)gridDim.x * {NW};
+  for (int64_t row = (int64_t)blockIdx.x * {NW} + (threadIdx.x >> 5); row < rows; row += nwarps) {{
     const int64_t base = row * L;
-    $T carry = $ID;
-    for (int64_t c0 = 0; c0 < L; c0 += $CHUNK) {
-    $T v[$IT];
-$BODY    carry = ${P}_op(carry, total);
-$END    }
-  }
-}
+    {T} carry = {ID};
+    for (int64_t c0 = 0; c0 < L; c0 += {CHUNK}) {{
+    {T} v[{IT}];
+{BODY}    carry = {P}_op(carry, total);
+{END}    }}
+  }}
+}}
 """
 
 _ROW_SPLIT = """\
-// Reduce-then-scan over tiles of $CHUNK elements of each line (o, i): elements o*L*inner + j*inner + i.
+// Reduce-then-scan over tiles of {CHUNK} elements of each line (o, i): elements o*L*inner + j*inner + i.
 // Kernel 1: each tile's total.
-__global__ void __launch_bounds__($NT) ${P}_split_reduce($KP, int64_t rows, int64_t L,
-                                                        int64_t inner, int64_t ntiles, $T* tiles) {
-$BIND  __shared__ $T wsm[32];
+__global__ void __launch_bounds__({NT}) {P}_split_reduce({KP}, int64_t rows, int64_t L,
+                                                        int64_t inner, int64_t ntiles, {T}* tiles) {{
+{BIND}  __shared__ {T} wsm[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int64_t b = blockIdx.x; b < rows * ntiles; b += gridDim.x) {
+  for (int64_t b = blockIdx.x; b < rows * ntiles; b += gridDim.x) {{
     const int64_t row = b / ntiles;
     const int64_t o = row / inner;
     const int64_t base = o * L * inner + (row - o * inner);
-    const int64_t c0 = (b - row * ntiles) * $CHUNK;
-    $T nx[$IT];
-$REDUCE_LOADS    $T t = nx[0];
+    const int64_t c0 = (b - row * ntiles) * {CHUNK};
+    {T} nx[{IT}];
+{REDUCE_LOADS}    {T} t = nx[0];
 #pragma unroll
-    for (int k = 1; k < $IT; ++k) t = ${P}_op(t, nx[k]);
-    t = ${P}_warp_all(t);
+    for (int k = 1; k < {IT}; ++k) t = {P}_op(t, nx[k]);
+    t = {P}_warp_all(t);
     if (lane == 0) wsm[warp] = t;
     __syncthreads();
-    if (warp == 0) {
-      $T w = lane < $NW ? wsm[lane] : $ID;
-      w = ${P}_warp_all(w);
+    if (warp == 0) {{
+      {T} w = lane < {NW} ? wsm[lane] : {ID};
+      w = {P}_warp_all(w);
       if (lane == 0) tiles[b] = w;
-    }
+    }}
     __syncthreads();
-  }
-}
+  }}
+}}
 
 // Kernel 2: exclusive scan of each row's tile totals, in place (one block per row).
-__global__ void __launch_bounds__($NT) ${P}_split_tiles(int64_t rows, int64_t ntiles, $T* tiles) {
-  extern __shared__ __align__(16) unsigned char ${P}_smem[];
-  $T* s = reinterpret_cast<$T*>(${P}_smem);
-  $T* wsm = s + $K2SPAD;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    $T* t = tiles + row * ntiles;
-    $T carry = $ID;
-    for (int64_t c0 = 0; c0 < ntiles; c0 += $K2CHUNK) {
-    $T v[$K2];
-$TILES_BODY    carry = ${P}_op(carry, total);
+__global__ void __launch_bounds__({NT}) {P}_split_tiles(int64_t rows, int64_t ntiles, {T}* tiles) {{
+  extern __shared__ __align__(16) unsigned char {P}_smem[];
+  {T}* s = reinterpret_cast<{T}*>({P}_smem);
+  {T}* wsm = s + {K2SPAD};
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {{
+    {T}* t = tiles + row * ntiles;
+    {T} carry = {ID};
+    for (int64_t c0 = 0; c0 < ntiles; c0 += {K2CHUNK}) {{
+    {T} v[{K2}];
+{TILES_BODY}    carry = {P}_op(carry, total);
     __syncthreads();
-    }
-  }
-}
+    }}
+  }}
+}}
 
 // Kernel 3: rescan each tile starting from its prefix.
-__global__ void __launch_bounds__($NT) ${P}_split_scan($KP, int64_t rows, int64_t L, int64_t inner,
-                                                      int64_t ntiles, const $T* tiles, int use_carry) {
-$BIND  extern __shared__ __align__(16) unsigned char ${P}_smem[];
-  $T* s = reinterpret_cast<$T*>(${P}_smem);
-  $T* wsm = s + $SPAD;
+__global__ void __launch_bounds__({NT}) {P}_split_scan({KP}, int64_t rows, int64_t L, int64_t inner,
+                                                      int64_t ntiles, const {T}* tiles, int use_carry) {{
+{BIND}  extern __shared__ __align__(16) unsigned char {P}_smem[];
+  {T}* s = reinterpret_cast<{T}*>({P}_smem);
+  {T}* wsm = s + {SPAD};
   (void)s;
-  for (int64_t b = blockIdx.x; b < rows * ntiles; b += gridDim.x) {
+  for (int64_t b = blockIdx.x; b < rows * ntiles; b += gridDim.x) {{
     const int64_t row = b / ntiles;
     const int64_t o = row / inner;
     const int64_t base = o * L * inner + (row - o * inner);
-    const int64_t c0 = (b - row * ntiles) * $CHUNK;
-    const $T carry = use_carry ? tiles[b] : $ID;
-    $T v[$IT];
-$SCAN_BODY    __syncthreads();
-  }
-}
+    const int64_t c0 = (b - row * ntiles) * {CHUNK};
+    const {T} carry = use_carry ? tiles[b] : {ID};
+    {T} v[{IT}];
+{SCAN_BODY}    __syncthreads();
+  }}
+}}
 """
 
 _COL = """\
 // One thread per (outer, inner) column, walking L serially; consecutive threads, consecutive inner.
-__global__ void __launch_bounds__($NT) ${P}_col($KP, int64_t ncols, int64_t L, int64_t inner) {
-$BIND  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  const int64_t ds = $STRIDE;
-  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < ncols; c += step) {
+__global__ void __launch_bounds__({NT}) {P}_col({KP}, int64_t ncols, int64_t L, int64_t inner) {{
+{BIND}  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  const int64_t ds = {STRIDE};
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < ncols; c += step) {{
     const int64_t o = c / inner;
     const int64_t base = o * L * inner + (c - o * inner);
-    $T acc = $ID;
+    {T} acc = {ID};
     int64_t j = 0;
-    int64_t gi = $START;
-$MAIN$TAIL  }
-}
+    int64_t gi = {START};
+{MAIN}{TAIL}  }}
+}}
 """
