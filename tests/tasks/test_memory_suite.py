@@ -66,7 +66,13 @@ EXPECTED = {
         "triplet_margin_loss",
     ],
     "scan": ["cumsum_dim1", "cumprod_last_dim", "reverse_cumsum", "exclusive_cumsum", "masked_cumsum"],
-    "data_movement": ["transpose_batched", "permute_nchw_nhwc", "channel_concat", "rotary_half"],
+    "data_movement": [
+        "transpose_batched",
+        "permute_nchw_nhwc",
+        "channel_concat",
+        "rotary_half",
+        "relative_position_bias",
+    ],
     "pooling": ["maxpool1d", "maxpool2d", "avgpool2d", "maxpool3d", "avgpool3d", "avgpool1d"],
 }
 #: Tasks whose output is a 0-dim scalar (losses and full reductions).

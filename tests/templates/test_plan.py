@@ -69,6 +69,7 @@ FAMILIES = {
     "silu": "pointwise",
     "silu_mul_bf16": "pointwise",
     "swiglu_chunk": "pointwise",
+    "relative_position_bias": "index permute pointwise",
     "rotary_half": "slice pointwise cat pointwise",  # the half, its negation and the cat copied: not fused (issue 43)
     "silu_scale_bias": "pointwise",
     "softmax": "reduce",

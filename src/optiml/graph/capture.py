@@ -342,6 +342,30 @@ def _cat(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: s
     return _concatenate(c, [c.operand(arg) for arg in args[0]], dim, outs, label)
 
 
+def _roll(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``torch.roll(x, shifts, dims)``: along each dim, the last ``shift`` elements moved to the front — the
+    concatenation of two slices (a flattened roll, without ``dims``, is refused naming the op)."""
+    x = source = c.operand(args[0])
+    shifts = _tuple(args[1] if len(args) > 1 else kwargs["shifts"], 1, ())
+    dims = _tuple(args[2] if len(args) > 2 else kwargs.get("dims"), len(shifts), ())
+    if not dims or len(dims) != len(shifts):
+        raise UnsupportedOpError(f"{label}: a roll of the flattened tensor (no dims) is not supported")
+    for shift, dim in zip(shifts, dims, strict=True):
+        t = c.b.values[x].type
+        dim %= t.ndim
+        n = t.shape[dim]
+        cut = n - int(shift) % n if n else 0
+        if cut in (0, n):
+            continue
+        head = TensorType((*t.shape[:dim], n - cut, *t.shape[dim + 1 :]), t.dtype)
+        tail = TensorType((*t.shape[:dim], cut, *t.shape[dim + 1 :]), t.dtype)
+        parts = [_slice_of(c, x, dim, cut, head, label), _slice_of(c, x, dim, 0, tail, label)]
+        x = _concatenate(c, parts, dim, [t], label)
+    if x == source:  # every shift a whole turn
+        return c.b.node("identity", [x], outs, label)[0]
+    return x
+
+
 def _stack(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
     """``torch.stack``: each part viewed with a size-1 dim at ``dim``, then concatenated along it."""
     ndim = len(outs[0].shape)
@@ -521,6 +545,20 @@ def _gather(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label
     x = c.operand(args[0])
     ndim = c.b.values[x].type.ndim
     return c.b.node("gather", [x, c.operand(args[2])], outs, label, dim=args[1] % ndim)[0]
+
+
+def _index(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
+    """``x[idx]`` (``aten.index.Tensor``) with one integer index tensor on the first dim: whole rows of ``x``
+    picked by ``idx`` (any shape); the output is ``idx.shape + x.shape[1:]``. Other index patterns (several
+    index tensors, a boolean mask, an index on a later dim) are refused naming the op."""
+    x = c.operand(args[0])
+    indices = list(args[1])
+    if len(indices) != 1 or indices[0] is None:
+        raise UnsupportedOpError(f"{label}: only one index tensor on the first dim is supported")
+    idx = c.operand(indices[0])
+    if c.b.values[idx].type.dtype not in ("int64", "int32"):
+        raise UnsupportedOpError(f"{label}: a {c.b.values[idx].type.dtype} index (a mask) is not supported")
+    return c.b.node("index_rows", [x, idx], outs, label)[0]
 
 
 def _tuple(values: Any, n: int, default: Any) -> tuple[int, ...]:
@@ -856,7 +894,9 @@ _SPECIAL: dict[str, Callable[..., Any]] = {
     "triu": _triangular("triu"),
     "tril": _triangular("tril"),
     "gather": _gather,
+    "index": _index,
     "cat": _cat,
+    "roll": _roll,
     "slice": _slice,
     "narrow": _narrow,
     "as_strided": _as_strided,

@@ -142,6 +142,8 @@ def op_class(op: str) -> str:
         return "recurrent"
     if op in TRIANGULAR:
         return "triangular"
+    if op == "index_rows":  # whole rows picked by an integer index tensor (``x[idx]``)
+        return "index"
     if op in ("permute", "gather", "flip", "cat", "slice"):
         return op
     raise KeyError(op)

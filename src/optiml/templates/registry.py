@@ -22,7 +22,7 @@ from optiml.templates.base import Template, TemplateError
 from optiml.templates.group import Spec
 
 #: The family packages under ``optiml.templates``; a new family is one more name here.
-PACKAGES = ("row", "scan", "pool", "permute", "gemm", "conv", "recurrent", "triangular")
+PACKAGES = ("row", "scan", "pool", "permute", "gemm", "conv", "recurrent", "triangular", "index")
 
 
 @dataclass(frozen=True)

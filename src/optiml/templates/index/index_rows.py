@@ -1,0 +1,89 @@
+"""``x[idx]`` with one integer index tensor on the first dim (``aten.index.Tensor``): a gather of rows.
+
+Output element ``e`` is row ``idx[e / inner]`` of ``x`` at column ``e % inner`` (``inner``: the product of
+``x``'s dims after the first). Each thread strides over the output's elements, reading the index once per
+element (consecutive threads share an index and read consecutive columns: coalesced). A negative index
+counts from the end, as in PyTorch; one outside ``[-rows, rows)``, which PyTorch refuses with an error,
+writes NaN (integers: 0) so a verification against it fails loudly rather than reading out of bounds.
+Relative-position tables in attention (Swin) are the use: a small table gathered into a large bias.
+"""
+
+from __future__ import annotations
+
+from optiml.templates.base import (
+    DeviceFacts,
+    GroupConfig,
+    KernelCode,
+    RenderContext,
+    Space,
+    TemplateError,
+    c_type,
+)
+from optiml.templates.group import Group
+from optiml.templates.kernel_io import launch_check
+
+THREADS = (128, 256, 512)
+
+
+class IndexRowsTemplate:
+    name = "index"
+
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
+        return Space({"row_copy": {"threads": THREADS}})
+
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
+        """256 threads a block, a grid-stride loop: a memory-bound copy with one division an element."""
+        return GroupConfig.of("row_copy", threads=256)
+
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
+        return [self.default(group, facts), GroupConfig.of("row_copy", threads=512)]
+
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+        reason = self.space(group, ctx.facts).reason_invalid(config)
+        if reason is not None:
+            raise TemplateError(f"index: {reason}")
+        nodes = [group.graph.nodes[i] for i in group.nodes]
+        if len(nodes) != 1 or nodes[0].op != "index_rows":
+            raise TemplateError("index: a group holds exactly one index_rows node")
+        node, p, threads = nodes[0], ctx.prefix, int(config.get("threads"))
+        src_vid, idx_vid = node.inputs
+        out_vid = node.outputs[0]
+        if out_vid not in group.outputs:
+            return KernelCode(device=f"// {p}: index_rows not read by anyone", host="")
+        g = group.graph
+        dtype, index_dtype = g.type(out_vid).dtype, g.type(idx_vid).dtype
+        storage, index_type = c_type(dtype), c_type(index_dtype)
+        missing = {  # NaN for floating types, 0 for the rest
+            "float32": "__int_as_float(0x7fc00000)",
+            "float64": "__longlong_as_double(0x7ff8000000000000LL)",
+            "float16": "__float2half(__int_as_float(0x7fc00000))",
+            "bfloat16": "__float2bfloat16(__int_as_float(0x7fc00000))",
+        }.get(dtype, f"({storage})0")
+        inputs = list(group.inputs)
+        src, idx = ctx.inp(inputs.index(src_vid)).ptr, ctx.inp(inputs.index(idx_vid)).ptr
+        out = ctx.out(list(group.outputs).index(out_vid)).ptr
+        src_type, out_type = g.type(src_vid), g.type(out_vid)
+        rows = ctx.dim(src_vid, 0)
+        inner = " * ".join(f"({ctx.dim(src_vid, d)})" for d in range(1, src_type.ndim)) or "1"
+        numel = " * ".join(f"({ctx.dim(out_vid, d)})" for d in range(out_type.ndim)) or "1"
+        device = f"""\
+// ---- {p}: x[idx], rows of x picked by an index tensor ----
+__global__ void {p}_row_copy(const {storage}* __restrict__ x, const {index_type}* __restrict__ idx,
+    {storage}* __restrict__ out, int64_t n, int64_t rows, int64_t inner) {{
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {{
+    int64_t r = (int64_t)idx[e / inner];
+    if (r < 0) r += rows;
+    out[e] = (r >= 0 && r < rows) ? x[r * inner + e % inner] : {missing};
+  }}
+}}
+"""
+        host = f"""\
+  {{
+    const int64_t {p}_n = {numel}, {p}_inner = {inner};
+    const int64_t {p}_blocks = optiml_cdiv({p}_n, {threads}) < 65535 * 16 ? optiml_cdiv({p}_n, {threads}) : 65535 * 16;
+    if ({p}_n > 0 && {p}_inner > 0)
+      {p}_row_copy<<<(unsigned){p}_blocks, {threads}, 0, stream>>>({src}, {idx}, {out}, {p}_n, {rows}, {p}_inner);
+    {launch_check()}
+  }}
+"""
+        return KernelCode(device=device, host=host)
