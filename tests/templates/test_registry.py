@@ -32,11 +32,22 @@ def test_every_group_template_has_one_family() -> None:
         "conv",
         "recurrent",
         "triangular",
+        "index",
     }
     assert family("slice").name == "cat"
     assert served("product") == ("gemm", "conv")
     assert set(served("row")) == {"pointwise", "reduce"}
-    assert set(dedicated_op_classes()) == {"scan", "flip", "pool", "permute", "cat", "slice", "recurrent", "triangular"}
+    assert set(dedicated_op_classes()) == {
+        "scan",
+        "flip",
+        "pool",
+        "permute",
+        "cat",
+        "slice",
+        "recurrent",
+        "triangular",
+        "index",
+    }
     with pytest.raises(TemplateError, match="no template family 'sort'"):
         family("sort")
 
