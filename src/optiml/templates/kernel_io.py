@@ -126,3 +126,18 @@ def io_counts(group: Group) -> tuple[int, int]:
 
 def launch_check() -> str:
     return "{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }"
+
+
+def grid_stride_launch(p: str, kernel: str, threads: int, sizes: str, guard: str, args: str) -> str:
+    """Host statements launching a grid-stride ``kernel`` of ``threads`` threads over ``{p}_n`` elements:
+    ``sizes`` declares ``{p}_n`` (and any other extent the launch needs), the grid is capped at 65535 * 16
+    blocks, and the launch runs only where ``guard`` holds (e.g. ``{p}_n > 0``)."""
+    return f"""\
+  {{
+    const int64_t {sizes};
+    const int64_t {p}_blocks = optiml_cdiv({p}_n, {threads}) < 65535 * 16 ? optiml_cdiv({p}_n, {threads}) : 65535 * 16;
+    if ({guard})
+      {kernel}<<<(unsigned){p}_blocks, {threads}, 0, stream>>>({args});
+    {launch_check()}
+  }}
+"""

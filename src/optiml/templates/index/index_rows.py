@@ -20,7 +20,7 @@ from optiml.templates.base import (
     c_type,
 )
 from optiml.templates.group import Group
-from optiml.templates.kernel_io import launch_check
+from optiml.templates.kernel_io import grid_stride_launch
 
 THREADS = (128, 256, 512)
 
@@ -77,13 +77,12 @@ __global__ void {p}_row_copy(const {storage}* __restrict__ x, const {index_type}
   }}
 }}
 """
-        host = f"""\
-  {{
-    const int64_t {p}_n = {numel}, {p}_inner = {inner};
-    const int64_t {p}_blocks = optiml_cdiv({p}_n, {threads}) < 65535 * 16 ? optiml_cdiv({p}_n, {threads}) : 65535 * 16;
-    if ({p}_n > 0 && {p}_inner > 0)
-      {p}_row_copy<<<(unsigned){p}_blocks, {threads}, 0, stream>>>({src}, {idx}, {out}, {p}_n, {rows}, {p}_inner);
-    {launch_check()}
-  }}
-"""
+        host = grid_stride_launch(
+            p,
+            f"{p}_row_copy",
+            threads,
+            f"{p}_n = {numel}, {p}_inner = {inner}",
+            f"{p}_n > 0 && {p}_inner > 0",
+            f"{src}, {idx}, {out}, {p}_n, {rows}, {p}_inner",
+        )
         return KernelCode(device=device, host=host)

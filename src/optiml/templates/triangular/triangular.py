@@ -21,7 +21,7 @@ from optiml.templates.base import (
 )
 from optiml.templates.cexpr import arith_type, literal
 from optiml.templates.group import Group
-from optiml.templates.kernel_io import launch_check
+from optiml.templates.kernel_io import grid_stride_launch
 
 THREADS = (128, 256, 512)
 
@@ -74,14 +74,10 @@ __global__ void {p}_masked_copy(const {storage}* __restrict__ in, {storage} valu
   }}
 }}
 """
-        host = f"""\
-  {{
-    const int64_t {p}_n = {numel};
-    const int64_t {p}_blocks = optiml_cdiv({p}_n, {threads}) < 65535 * 16 ? optiml_cdiv({p}_n, {threads}) : 65535 * 16;
-    if ({p}_n > 0)
-      {p}_masked_copy<<<(unsigned){p}_blocks, {threads}, 0, stream>>>({src}, {value}, {out}, {p}_n,
-          {ctx.dim(out_vid, ndim - 2)}, {ctx.dim(out_vid, ndim - 1)}, (int64_t){int(node.attr("diagonal", 0))});
-    {launch_check()}
-  }}
-"""
+        diagonal = int(node.attr("diagonal", 0))
+        args = (
+            f"{src}, {value}, {out}, {p}_n,\n"
+            f"          {ctx.dim(out_vid, ndim - 2)}, {ctx.dim(out_vid, ndim - 1)}, (int64_t){diagonal}"
+        )
+        host = grid_stride_launch(p, f"{p}_masked_copy", threads, f"{p}_n = {numel}", f"{p}_n > 0", args)
         return KernelCode(device=device, host=host)
