@@ -7,7 +7,10 @@ back-to-back calls, beside eager and ``torch.compile`` in that process, and Kern
 Kernels: the best of each task's run in a bench folder (``--bench DIR``: its ``bench.json`` names the run,
 its ``runs.db`` holds the kernel), else ``--kernel NAME=FILE.cu``, else (``--template-root``) the planner's
 seed rendered on the CPU, else the task's ``.naive.cu``.
-The judge's evaluator is closed before the user's process starts, so each has the GPU to itself.
+The judge's evaluator is closed before the user's process starts, so each has the GPU to itself. Each row
+says where the judge's windows ended (``judge_window_end``: "device" where its calibration trusted the
+GPU's end, see ``optiml.evaluate.device_end``); ``--also-host-end`` times the kernel through the judge
+once more with windows ended at the candidate's reply, the earlier protocol (``ratio_host_end``).
 
     export PYTHONPATH=$PWD/src
     python benchmarks/clock_agreement.py tasks/large/ --bench bench-large --out benchmarks/results/clock_agreement.json
@@ -23,6 +26,7 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,15 +90,21 @@ def kernel_for(
     return None, "no verified kernel in the bench, no --kernel, no .naive.cu", None, None
 
 
-def judge(task: Task, kernel: KernelSource) -> dict[str, Any]:
-    """The kernel through the judge: verified and timed as `optiml eval` does (exact-fp32 eager beside it)."""
-    from optiml.session import SessionOptions, make_evaluator
+def judge(task: Task, kernel: KernelSource, window_end: str = "auto") -> dict[str, Any]:
+    """The kernel through the judge: verified and timed as `optiml eval` does (exact-fp32 eager beside it);
+    ``window_end`` "host" times it as the judge did before windows could end on the device."""
+    from optiml.session import SessionOptions, eval_config, make_evaluator
 
     begin = time.perf_counter()
-    with make_evaluator(task, SessionOptions()) as evaluator:
+    options = SessionOptions()
+    config = replace(eval_config(options), window_end=window_end)
+    with make_evaluator(task, options, config) as evaluator:
         result = evaluator.evaluate(kernel)
+        facts = evaluator.facts
     eager = result.reference.get("eager")
     return {
+        "judge_window_end": facts.window_end if facts is not None else None,
+        "judge_round_trip_event_ms": facts.round_trip_event_ms if facts is not None else None,
         "judge_status": result.status.value,
         "judge_message": result.message.splitlines()[0] if result.message else "",
         "judge_ms": result.time_ms if result.ok else None,
@@ -132,7 +142,7 @@ def user_figures(user: UserClockResult, judge_ms: float | None) -> dict[str, Any
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The issue's figures over the tasks with both clocks: median ratio within ±5 %, every one within ±10 %."""
     done: dict[str, Any] = {"tasks": len(rows)}
-    for key in ("ratio", "ratio_warm"):
+    for key in ("ratio", "ratio_warm", "ratio_host_end"):
         ratios = [r[key] for r in rows if r.get(key) is not None]
         if not ratios:
             continue
@@ -167,6 +177,11 @@ def main() -> None:
     parser.add_argument(
         "--template-root", action="store_true", help="without a bench kernel, the planner's seed (before .naive.cu)"
     )
+    parser.add_argument(
+        "--also-host-end",
+        action="store_true",
+        help="time each kernel through the judge a second time with windows ended on the host (judge_ms_host_end)",
+    )
     parser.add_argument("--commit", default=None, help="the commit to record (default: the checkout's HEAD)")
     args = parser.parse_args()
     commit = head_commit(args.commit)
@@ -198,10 +213,15 @@ def main() -> None:
                 raise SystemExit(f"error: {exc}") from None
             except OptimlError as exc:
                 row.update(judge_status="error", judge_message=str(exc).splitlines()[0], judge_ms=None)
+                if args.also_host_end:
+                    host_end = judge(task, kernel, "host")
+                    row.update(judge_ms_host_end=host_end["judge_ms"], judge_status_host_end=host_end["judge_status"])
             user = measure_kernel(task, kernel, options, store)  # the store labels the export with its verification
             row.update(user_figures(user, row["judge_ms"]))
+            row["ratio_host_end"] = agreement(row.get("judge_ms_host_end"), user, "cold")
         rows.append(row)
-        print(json.dumps({k: row.get(k) for k in ("task", "judge_ms", "user_ms", "ratio", "kernelbench_passed")}))
+        shown = ("task", "judge_window_end", "judge_ms", "user_ms", "ratio", "ratio_host_end", "kernelbench_passed")
+        print(json.dumps({k: row.get(k) for k in shown}))
         write_result(args.out, "clock_agreement", commit, rows=rows, summary=summary(rows), suite=args.suite)
     document = write_result(args.out, "clock_agreement", commit, rows=rows, summary=summary(rows), suite=args.suite)
     print(json.dumps(document["summary"], indent=1))

@@ -64,3 +64,39 @@ def calibration_plausible(calibration: CalibrationLike, cuda: bool = True) -> st
     if cuda and abs(calibration.excess_ms) > MAX_EXCESS_MS:
         return f"calibration excess {calibration.excess_ms:.3f} ms is beyond ±{MAX_EXCESS_MS:g} ms"
     return None
+
+
+#: How much longer than the host-ended one an empty call's device-ended window may read: the waiting
+#: stream must not hold the GPU from the candidate's context (it would add a whole time slice).
+DEVICE_END_SLACK_MS = 0.05
+#: How far the spin kernel, read through device-ended windows, may be from its time on the judge's stream.
+SPIN_AGREEMENT_MS = 0.03
+SPIN_AGREEMENT_SHARE = 0.3
+
+
+def device_end_problem(
+    host_end_ms: float, device_end_ms: float, spin_window_ms: float, spin_direct_ms: float
+) -> str | None:
+    """None when windows that end on the device (``optiml.evaluate.device_end``) can be trusted on this
+    GPU; otherwise one line saying why the judge keeps the host's end.
+
+    Read from the calibration process's windows (low quantiles): an empty call ended on the host
+    (``host_end_ms``) and on the device (``device_end_ms``), the spin kernel ended on the device
+    (``spin_window_ms``), and the spin kernel timed directly on the judge's stream (``spin_direct_ms``).
+    The device end must not be slower than the host's (a waiting stream that kept its time slice), and
+    must see the spin kernel's whole length (an end that did not wait for the call's work)."""
+    for name, value in (("host", host_end_ms), ("device", device_end_ms), ("spin", spin_window_ms)):
+        if not math.isfinite(value):
+            return f"the {name}-ended calibration window is not a number ({value})"
+    if device_end_ms > host_end_ms + DEVICE_END_SLACK_MS:
+        return (
+            f"an empty call's window read {device_end_ms:.3f} ms ended on the device against {host_end_ms:.3f} ms "
+            "ended on the host (the waiting stream held the GPU)"
+        )
+    waited = spin_window_ms - device_end_ms
+    if abs(waited - spin_direct_ms) > max(SPIN_AGREEMENT_MS, SPIN_AGREEMENT_SHARE * spin_direct_ms):
+        return (
+            f"windows ended on the device read the spin kernel as {waited:.3f} ms against {spin_direct_ms:.3f} ms "
+            "on the judge's stream"
+        )
+    return None

@@ -20,6 +20,8 @@ replies are only claims). Requests (``op``):
     workspace  {"inputs": SPEC}                              → {"bytes": N}   shapes only: no data
     bind       {"id": B, "inputs": SPEC, "outputs": SPEC, "workspace": [K, OFFSET, BYTES] | null}
     call       {"id": B} | {"ids": [B1, B2, …]}              → {"rc", "sync", "inner_ms", "l2", "host_us"}
+               optional "signal": [K, OFFSET, TOKEN]: write TOKEN to that 32-bit word of block K on this
+               process's stream behind the call's work (reply "signal": the driver's return code)
     exit
 
 ``call`` with ``ids`` runs the bindings back to back on this process's stream, in order, and
@@ -119,6 +121,40 @@ class DriverKernels:
         value = ctypes.c_uint64(cycles)
         params = (ctypes.c_void_p * 1)(ctypes.addressof(value))
         return int(self.driver.cuLaunchKernel(self.kernels["optiml_spin"], 1, 1, 1, 1, 1, 1, 0, stream, params, None))
+
+
+class StreamMemoryOps:
+    """A stream that waits for, or writes, a 32-bit word of device memory (``cuStreamWaitValue32`` and
+    ``cuStreamWriteValue32``, through the driver API).
+
+    The judge ends a timed window on the device with these: its stream waits for a word the candidate
+    process's stream writes after the call's work, so the window's end event runs when the GPU is done,
+    not when two processes' host code has noticed (see ``optiml.evaluate.judge``)."""
+
+    WAIT_EQ = 0x1  # CU_STREAM_WAIT_VALUE_EQ
+    WRITE_DEFAULT = 0x0  # with a memory barrier: the stream's earlier writes are visible first
+
+    def __init__(self, driver: Any | None = None) -> None:
+        self.driver = driver if driver is not None else ctypes.CDLL("libcuda.so.1")
+        self._wait = self._entry("cuStreamWaitValue32_v2", "cuStreamWaitValue32")
+        self._write = self._entry("cuStreamWriteValue32_v2", "cuStreamWriteValue32")
+
+    def _entry(self, *names: str) -> Any:
+        for name in names:
+            function = getattr(self.driver, name, None)
+            if function is not None:
+                function.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+                function.restype = ctypes.c_int
+                return function
+        raise Failure(f"the CUDA driver has no {names[0]}")
+
+    def wait(self, stream: int | ctypes.c_void_p | None, address: int, value: int) -> int:
+        """Enqueue on ``stream``: wait until the word at ``address`` equals ``value``."""
+        return int(self._wait(stream, address, value, self.WAIT_EQ))
+
+    def write(self, stream: int | ctypes.c_void_p | None, address: int, value: int) -> int:
+        """Enqueue on ``stream``: write ``value`` to the word at ``address`` once the stream's earlier work is done."""
+        return int(self._write(stream, address, value, self.WRITE_DEFAULT))
 
 
 class _MemLocation(ctypes.Structure):
@@ -307,6 +343,7 @@ class Cuda:
         for event in (self.start, self.end):
             self._check("cudaEventCreate", self.lib.cudaEventCreate(ctypes.byref(event)))
         self.kernels = DriverKernels()
+        self._signals: StreamMemoryOps | None = None
         self.lib.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle, ctypes.c_uint]
         self.synchronize()
 
@@ -351,6 +388,12 @@ class Cuda:
 
     def empty_call(self, cycles: int | None) -> int:
         return self.kernels.launch(self.stream, cycles)
+
+    def signal(self, address: int, token: int) -> int:
+        """Write ``token`` to the word at ``address`` on this process's stream, behind the call's work."""
+        if self._signals is None:
+            self._signals = StreamMemoryOps(self.kernels.driver)
+        return self._signals.write(self.stream, address, token)
 
 
 class Binding:
@@ -452,7 +495,12 @@ class Runner:
         if cuda is None:  # host mode: a CPU library, timed by the host clock
             start = time.perf_counter()
             rc = self._forward_all(bindings, None) if runnable else 0
-            return {"rc": rc, "sync": 0, "inner_ms": (time.perf_counter() - start) * 1e3, "l2": 0}
+            inner_ms = (time.perf_counter() - start) * 1e3
+            signal = self._signal_word(request)
+            if signal is not None:  # no stream here: the word is stored once the call has returned
+                ctypes.c_uint32.from_address(signal[0]).value = signal[1]
+            return {"rc": rc, "sync": 0, "inner_ms": inner_ms, "l2": 0}
+        signal = self._signal_word(request)
         t0 = time.perf_counter()
         cuda.record(cuda.start)
         t1 = time.perf_counter()
@@ -461,6 +509,7 @@ class Runner:
         else:
             rc = cuda.empty_call(int(request["cycles"]) if "cycles" in request else None)
         cuda.record(cuda.end)
+        signalled = cuda.signal(*signal) if signal is not None else None
         t2 = time.perf_counter()
         stream_sync = cuda.wait(cuda.end)
         t3 = time.perf_counter()
@@ -470,9 +519,21 @@ class Runner:
         # tail: the device-wide wait after the stream's last event, i.e. work left outside the given stream
         host_us = {"prologue": (t1 - t0) * 1e6, "launch": (t2 - t1) * 1e6, "sync": (t4 - t2) * 1e6}
         host_us["tail"] = (t4 - t3) * 1e6
-        return {"rc": rc, "sync": sync, "inner_ms": inner, "l2": cuda.persisting_l2(), "host_us": host_us}
+        reply = {"rc": rc, "sync": sync, "inner_ms": inner, "l2": cuda.persisting_l2(), "host_us": host_us}
+        if signalled is not None:
+            reply["signal"] = signalled
+        return reply
 
     # -- helpers -------------------------------------------------------------------------------
+    def _signal_word(self, request: dict[str, Any]) -> tuple[int, int] | None:
+        """The address and token of the request's ``signal`` ([block, offset, token]), if it names one."""
+        if request.get("signal") is None:
+            return None
+        block, offset, token = (int(v) for v in request["signal"])
+        if block not in self.blocks:
+            raise Failure(f"the signal names block {block}, which was not mapped")
+        return self.blocks[block] + offset, token & 0xFFFFFFFF
+
     def _forward_all(self, bindings: list[Any], stream: ctypes.c_void_p | None) -> int:
         """Each binding's call in order on ``stream``; the first nonzero return code ends the run."""
         for binding in bindings:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+WINDOW_ENDS = ("auto", "host")
+
 
 @dataclass(frozen=True)
 class EvalConfig:
@@ -36,6 +38,13 @@ class EvalConfig:
     suspect_margin: float = 0.8  # faster than margin × physical floor → suspect, re-verified
     stream_slack_ms: float = 0.05  # host-observed time may exceed event time by 2× + this
     worker_recycle: int = 200  # restart the worker after this many candidates (loaded .so files pile up)
+    #: where timed windows end: "auto" (on the device where the judge's calibration trusts it, else on the
+    #: host) or "host" (always at the candidate's reply: the earlier protocol, kept for comparison)
+    window_end: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.window_end not in WINDOW_ENDS:
+            raise ValueError(f"window_end must be one of {', '.join(WINDOW_ENDS)} (got {self.window_end!r})")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -39,6 +39,9 @@ class TaskFacts:
     bandwidth: float
     prepare_seconds: float
     round_trip_ms: float = 0.0  # the judge's calibrated window around an empty candidate call (host clock)
+    #: where the judge's timed windows end: "device" (the GPU's finishing the call) or "host" (the reply)
+    window_end: str = "host"
+    round_trip_event_ms: float = 0.0  # the same calibration on the judge's events, at that end
     peak_flops: float = 0.0  # the floor's compute roof (flop/s; 0 = the task declares no flops)
     notes: tuple[str, ...] = ()  # how the task is judged: distributions, tolerances, the floor's roofs
 
@@ -247,6 +250,8 @@ class Evaluator:
             bandwidth=reply["bandwidth"],
             prepare_seconds=reply["seconds"],
             round_trip_ms=float(reply.get("round_trip", {}).get("host_ms", 0.0)),
+            window_end=str(reply.get("round_trip", {}).get("window_end", "host")),
+            round_trip_event_ms=float(reply.get("round_trip", {}).get("event_ms", 0.0)),
             peak_flops=self.peak_flops or 0.0,
             notes=(*reply.get("notes", ()), roof),
         )

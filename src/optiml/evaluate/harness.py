@@ -290,8 +290,10 @@ class TimingBench:
         runtime: TaskRuntime,
         cases: list[Case],
         max_width: int = MAX_WINDOW_CALLS,
+        window_end: str = "auto",
     ) -> None:
         self.session, self.runtime = session, runtime
+        self.window_end = window_end  # "auto": the calibration's end; "host": always the reply
         self.first_case = cases[0]
         self.fresh = FreshInputs(runtime, cases[0], cases[1 % len(cases)])
         self.slots: list[tuple[SharedBuffers, int]] = []
@@ -340,7 +342,8 @@ class TimingBench:
             pairs = zip(self.slots, expected, strict=True)
             return torch.stack([mismatch_flag(b.outputs, e, first.atol, first.rtol) for (b, _), e in pairs])
 
-        window = self.session.timed_calls([binding for _, binding in self.slots], check)
+        end = calibration.window_end if self.window_end == "auto" else self.window_end
+        window = self.session.timed_calls([binding for _, binding in self.slots], check, end)
         index, self.calls = self.calls, self.calls + self.width
         self.last_claim = window.reply.get("result", {})
         wrong = [i for i, bad in enumerate(window.check.tolist()) if bad]
@@ -352,7 +355,7 @@ class TimingBench:
             )
         width = self.width
         return (
-            max(MIN_SAMPLE_MS, (window.event_ms - calibration.event_ms) / width),
+            max(MIN_SAMPLE_MS, (window.event_ms - calibration.event_ms_for(window.end)) / width),
             max(MIN_SAMPLE_MS, (window.host_ms - calibration.host_ms) / width),
             float(window.reply.get("result", {}).get("inner_ms", 0.0)) / width,
         )
@@ -455,7 +458,8 @@ def _time_series(
     single_calls: bool = False,
 ) -> tuple[TimingStats, dict[str, Any]]:
     """One timed series; a new :class:`TimingBench`, so a retried series draws new contents (class 2)."""
-    bench = TimingBench(session, runtime, timing_cases(runtime, seeds), 1 if single_calls else MAX_WINDOW_CALLS)
+    width = 1 if single_calls else MAX_WINDOW_CALLS
+    bench = TimingBench(session, runtime, timing_cases(runtime, seeds), width, config.window_end)
     threads = session.process.thread_count()
     rule = StopRule(
         min_trials=config.min_trials,

@@ -10,7 +10,10 @@ spare process already holding its CUDA context, the calibrated round trip); a
 read, the request written, the reply read (the host clock's end), ``e1`` recorded, the output
 check enqueued behind ``e1``, then ``e1`` awaited (the event window's end). The candidate process synchronises
 the whole device before it replies, so all the call's device work — on the given stream, the
-legacy stream, any other stream — lies inside the window. A candidate that replies early
+legacy stream, any other stream — lies inside the window. Where the GPU allows, ``e1`` is enqueued
+*before* the request, behind a wait for a word the candidate's stream writes after the call's work
+(:mod:`optiml.evaluate.device_end`): the event window then ends when the GPU has done the call, as
+the user's events would, instead of when two processes' host code has noticed. A candidate that replies early
 (rewriting the candidate process's own code so it does not synchronise) gains nothing: contexts
 of different processes take turns on the GPU, so ``e1`` and the check behind it run either after
 the leftover work (which is then counted) or while it is suspended half done (and the check sees
@@ -39,8 +42,10 @@ import torch
 
 from optiml.evaluate import cudart
 from optiml.evaluate.arena import Block, SharedBuffers, abi_spec, layout_key
-from optiml.evaluate.calibration_check import calibration_plausible
+from optiml.evaluate.calibration_check import calibration_plausible, device_end_problem
 from optiml.evaluate.candidate_link import CandidateFailure, CandidateProcess
+from optiml.evaluate.candidate_process import Failure
+from optiml.evaluate.device_end import DeviceEnd
 from optiml.evaluate.timing import DeviceTimer
 from optiml.values import EvalStatus
 
@@ -48,6 +53,8 @@ CALIBRATION_CALLS = 41
 CALIBRATION_ATTEMPTS = 3
 SPIN_CALLS = 15
 SPIN_CYCLES = 200_000  # ~0.1 ms at H200 clocks
+EMPTY_CALL = {"op": "call", "id": -1}  # the candidate process's empty kernel (candidate_process.PTX)
+SPIN_CALL = {"op": "call", "id": -2, "cycles": SPIN_CYCLES}
 SHARED_STRETCH = 1.5  # the spin kernel's slowest call over its fastest: another context's time slice
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 POISON_WORKSPACE = 0xFF
@@ -71,6 +78,22 @@ class Calibration:
     spin_direct_ms: float = 0.0
     #: the calibration process's own host clock around an empty call (median µs per phase; diagnostics)
     claimed_host_us: dict[str, float] = field(default_factory=dict)
+    #: where a timed window ends: "device" (the judge's stream waits for the candidate's word) or "host"
+    window_end: str = "host"
+    host_end_event_ms: float = 0.0  # the empty call's window ended on the host, for comparison
+
+    def event_ms_for(self, end: str) -> float:
+        """The round trip to subtract from a window that ended at ``end``."""
+        return self.event_ms if end == self.window_end else self.host_end_event_ms
+
+    def note(self) -> str:
+        """One line for the task notes: where timed windows end and what the round trip subtracted is."""
+        if self.window_end == "device":
+            return (
+                f"timed windows end on the device (the judge's stream waits for the candidate stream's word): "
+                f"{self.event_ms:.3f} ms round trip subtracted ({self.host_end_event_ms:.3f} ms ended on the host)"
+            )
+        return f"timed windows end on the host (the candidate's reply): {self.event_ms:.3f} ms round trip subtracted"
 
 
 @dataclass(frozen=True)
@@ -81,6 +104,7 @@ class Window:
     host_ms: float
     reply: dict[str, Any]
     check: Any  # what the check enqueued behind e1 returned (a device tensor, usually)
+    end: str = "host"  # where e1 was decided: "device" or "host"
 
 
 class Judge:
@@ -98,8 +122,15 @@ class Judge:
         self._spare: CandidateProcess | None = None
         self._closing: list[threading.Thread] = []  # killed candidate processes being reaped
         self._calibration: Calibration | None = None
+        self._device_end: DeviceEnd | None = None
+        self._device_end_tried = False
         self._names = itertools.count()
         self.notes: list[str] = []  # isolation facts found on the way
+
+    def note(self, line: str) -> None:
+        """Add ``line`` to the isolation and clock notes once (a recalibration may find the same again)."""
+        if line not in self.notes:
+            self.notes.append(line)
 
     # -- processes ---------------------------------------------------------------------------
     def spawn(self) -> CandidateProcess:
@@ -168,9 +199,17 @@ class Judge:
         self._timer._before_call(None)
 
     def window(
-        self, process: CandidateProcess, message: dict[str, Any], deadline: float, check: Callable[[], Any]
+        self,
+        process: CandidateProcess,
+        message: dict[str, Any],
+        deadline: float,
+        check: Callable[[], Any],
+        end: str = "host",
     ) -> Window:
-        """Time one request on the judge's clock; ``check`` is enqueued right behind the end event."""
+        """Time one request on the judge's clock; ``check`` is enqueued right behind the end event.
+
+        ``end`` "device": the end event waits for the word the candidate process writes behind the call's
+        work (``process`` must have the judge's signal block mapped: :meth:`share_device_end`)."""
         if self._closing:
             self.wait_for_closes()
         if not self.cuda:
@@ -180,16 +219,67 @@ class Judge:
             host = (time.perf_counter() - t0) * 1e3
             return Window(host, host, reply, check())
         stream = torch.cuda.current_stream(self.device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
-        t0 = time.perf_counter()
-        process.send(message)
-        reply = process.receive(deadline, REPLY_SPIN_S)
-        host = (time.perf_counter() - t0) * 1e3  # the candidate process synchronised before replying
-        end.record(stream)
-        pending = check()
-        end.synchronize()
-        return Window(start.elapsed_time(end), host, reply, pending)
+        device_end = self._device_end if end == "device" else None
+        if device_end is None:
+            t0 = time.perf_counter()
+            process.send(message)
+            reply = process.receive(deadline, REPLY_SPIN_S)
+            host = (time.perf_counter() - t0) * 1e3  # the candidate process synchronised before replying
+            stop.record(stream)
+            pending = check()
+        else:
+            token = device_end.arm(stream)
+            try:
+                stop.record(stream)
+                t0 = time.perf_counter()
+                process.send({**message, "signal": device_end.signal(token)})
+                # Enqueued behind e1 while the call runs, after the request: should an allocation in it
+                # synchronise the device, the request is out, so the wait ends with the call.
+                pending = check()
+                reply = process.receive(deadline, REPLY_SPIN_S)
+            finally:
+                device_end.release(token)  # whatever the candidate did, the judge's stream goes on
+            host = (time.perf_counter() - t0) * 1e3  # holds the check's enqueueing if the reply came during it
+        stop.synchronize()
+        return Window(start.elapsed_time(stop), host, reply, pending, "host" if device_end is None else "device")
+
+    def share_device_end(self, process: CandidateProcess, deadline: float) -> bool:
+        """Map the signal block into ``process``; False where this judge has no device end."""
+        if self._device_end is None:
+            return False
+        self.map_block(process, self._device_end.block, deadline)
+        return True
+
+    def map_block(self, process: CandidateProcess, block: Block, deadline: float) -> None:
+        """Map ``block`` into ``process`` (its descriptor first, where it is shared by one)."""
+        if "vmm" in block.share:  # the allocation's descriptor goes first, on the process's socket
+            fd = block.export_fd()
+            try:
+                process.send_fd(fd)
+            finally:
+                os.close(fd)
+        try:
+            process.request({"op": "map", **block.share}, deadline)
+        except CandidateFailure:
+            if "ipc" not in block.share or not set_dumpable(True):
+                raise
+            # A driver whose IPC import inspects the exporting process needs the judge dumpable;
+            # the judge then stays so (said in the isolation notes) rather than judging nothing.
+            self.notes.append("the judge is dumpable: CUDA IPC on this driver needs it")
+            process.request({"op": "map", **block.share}, deadline)
+
+    def _start_device_end(self) -> None:
+        """The signal block and stream operations, once per judge; a GPU or driver without them keeps the
+        host's end (said in the notes)."""
+        if self._device_end_tried or not self.cuda:
+            return
+        self._device_end_tried = True
+        try:
+            self._device_end = DeviceEnd(self.device, str(self.workdir))
+        except (Failure, OSError, RuntimeError) as exc:
+            self.note(f"timed windows end on the host: stream memory operations are unavailable ({exc})")
 
     def recalibrate(self) -> Calibration:
         """A fresh calibration, for a verdict that rests on it: the device's load may have changed
@@ -216,17 +306,29 @@ class Judge:
         return self._calibration
 
     def _calibrate(self) -> Calibration:
+        """Empty calls through windows ended on the host and, where the GPU allows, on the device; the device
+        end is kept only if :func:`device_end_problem` finds nothing wrong with it."""
+        self._start_device_end()
         process = self.spawn()
         try:
             process.wait_ready()
-            empty = self._windows(process, {"op": "call", "id": -1}, CALIBRATION_CALLS)
-            spin = self._windows(process, {"op": "call", "id": -2, "cycles": SPIN_CYCLES}, SPIN_CALLS)
+            deadline = time.monotonic() + 60
+            empty = host_empty = self._windows(process, EMPTY_CALL, CALIBRATION_CALLS, "host")
+            direct = self._spin_directly() if self.cuda else 0.0
+            end = "host"
+            if self.share_device_end(process, deadline):
+                tried = self._device_end_windows(process, host_empty, direct)
+                if isinstance(tried, str):
+                    self.note(f"timed windows end on the host: {tried}")
+                else:
+                    end, (empty, spin) = "device", tried
+            if end == "host":
+                spin = self._windows(process, SPIN_CALL, SPIN_CALLS, "host")
         finally:
             process.close()
         hosts = [w.host_ms for w in empty]
         quartiles = statistics.quantiles(hosts, n=4)
         event_ms = low_quantile([w.event_ms for w in empty])
-        direct = self._spin_directly() if self.cuda else 0.0
         spin_ms = low_quantile([w.event_ms for w in spin]) if self.cuda else event_ms
         return Calibration(
             event_ms=event_ms,
@@ -236,14 +338,36 @@ class Judge:
             excess_ms=spin_ms - event_ms - direct,
             spin_direct_ms=direct,
             claimed_host_us=median_phases([w.reply.get("result", {}) for w in empty]),
+            window_end=end,
+            host_end_event_ms=low_quantile([w.event_ms for w in host_empty]),
         )
 
-    def _windows(self, process: CandidateProcess, message: dict[str, Any], count: int) -> list[Window]:
+    def _device_end_windows(
+        self, process: CandidateProcess, host_empty: list[Window], spin_direct_ms: float
+    ) -> tuple[list[Window], list[Window]] | str:
+        """The empty and spin calls through windows that end on the device, or why the judge cannot trust them."""
+        try:
+            empty = self._windows(process, EMPTY_CALL, CALIBRATION_CALLS, "device")
+            spin = self._windows(process, SPIN_CALL, SPIN_CALLS, "device")
+        except Failure as exc:  # the driver refused the stream wait
+            return str(exc)
+        codes = {int(w.reply.get("result", {}).get("signal", 0)) for w in empty + spin} - {0}
+        if codes:
+            return f"the calibration process could not write the word (CUDA error {min(codes)})"
+        problem = device_end_problem(
+            low_quantile([w.event_ms for w in host_empty]),
+            low_quantile([w.event_ms for w in empty]),
+            low_quantile([w.event_ms for w in spin]),
+            spin_direct_ms,
+        )
+        return problem if problem is not None else (empty, spin)
+
+    def _windows(self, process: CandidateProcess, message: dict[str, Any], count: int, end: str) -> list[Window]:
         deadline = time.monotonic() + 60
         windows = []
         for index in range(count + 5):
             self.before_call()
-            window = self.window(process, message, deadline, lambda: None)
+            window = self.window(process, message, deadline, lambda: None, end)
             CandidateProcess.result(window.reply)
             if index >= 5:
                 windows.append(window)
@@ -286,6 +410,9 @@ class Judge:
         if self._workspace is not None:
             self._workspace.close()
             self._workspace = None
+        if self._device_end is not None:
+            self._device_end.close()
+            self._device_end = None
 
 
 class CandidateSession:
@@ -299,6 +426,7 @@ class CandidateSession:
         self._workspace_needs: dict[tuple[Any, ...], int] = {}
         self._bindings: dict[tuple[Any, ...], tuple[int, Block | None, int]] = {}  # (block id, scalars)
         self._ids = itertools.count(1)
+        self._device_end_shared = False
 
     def load(self, so_path: str) -> None:
         self.process.send({"op": "load", "so": so_path})
@@ -359,9 +487,14 @@ class CandidateSession:
         """An untimed call (verification); raises for a nonzero return code or a CUDA error."""
         return self.judge_reply(self.process.request({"op": "call", "id": binding}, self.deadline))
 
-    def timed_calls(self, bindings: list[int], check: Callable[[], Any]) -> Window:
-        """One window over the calls of ``bindings``, run back to back by the candidate process."""
-        window = self.judge.window(self.process, {"op": "call", "ids": bindings}, self.deadline, check)
+    def timed_calls(self, bindings: list[int], check: Callable[[], Any], end: str = "host") -> Window:
+        """One window over the calls of ``bindings``, run back to back by the candidate process; ``end``: the
+        calibration's (a window that ends on the device needs the judge's signal block mapped first)."""
+        if end == "device" and not self._device_end_shared:
+            self._device_end_shared = self.judge.share_device_end(self.process, self.deadline)
+        if not self._device_end_shared:
+            end = "host"
+        window = self.judge.window(self.process, {"op": "call", "ids": bindings}, self.deadline, check, end)
         self.judge_reply(CandidateProcess.result(window.reply))
         return window
 
@@ -389,21 +522,7 @@ class CandidateSession:
     def _map(self, block: Block) -> None:
         if block.id in self._mapped:
             return
-        if "vmm" in block.share:  # the allocation's descriptor goes first, on the process's socket
-            fd = block.export_fd()
-            try:
-                self.process.send_fd(fd)
-            finally:
-                os.close(fd)
-        try:
-            self.process.request({"op": "map", **block.share}, self.deadline)
-        except CandidateFailure:
-            if "ipc" not in block.share or not set_dumpable(True):
-                raise
-            # A driver whose IPC import inspects the exporting process needs the judge dumpable;
-            # the judge then stays so (said in the isolation notes) rather than judging nothing.
-            self.judge.notes.append("the judge is dumpable: CUDA IPC on this driver needs it")
-            self.process.request({"op": "map", **block.share}, self.deadline)
+        self.judge.map_block(self.process, block, self.deadline)
         self._mapped[block.id] = block
 
 

@@ -154,7 +154,13 @@ class Worker:
             "flops": runtime.task.flops(0),
             "bandwidth": self.bandwidth(),
             "round_trip": asdict(self.judge.calibration()),
-            "notes": [*notes, isolation_note(), *self.isolation_notes],
+            "notes": [
+                *notes,
+                isolation_note(),
+                *self.isolation_notes,
+                self.judge.calibration().note(),
+                *self.judge.notes,
+            ],
             "seconds": time.perf_counter() - start,
         }
 
@@ -208,7 +214,9 @@ class Worker:
                 session = CandidateSession(self.judge, self.judge.take_process(), deadline)
                 sessions.append(session)
                 session.load(path)
-                benches.append(TimingBench(session, runtime, timing_cases(runtime, self.case_seeds)))
+                benches.append(
+                    TimingBench(session, runtime, timing_cases(runtime, self.case_seeds), window_end=config.window_end)
+                )
             samples: list[list[float]] = [[] for _ in benches]
             reference_samples: dict[str, list[float]] = {mode: [] for mode in references}
             for round_ in range(rounds):
