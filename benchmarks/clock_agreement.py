@@ -100,11 +100,12 @@ def judge(task: Task, kernel: KernelSource, window_end: str = "auto") -> dict[st
     config = replace(eval_config(options), window_end=window_end)
     with make_evaluator(task, options, config) as evaluator:
         result = evaluator.evaluate(kernel)
-        facts = evaluator.facts
     eager = result.reference.get("eager")
     return {
-        "judge_window_end": facts.window_end if facts is not None else None,
-        "judge_round_trip_event_ms": facts.round_trip_event_ms if facts is not None else None,
+        "judge_window_end": result.clock.get("window_end"),
+        "judge_window_calls": result.clock.get("window_calls"),
+        "judge_round_trip_ms": result.clock.get("round_trip_ms"),
+        "judge_claimed_stream_ms": result.clock.get("claimed_stream_ms"),
         "judge_status": result.status.value,
         "judge_message": result.message.splitlines()[0] if result.message else "",
         "judge_ms": result.time_ms if result.ok else None,

@@ -234,6 +234,9 @@ class EvalResult:
     task_notes: list[str] = field(default_factory=list)
     #: device memory of the evaluation: peak_bytes, footprint_bytes (inputs + outputs + references), plan
     memory: dict[str, Any] = field(default_factory=dict)
+    #: how the judge's clock read the time: where its windows ended, calls per window, the round trip
+    #: subtracted and the candidate process's own events for the call (a claim, shown for comparison)
+    clock: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -294,6 +297,7 @@ class EvalResult:
             phase_seconds=dict(data.get("phase_seconds", {})),
             task_notes=list(data.get("task_notes", [])),
             memory=dict(data.get("memory", {})),
+            clock=dict(data.get("clock", {})),
         )
 
 

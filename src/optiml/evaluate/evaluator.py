@@ -347,3 +347,4 @@ class Evaluator:
         result.warnings.extend(judged.warnings)
         result.phase_seconds.update(judged.phase_seconds)
         result.memory = dict(judged.memory)
+        result.clock = dict(judged.clock)

@@ -479,9 +479,24 @@ def _time_series(
         "stream_excess_ms": hidden_work_ms(samples.event_ms, samples.inner_ms),
         "host_timing": asdict(TimingStats.from_samples(samples.host_ms, samples.host_ms, stop=samples.stop)),
         "window_calls": bench.width,
+        "window_end": calibration.window_end if config.window_end == "auto" else config.window_end,
         "claimed_host_us": median_phases(samples.claims),
     }
     return stats, detail
+
+
+def clock_summary(detail: dict[str, Any]) -> dict[str, Any]:
+    """What a result says about its clock (``EvalResult.clock``), from a timing's evidence."""
+    calibration = detail["calibration"]
+    end = detail.get("window_end", calibration["window_end"])
+    return {
+        "window_end": end,
+        "window_calls": detail["window_calls"],
+        "round_trip_ms": calibration["event_ms"]
+        if end == calibration["window_end"]
+        else calibration["host_end_event_ms"],
+        "claimed_stream_ms": detail["claimed_stream_ms"],
+    }
 
 
 def claimed_tail_ms(claims: list[dict[str, Any]], width: int) -> float:
@@ -538,6 +553,7 @@ def evaluate_candidate(
 
         clock = time.perf_counter()
         result.timing, judged.judge = time_candidate(session, runtime, config, seeds, incumbent)
+        result.clock = clock_summary(judged.judge)
         if "withheld" in judged.judge:
             result.warnings.append(judged.judge["withheld"])
         result.phase_seconds["time"] = _lap(clock)
@@ -592,6 +608,7 @@ def _recheck_suspect(
     _verify(session, runtime, [PlannedTrial(seeds.pair(d), 0, d) for d in ("normal", "uniform_pm1", "native")], result)
     session.judge.recalibrate()  # the verdict rests on the calibration: take it again, under today's load
     result.timing, judged.judge = time_candidate(session, runtime, config, seeds, single_calls=True)
+    result.clock = clock_summary(judged.judge)
     floor = config.suspect_margin * result.floor_ms
     if result.timing.median_ms < floor:
         host = TimingStats(**judged.judge["host_timing"])

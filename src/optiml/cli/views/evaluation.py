@@ -48,6 +48,8 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
         table.add_row("status", f"[red]{result.status.value}[/red]: {escape(result.message)}")
     if result.timing is not None:
         table.add_row("time", _fmt_time(result.timing))
+    if result.clock:
+        table.add_row("clock", _clock(result.clock))
     for mode, stats in result.reference.items():
         table.add_row(f"reference ({mode})", _fmt_time(stats))
         speedup = result.speedup(mode)
@@ -70,6 +72,15 @@ def render_eval(console: Console, task: Task, kernel: Path, result: EvalResult, 
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phase_seconds.items())
     table.add_row("phases", phases)
     console.print(table)
+
+
+def _clock(clock: dict[str, Any]) -> str:
+    calls = int(clock.get("window_calls", 1))
+    window = "one call a window" if calls == 1 else f"{calls} calls a window"
+    return (
+        f"windows end on the {clock.get('window_end', 'host')}, {window}, {clock.get('round_trip_ms', 0.0):.4f} ms "
+        f"round trip subtracted; the candidate's own events read {clock.get('claimed_stream_ms', 0.0):.4f} ms a call"
+    )
 
 
 def _memory(memory: dict[str, Any]) -> str:
