@@ -70,7 +70,7 @@ FAMILIES = {
     "silu_mul_bf16": "pointwise",
     "swiglu_chunk": "pointwise",
     "relative_position_bias": "index permute pointwise",
-    "rotary_half": "slice pointwise cat pointwise",  # the half, its negation and the cat copied: not fused (issue 43)
+    "rotary_half": "pointwise",  # the halves read in place, the cat computed per element: one pass over x
     "silu_scale_bias": "pointwise",
     "softmax": "reduce",
     "softmax_dim1": "reduce",

@@ -30,6 +30,10 @@ Rules (documented so that a reader can predict a plan):
   input tensor costs nothing (tensors are contiguous).
 * An ``expand`` (``expand_as``, ``F.normalize``'s norm over the row) is a broadcast, not a view of
   memory: it is element-wise, its operand read with stride 0 along the dims it repeats.
+* A ``cat`` whose parts a row kernel can compute anywhere (graph inputs, slices of them, element-wise
+  results of those) and whose every user is element-wise or a reduction is recomputable like an
+  element-wise value: the kernels that read it compute each element from the part that holds it
+  (``x * cos + cat(-x2, x1) * sin``: one kernel). Any other ``cat`` is a copy kernel of its own.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from optiml.graph.ops import op_class
 from optiml.templates.base import TemplateError
 from optiml.templates.group import Group
 from optiml.templates.registry import dedicated_op_classes, family, served
+
+#: Parts a fused cat may have (each is a branch in every element's code); more: a copy kernel.
+MAX_FUSED_PARTS = 8
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,7 @@ class _Planner:
         self.recomputable: set[int] = set()
         self.folded: set[int] = set()  # node indices absorbed into another node's group
         self.strided: dict[int, int] = {}  # slice value → its stored source, read in place by row kernels
+        self.fused_cats = self._fusable_cats()  # node indices of cats row kernels compute in place
 
     def plan(self) -> list[_Building]:
         for node in self.g.nodes:
@@ -142,6 +150,9 @@ class _Planner:
             except KeyError as exc:
                 raise TemplateError(f"no template for {node.target or node.op}") from exc
             if cls == "slice" and self._read_in_place(node):
+                continue
+            if node.index in self.fused_cats:
+                self._elementwise(node)
                 continue
             if cls in dedicated_op_classes():
                 self._dedicated(node, cls)
@@ -213,7 +224,7 @@ class _Planner:
         users = self.g.users(out)
         if out in self.g.outputs or self.g.value(base).is_const or base in self.recomputable or not users:
             return False
-        if any(op_class(u.op) not in ("pointwise", "reduce", "view") for u in users):
+        if any(op_class(u.op) not in ("pointwise", "reduce", "view") and u.index not in self.fused_cats for u in users):
             return False  # a view of it is computed by a row kernel too (select: a slice viewed without its dim)
         # a reshape of it (NetVLAD's ``a[:, :K].view(B, N, K)``) has dims its source's strides cannot step
         shape = _squeezed(self.g.type(out).shape)
@@ -256,7 +267,9 @@ class _Planner:
             return
         if all(self._is_leafish(i) or self._views_an_input(i) for i in node.inputs) and node.op != "view":
             self.recomputable.update(node.outputs)
-        target = self._row_group_for(node, lambda b: self._fits(b, out_shape), any_group=True)
+        target = self._row_group_for(
+            node, lambda b: self._fits(b, out_shape) or self._follows_in(b, node), any_group=True
+        )
         if target is None:
             self.groups.append(_Building("pointwise", shape=out_shape))
             target = len(self.groups) - 1
@@ -347,6 +360,22 @@ class _Planner:
         keep, drop = b.outer_shapes()
         return shape in (keep, drop) or (_broadcasts_to(shape, keep) and len(shape) == len(keep))
 
+    def _follows_in(self, b: _Building, node: Node) -> bool:
+        """``node`` is laid out like a value ``b`` computes, though its shape is not the domain's: a view that
+        inserts or removes size-1 dims of such a value (``instance_norm`` computed over ``[1, B*C, H, W]``,
+        then viewed back), or an element-wise node with such a view's shape as an operand's (the row program
+        takes its layout from that operand)."""
+        out = node.outputs[0]
+        for vid in node.inputs:
+            home = self.group_of.get(vid)
+            if home is None or self.groups[home] is not b or vid in self.recomputable:
+                continue
+            if node.op == "view":
+                return all(_squeezed(g.type(vid).shape) == _squeezed(g.type(out).shape) for g in self.graphs)
+            if op_class(node.op) == "pointwise" and all(g.type(vid).shape == g.type(out).shape for g in self.graphs):
+                return True
+        return False
+
     def _row_group_for(self, node: Node, fits: Any, any_group: bool = True) -> int | None:
         """The row group a node joins: the group computing its latest input if it fits, else a later row
         group that fits (it runs after every input is ready), else None for a new group."""
@@ -374,7 +403,45 @@ class _Planner:
 
     def _is_leafish(self, vid: int) -> bool:
         value = self.g.value(vid)
-        return value.producer is None or vid in self.recomputable
+        return value.producer is None or vid in self.recomputable or vid in self.strided
+
+    # fused cats
+    def _fusable_cats(self) -> set[int]:
+        """The cats row kernels compute in place (module docstring): every part computable anywhere, every
+        user element-wise or a reduction, not an output, parts of the output's dtype and rank, no cat inside."""
+        found = set()
+        for node in self.g.nodes:
+            if node.op != "cat" or len(node.inputs) > MAX_FUSED_PARTS:
+                continue
+            out = node.outputs[0]
+            out_type = self.g.type(out)
+            users = self.g.users(out)
+            if out in self.g.outputs or not users or any(op_class(u.op) not in ("pointwise", "reduce") for u in users):
+                continue
+            parts_ok = all(
+                self.g.type(p).dtype == out_type.dtype
+                and self.g.type(p).ndim == out_type.ndim
+                and not self.g.value(p).is_const
+                and self._computable_anywhere(p)
+                for p in node.inputs
+            )
+            if parts_ok:
+                found.add(node.index)
+        return found
+
+    def _computable_anywhere(self, vid: int) -> bool:
+        """A graph input, a reshaping view or a slice of one, or element-wise ops over those (and constants)."""
+        value = self.g.value(vid)
+        if value.is_const or value.producer is None:
+            return True
+        producer = self.g.producer(vid)
+        assert producer is not None
+        if producer.op in ("view", "slice"):
+            source = self.g.value(producer.inputs[0])
+            return source.producer is None and not source.is_const
+        if op_class(producer.op) != "pointwise" or producer.op in ("gather", "triu", "tril"):
+            return False
+        return all(self._computable_anywhere(i) for i in producer.inputs)
 
     def _views_an_input(self, vid: int) -> bool:
         """A reshaping view of a graph input (eval batch norm's ``running_var.view(1, C, 1, 1)``): stored memory."""
@@ -468,6 +535,10 @@ def make_plan(graphs: list[Graph]) -> Plan:
                 home = produced_in.get(storage(vid))
                 if home is not None and home != gi and storage(vid) in planner.recomputable and (b.is_row or epilogue):
                     for leaf in _leaves(g, vid, planner.recomputable, inside):  # recomputed here from its leaves
+                        if leaf in planner.strided:  # a slice read in place: its source in memory first
+                            base = storage(planner.strided[leaf])
+                            if produced_in.get(base) is not None and produced_in[base] != gi:
+                                materialized.add(base)
                         if leaf not in inputs_of[gi]:
                             inputs_of[gi].append(leaf)
                     continue

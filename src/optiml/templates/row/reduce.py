@@ -61,16 +61,20 @@ def layout_of(prog: RowProgram) -> Layout:
     it (``mean(x * y[:, None])`` over both dims of ``x``: ``y`` is indexed along the outer dim
     and broadcast along the inner one), so every operand either spans a run or is broadcast
     over all of it (stride 0), and before the dim a slice read in place runs along (its rows are
-    its source's, apart)."""
+    its source's, apart). A dim of size 1 at every shape set cuts nothing: a reduced one belongs to no
+    run, and runs join across it (``instance_norm`` reshapes ``[B, C, H, W]`` to ``[1, B*C, H, W]`` and
+    reduces dims 0, 2 and 3: one run, ``H, W``)."""
     covers = [leaf.domain_dims() for leaf in prog.leaves]
     breaks = {m for leaf in prog.leaves for m in leaf.breaks}  # a slice's rows lie apart in its source
+    breaks |= prog.cat_dims  # a fused cat's dim starts its run: a part's offset then moves one index
+    trivial = {d for d in range(prog.n) if all(g.type(prog.anchor).shape[d] == 1 for g in prog.graphs)}
     runs: list[list[int]] = []
-    for d in sorted(prog.rdims):
+    for d in sorted(set(prog.rdims) - trivial):
         joins = (
             runs
-            and runs[-1][-1] == d - 1
+            and all(k in trivial for k in range(runs[-1][-1] + 1, d))
             and d not in breaks
-            and all((d in dims) == (d - 1 in dims) for dims in covers)
+            and all((d in dims) == (runs[-1][-1] in dims) for dims in covers)
         )
         if joins:
             runs[-1].append(d)
@@ -83,7 +87,7 @@ def layout_of(prog: RowProgram) -> Layout:
         )
     r2 = tuple(runs[-1]) if runs else ()
     r1 = tuple(runs[0]) if len(runs) == 2 else ()
-    inner = bool(r2) and r2[-1] == prog.n - 1
+    inner = bool(r2) and all(d in trivial for d in range(r2[-1] + 1, prog.n))  # size-1 dims after it: still inner
     return Layout(prog.kdims, r1, r2, inner)
 
 
@@ -120,6 +124,10 @@ class RowTemplate:
             knobs["col"] = {"threads": (64, 128, 256, 512)}
             knobs["col_split"] = {"threads": (128, 256, 512, 1024), "lanes": (4, 8, 16, 32)}
 
+        if prog.cat_dims:  # a fused cat reads each element where its part is: no vector packs, no caches
+            for knob in knobs.values():
+                knob.update({k: v[:1] for k, v in knob.items() if k in ("vec", "items")})
+
         def check(config: GroupConfig) -> str | None:
             items = config.get("items", 0) or 0
             if items and config.get("vec", 1) * items > 64:
@@ -135,7 +143,8 @@ class RowTemplate:
         lay = layout_of(prog)
         if not lay.inner_reduced:
             columns = _prod(prog.shape[d] for d in lay.kept)
-            if columns >= facts.sm_count * 1024:
+            reduced = _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
+            if columns >= facts.sm_count * 1024 or reduced == 1:  # (a reduction over size-1 dims: a thread a row)
                 return GroupConfig.of("col", threads=256)
             lanes = min(32, max(4, ceil_pow2(facts.sm_count * 2048 // max(columns, 1))))
             return GroupConfig.of("col_split", threads=max(256, 32 * lanes), lanes=lanes)
@@ -149,11 +158,11 @@ class RowTemplate:
             items = min(16, max(1, ceil_pow2(-(-length // (32 * vec)))))
             while vec * items > 64:
                 items //= 2
-            return GroupConfig.of("warp_row", threads=256, vec=vec, items=items if not lay.r1 else 0)
+            return GroupConfig.of("warp_row", threads=256, vec=vec, items=0 if lay.r1 or prog.cat_dims else items)
         threads = 512 if length >= 4096 else 256
         items = -(-length // (threads * vec))
         items = ceil_pow2(items) if items <= 16 else 0
-        if lay.r1 or vec * items > 64:
+        if lay.r1 or vec * items > 64 or prog.cat_dims:
             items = 0
         return GroupConfig.of("block_row", threads=threads, vec=vec, items=items)
 
@@ -189,6 +198,8 @@ class RowTemplate:
         return out[:4]
 
     def _vec(self, prog: RowProgram) -> int:
+        if prog.cat_dims:
+            return 1
         widest = max((_itemsize(leaf.dtype) for leaf in prog.leaves), default=4)
         return max(1, min(8, 16 // widest))
 
@@ -320,6 +331,16 @@ class _Renderer:
         fill.append("P.R1 = " + (" * ".join(self.p.domain_size(m) for m in lay.r1) or "1") + ";")
         fill.append("P.R2 = " + (" * ".join(self.p.domain_size(m) for m in lay.r2) or "1") + ";")
         fill.append("P.R = P.R1 * P.R2;")
+        for index, node in sorted(self.p.cats.items()):
+            offsets = self.p.cat_offsets(node)
+            fields.append(f"int64_t cat{index}[{len(offsets)}];")
+            fill += [f"P.cat{index}[{k}] = {offset};" for k, offset in enumerate(offsets)]
+        for run in (lay.r1, lay.r2):
+            if len(run) > 1 and run[0] in self.p.cat_dims:  # a fused cat's dim starting a run: elements per index of it
+                fields.append(f"int64_t cin{run[0]};")
+                fill.append(
+                    f"P.cin{run[0]} = " + " * ".join(["(int64_t)1", *(self.p.domain_size(d) for d in run[1:])]) + ";"
+                )
         struct = f"struct {pre}_P {{\n  " + "\n  ".join(fields) + "\n};"
         return struct, fill
 
@@ -366,6 +387,47 @@ class _Renderer:
         i = leaf.index
         return self.p.load_expr(leaf, f"p.l{i}", f"b_l{i} + ({r1}) * p.l{i}_r1 + ({e}) * p.l{i}_r2")
 
+    # ---- fused cats: an element's index along a dim, and reads shifted along it -------------------------
+    def coord(self, m: int, at: tuple[str, str] | None = None) -> str:
+        """The current element's index along domain dim ``m``: a kept dim from ``row``, the first dim of a
+        run from ``at`` (the element's r1 and e)."""
+        lay = self.lay
+        if m in lay.kept:
+            j = lay.kept.index(m)
+            inner = " * ".join(f"p.ks[{k}]" for k in range(j + 1, len(lay.kept)))
+            return f"((row{f' / ({inner})' if inner else ''}) % p.ks[{j}])"
+        if at is not None and lay.r2 and m == lay.r2[0]:
+            return f"(({at[1]}){self._per_index(m, lay.r2, ' / ')})"
+        if at is not None and lay.r1 and m == lay.r1[0]:
+            return f"(({at[0]}){self._per_index(m, lay.r1, ' / ')})"
+        raise TemplateError(f"internal: a fused cat along domain dim {m}, which starts no run of the row")
+
+    @staticmethod
+    def _per_index(m: int, run: tuple[int, ...], op: str) -> str:
+        """``op`` and the elements per index of ``m`` in its run (nothing for a run of ``m`` alone: one)."""
+        return f"{op}p.cin{m}" if len(run) > 1 else ""
+
+    def shifted_load(self, leaf: Leaf, m: int, shift: str, at: tuple[str, str] | None = None) -> str:
+        """``leaf`` read with the element's index along domain dim ``m`` lowered by ``shift``."""
+        i, lay = leaf.index, self.lay
+        if m in lay.kept:
+            base = f"b_l{i} - ({shift}) * p.l{i}_k[{lay.kept.index(m)}]"
+            if at is None:
+                return self.p.load_expr(leaf, f"p.l{i}", base)
+            return self.p.load_expr(leaf, f"p.l{i}", f"{base} + ({at[0]}) * p.l{i}_r1 + ({at[1]}) * p.l{i}_r2")
+        if at is not None and lay.r2 and m == lay.r2[0]:
+            return self.load(leaf, at[0], f"(({at[1]}) - ({shift}){self._per_index(m, lay.r2, ' * ')})")
+        if at is not None and lay.r1 and m == lay.r1[0]:
+            return self.load(leaf, f"(({at[0]}) - ({shift}){self._per_index(m, lay.r1, ' * ')})", at[1])
+        raise TemplateError(f"internal: a fused cat along domain dim {m}, which starts no run of the row")
+
+    def row_scope(self) -> Scope:
+        """Where values that do not vary along the row are computed (a fused cat there runs along a kept dim)."""
+        row = Scope(leaf=lambda leaf: self.p.load_expr(leaf, f"p.l{leaf.index}", f"b_l{leaf.index}"), tag="u")
+        if self.p.cat_dims:
+            row.coord, row.shifted = self.coord, self.shifted_load
+        return row
+
     def gather_renderer(self, row: Scope, stats: dict[int, str]) -> Callable[[Node, Scope], str]:
         def render(node: Node, scope: Scope) -> str:
             idx = self.p.emit(node.inputs[1], tuple(range(self.p.n)), row, stats, render)
@@ -388,8 +450,13 @@ class _Renderer:
         stats: dict[int, str],
         consume: Consume,
         j: int | None,
+        at: tuple[str, str] | None = None,
     ) -> list[str]:
+        """The targets' values for one element; ``at``: its (r1, e) indices, which a fused cat needs."""
         scope = Scope(leaf=leaf_code, outer=row, tag="t")
+        if at is not None and self.p.cat_dims:
+            scope.coord = partial(self.coord, at=at)
+            scope.shifted = partial(self.shifted_load, at=at)
         gather = self.gather_renderer(row, stats)
         values = [self.p.emit(vid, dmap, scope, stats, gather) for vid, dmap in targets]
         return scope.lines + consume(values, j)
@@ -408,7 +475,7 @@ class _Renderer:
             *head,
             f"  for (int64_t e = e0 + (int64_t)({lane}); e < e1; e += (int64_t){team}) {{",
             "    const int64_t rr = r1 * p.R2 + e; (void)rr;",
-            *self.body(targets, lambda leaf: self.load(leaf, "r1", "e"), row, stats, consume, None),
+            *self.body(targets, lambda leaf: self.load(leaf, "r1", "e"), row, stats, consume, None, ("r1", "e")),
             "  }",
             "}",
         ]
@@ -661,7 +728,7 @@ class _Renderer:
                 f"(int64_t)gridDim.x * {per_block}",
             ),
         }.get(self.variant, ("(int64_t)blockIdx.x", "(int64_t)gridDim.x"))
-        row = Scope(leaf=lambda leaf: self.p.load_expr(leaf, f"p.l{leaf.index}", f"b_l{leaf.index}"), tag="u")
+        row = self.row_scope()
         stats: dict[int, str] = {}
         body: list[str] = []
         # col_split blocks iterate together (barriers): a lane past the last column runs empty loops
@@ -715,7 +782,7 @@ class _Renderer:
         launches: list[str] = []
         for s in range(self.p.stages + 1):
             final = s == self.p.stages
-            row = Scope(leaf=lambda leaf: self.p.load_expr(leaf, f"p.l{leaf.index}", f"b_l{leaf.index}"), tag="u")
+            row = self.row_scope()
             stats: dict[int, str] = {}
             body: list[str] = []
             for r in reds:  # the earlier stages' results, combined from their partials

@@ -7,6 +7,13 @@ are stored tensors (inputs, or values an earlier kernel materialized), each read
 strides on the domain: a broadcast dim has stride 0, so ``x[M, N] * w[N] + b[M, 1]`` is three
 leaves with three stride patterns, all computed at run time from the ABI shapes.
 
+A ``cat`` of values the kernel can compute anywhere (its parts are stored tensors, slices of them, or
+element-wise results of those) is computed in place too: an element at coordinate ``c`` along the
+cat's domain dim takes the part whose range holds ``c`` and evaluates it with every leaf read ``c``
+minus the part's offset along that dim (``x * cos + cat(-x2, x1) * sin``: one pass over ``x``). The
+renderer supplies that coordinate (:attr:`Scope.coord`) and the shifted reads (:attr:`Scope.shifted`);
+the dim is a kept dim or the first of its run of the row, so a shift moves one index.
+
 Reductions run in *stages*: a reduction whose input needs the result of another (softmax's sum
 needs its max) runs in a later pass over the row. :meth:`RowProgram.emit` writes the C code of
 any set of values for one element, given how to read each leaf in that context (a register, a
@@ -76,6 +83,10 @@ class Scope:
     parent: Scope | None = None  # a scope whose variables are visible here
     outer: Scope | None = None  # where values that do not vary along the row are computed
     tag: str = "t"
+    #: the current element's index along a domain dim (a C expression; a fused cat's dims only)
+    coord: Callable[[int], str] | None = None
+    #: how to read a leaf with the element's index along domain dim ``m`` lowered by ``shift``
+    shifted: Callable[[Leaf, int, str], str] | None = None
 
     def lookup(self, key: tuple[int, DMap]) -> str | None:
         scope: Scope | None = self
@@ -84,6 +95,18 @@ class Scope:
                 return scope.names[key]
             scope = scope.parent
         return None
+
+
+@dataclass(frozen=True)
+class _ShiftedRead:
+    """Reads a leaf with the element's index along domain dim ``m`` lowered by ``shift`` (a cat's part)."""
+
+    shifted: Callable[[Leaf, int, str], str]
+    m: int
+    shift: str
+
+    def __call__(self, leaf: Leaf) -> str:
+        return self.shifted(leaf, self.m, self.shift)
 
 
 class RowProgram:
@@ -105,6 +128,8 @@ class RowProgram:
         self._leaf_index: dict[tuple[int, DMap], int] = {}
         self.reductions: list[Reduction] = []
         self.gathers: list[Node] = []
+        self.cat_dims: set[int] = set()  # domain dims fused cats run along (see the module docstring)
+        self.cats: dict[int, Node] = {}  # node index → a fused cat (its parts' offsets are kernel parameters)
         self.anchor = self._anchor()
         dims = tuple(spec.dims)
         self._assign_frames()
@@ -191,8 +216,9 @@ class RowProgram:
         self._collect_leaves()
         for start in range(self.n):
             run = set(range(start, self.n))
+            breaks = {m for leaf in self.leaves for m in leaf.breaks} | self.cat_dims
             if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves) and all(
-                m <= start for leaf in self.leaves for m in leaf.breaks
+                m <= start for m in breaks
             ):
                 return tuple(sorted(run))
         return (self.n - 1,) if self.n else ()
@@ -219,7 +245,51 @@ class RowProgram:
             maps.append(dmap)
             if visit_leaf:
                 self._visit(vid, dmap)
+        if node.op == "cat":
+            self._note_cat(node, frame)
         return maps
+
+    def _note_cat(self, node: Node, dmap: DMap) -> None:
+        m = dmap[self.cat_dim(node)]
+        if m < 0:
+            raise TemplateError(f"{node.target or 'cat'}: a concatenation along a dim the kernel's domain lacks")
+        self.cat_dims.add(m)
+        self.cats[node.index] = node
+
+    def cat_offsets(self, node: Node) -> list[str]:
+        """Host C expressions: where each part starts along the cat's dim, then the cat's length."""
+        dim, offsets = self.cat_dim(node), ["(int64_t)0"]
+        for part in node.inputs:
+            offsets.append(f"({offsets[-1]} + (int64_t)({self._extent(part, dim)}))")
+        return offsets
+
+    def _extent(self, vid: int, dim: int) -> str:
+        """Host C expression of ``vid``'s size along ``dim``: an ABI dim where one equals it, else through
+        the element-wise ops computing it to the slice that sets it (``y[..., 1:]``: ``y``'s size - 1)."""
+        try:
+            return self.sizes.dim(vid, dim)
+        except TemplateError:
+            pass
+        sizes = [g.type(vid).shape[dim] for g in self.graphs]
+        producer = self.g.producer(vid)
+        if producer is not None and producer.op == "slice" and int(producer.attr("dim")) == dim:
+            source = producer.inputs[0]
+            starts = tuple(int(g.nodes[producer.index].attr("start")) for g in self.graphs)
+            to_end = all(
+                start + size == g.type(source).shape[dim]
+                for g, start, size in zip(self.graphs, starts, sizes, strict=True)
+            )
+            if to_end:
+                return f"({self.sizes.dim(source, dim)} - (int64_t)({self.sizes.size(starts)}))"
+        elif producer is not None and producer.op != "slice":
+            rank = self.g.type(vid).ndim
+            for i in producer.inputs:  # an operand spanning the same range (element-wise ops align it)
+                if self.g.type(i).ndim == rank and [g.type(i).shape[dim] for g in self.graphs] == sizes:
+                    return self._extent(i, dim)
+        raise TemplateError(f"a concatenated part's size ({', '.join(map(str, sizes))}) is no size the kernel can name")
+
+    def cat_dim(self, node: Node) -> int:
+        return int(node.attr("dim")) % max(1, self.g.type(node.outputs[0]).ndim)
 
     def _visit(self, vid: int, dmap: DMap) -> None:
         value = self.g.value(vid)
@@ -230,6 +300,8 @@ class RowProgram:
             assert producer is not None
             for i, m in zip(producer.inputs, self._inline_maps(producer, dmap), strict=True):
                 self._visit(i, m)
+            if producer.op == "cat":
+                self._note_cat(producer, dmap)
             return
         self.leaf_for(vid, dmap)
 
@@ -393,6 +465,8 @@ class RowProgram:
         elif node.op == "view":
             src = node.inputs[0]
             return self.emit(src, self.frames.get(src) or dmap, scope, stats, gather)
+        elif node.op == "cat":
+            return self._emit_cat(node, vid, dmap, scope, stats, gather)
         else:
             maps = self._maps_for(node, vid, dmap)
             args = [self.emit(i, m, scope, stats, gather) for i, m in zip(node.inputs, maps, strict=True)]
@@ -401,6 +475,40 @@ class RowProgram:
         name = f"{scope.tag}{vid}_{len(scope.names)}"
         scope.lines.append(f"const {ctype} {name} = {expr};")
         scope.names[key] = name
+        return name
+
+    def _emit_cat(
+        self,
+        node: Node,
+        vid: int,
+        dmap: DMap,
+        scope: Scope,
+        stats: dict[int, str],
+        gather: Callable[[Node, Scope], str] | None,
+    ) -> str:
+        """The part holding the element's index along the cat's dim, evaluated with its leaves read that
+        index minus the part's offset; each part in a scope of its own (nothing computed at the element's
+        own index is valid there)."""
+        if scope.coord is None or scope.shifted is None:
+            raise TemplateError(f"{node.target or 'cat'}: a concatenation inside another's part is not fused")
+        dim = self.cat_dim(node)
+        maps = self._maps_for(node, vid, dmap)
+        m = dmap[dim]
+        coord, shifted = scope.coord, scope.shifted
+        ctype = self.value_type(vid)
+        name = f"{scope.tag}{vid}_{len(scope.names)}"
+        lines = [f"{ctype} {name};"]
+        for k, (part, part_map) in enumerate(zip(node.inputs, maps, strict=True)):
+            offset, end = f"p.cat{node.index}[{k}]", f"p.cat{node.index}[{k + 1}]"
+            # no coordinates inside a part: a cat of cats is not fused (the planner keeps it a kernel of its own)
+            sub = Scope(leaf=_ShiftedRead(shifted, m, offset), tag=f"{scope.tag}c{vid}_{k}_")
+            value = self.emit(part, part_map, sub, stats, gather)
+            last = k == len(node.inputs) - 1
+            head = "} else {" if last else ("if" if k == 0 else "} else if") + f" ({coord(m)} < {end}) {{"
+            lines += [head, *sub.lines, f"{name} = {value};"]
+        lines.append("}")
+        scope.lines.extend(lines)
+        scope.names[(vid, dmap)] = name
         return name
 
     def varies(self, vid: int) -> bool:

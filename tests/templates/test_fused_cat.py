@@ -1,0 +1,77 @@
+"""A ``cat`` of values computable anywhere, read by element-wise ops or reductions, is computed in place by
+the row kernel that reads it (templates/plan.py, row/rowprog.py): each element evaluates the part holding
+it, its leaves read at the index shifted by the part's offset. Checked against torch on the CPU emulator
+along kept dims, along the first dim of a reduced run, with inputs and slices as parts, at odd sizes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from emulated_tasks import emulator_mismatches, planned, write_task
+from test_gemm_template import needs_gxx
+
+from optiml.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+ROTARY = ROOT / "tasks" / "memory" / "rotary_half.py"
+
+TEMPLATE = """import torch
+import torch.nn as nn
+
+OPTIML = {{"dtype": "float32", "shape_sets": [{{"A": 4, "B": 6, "C": 10}}, {{"A": 3, "B": 4, "C": 7}}]}}
+A = 4
+B = 6
+C = 10
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        {body}
+
+
+def get_inputs():
+    return [torch.randn(A, B, C), torch.randn(A, B, C)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+CASES = {
+    # three parts along the last dim (the row), one an input as it is, one a slice, one computed
+    "row_three_parts": "return torch.cat((x, -y[..., 1:], torch.sigmoid(x[..., :3]) * 2), dim=-1) * 0.5 + 1",
+    # along a kept dim (rows), then a softmax over the last dim
+    "kept_dim_softmax": "return torch.softmax(torch.cat((x * 2, y), dim=0), dim=-1)",
+    # along the middle dim, reduced with the last: the cat's dim starts the reduced run
+    "reduced_run_sum": "return torch.cat((x.exp(), y[:, :2] - 1), dim=1).sum(dim=(1, 2))",
+    # a rotate-half on the middle dim, then a mean over the last (the cat's dim is kept)
+    "rotate_middle_mean": (
+        "h = x.shape[1] // 2\n        return (x * torch.cat((-x[:, h:], x[:, :h]), dim=1)).mean(dim=-1)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_cat_of_computable_parts_fuses_into_the_kernel_that_reads_it(name: str, tmp_path: Path) -> None:
+    described = planned(write_task(tmp_path, name, TEMPLATE.format(body=CASES[name]))).describe()
+    assert "cat[" not in described and "→" not in described, described
+
+
+def test_rotate_half_is_one_kernel() -> None:
+    assert planned(load_task(ROTARY)).describe() == "pointwise[mul cat mul add]"
+
+
+def test_a_cat_that_is_an_output_stays_a_copy_kernel(tmp_path: Path) -> None:
+    task = write_task(tmp_path, "cat_out", TEMPLATE.format(body="return torch.cat((x.relu(), y), dim=-1)"))
+    assert planned(task).describe() == "pointwise[relu] → cat[cat]"
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", ["rotary", *sorted(CASES)])
+def test_fused_cats_match_torch_on_the_emulator(name: str, tmp_path: Path) -> None:
+    task = load_task(ROTARY) if name == "rotary" else write_task(tmp_path, name, TEMPLATE.format(body=CASES[name]))
+    kernels = planned(task)
+    units = [(kernels.task, " + ".join(c.label() for c in s), kernels.render(s).code) for s in kernels.seeds(3)]
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=11, tol=1e-4)
+    assert not failures, "\n".join(failures)
