@@ -316,7 +316,7 @@ class Judge:
             empty = host_empty = self._windows(process, EMPTY_CALL, CALIBRATION_CALLS, "host")
             direct = self._spin_directly() if self.cuda else 0.0
             end = "host"
-            if self.share_device_end(process, deadline):
+            if self._share_for_calibration(process, deadline):
                 tried = self._device_end_windows(process, host_empty, direct)
                 if isinstance(tried, str):
                     self.note(f"timed windows end on the host: {tried}")
@@ -342,6 +342,14 @@ class Judge:
             host_end_event_ms=low_quantile([w.event_ms for w in host_empty]),
         )
 
+    def _share_for_calibration(self, process: CandidateProcess, deadline: float) -> bool:
+        """The signal block mapped into the calibration process; a failure keeps the host's end (noted)."""
+        try:
+            return self.share_device_end(process, deadline)
+        except (CandidateFailure, Failure, OSError) as exc:
+            self.note(f"timed windows end on the host: the signal block could not be shared ({exc})")
+            return False
+
     def _device_end_windows(
         self, process: CandidateProcess, host_empty: list[Window], spin_direct_ms: float
     ) -> tuple[list[Window], list[Window]] | str:
@@ -349,7 +357,7 @@ class Judge:
         try:
             empty = self._windows(process, EMPTY_CALL, CALIBRATION_CALLS, "device")
             spin = self._windows(process, SPIN_CALL, SPIN_CALLS, "device")
-        except Failure as exc:  # the driver refused the stream wait
+        except (Failure, CandidateFailure) as exc:  # the driver refused the stream wait or the write
             return str(exc)
         codes = {int(w.reply.get("result", {}).get("signal", 0)) for w in empty + spin} - {0}
         if codes:
