@@ -106,6 +106,12 @@ def judge(task: Task, kernel: KernelSource, window_end: str = "auto") -> dict[st
         "judge_window_calls": result.clock.get("window_calls"),
         "judge_round_trip_ms": result.clock.get("round_trip_ms"),
         "judge_claimed_stream_ms": result.clock.get("claimed_stream_ms"),
+        # what a window added to the call beyond the candidate stream's own events (a claim, for diagnosis)
+        "judge_residual_ms": (
+            result.time_ms - result.clock["claimed_stream_ms"]
+            if result.ok and result.time_ms is not None and "claimed_stream_ms" in result.clock
+            else None
+        ),
         "judge_status": result.status.value,
         "judge_message": result.message.splitlines()[0] if result.message else "",
         "judge_ms": result.time_ms if result.ok else None,
@@ -150,6 +156,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         done[f"{key}_tasks"] = len(ratios)
         done[f"median_{key}"] = statistics.median(ratios)
         done[f"max_abs_{key}_minus_1"] = max(abs(x - 1.0) for x in ratios)
+    residuals = [r["judge_residual_ms"] for r in rows if r.get("judge_residual_ms") is not None]
+    if residuals:
+        done["median_judge_residual_ms"] = statistics.median(residuals)
     ratios = [r["ratio"] for r in rows if r.get("ratio") is not None]
     done["over_4gib"] = sum(1 for r in rows if r.get("over_4gib") and r.get("ratio") is not None)
     done["median_within_5pct"] = bool(ratios) and abs(statistics.median(ratios) - 1.0) <= 0.05

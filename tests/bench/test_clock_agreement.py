@@ -77,5 +77,18 @@ def test_the_summary_holds_the_issue_s_targets(script: ModuleType) -> None:
     assert done["median_ratio_warm"] == pytest.approx(1.1) and done["max_abs_ratio_warm_minus_1"] == pytest.approx(0.3)
     assert done["median_within_5pct"] and done["all_within_10pct"]
     assert done["kernelbench_passed"] == 2 and done["not_measured"] == ["d"]
+    assert "median_ratio_host_end" not in done and "median_judge_residual_ms" not in done
     rows[2]["ratio"] = 1.12
     assert not script.summary(rows)["all_within_10pct"]
+
+
+def test_the_summary_compares_the_two_window_ends_and_the_residual(script: ModuleType) -> None:
+    """With --also-host-end each row has both ends' ratios; the residual is judge minus the stream's own events."""
+    rows = [
+        {"task": "a", "ratio": 1.01, "ratio_host_end": 1.09, "judge_residual_ms": 0.02},
+        {"task": "b", "ratio": 0.99, "ratio_host_end": 1.18, "judge_residual_ms": 0.04},
+        {"task": "c", "ratio": 1.03, "ratio_host_end": 1.05, "judge_residual_ms": None},
+    ]
+    done = script.summary(rows)
+    assert done["median_ratio_host_end"] == pytest.approx(1.09) and done["ratio_host_end_tasks"] == 3
+    assert done["median_judge_residual_ms"] == pytest.approx(0.03)
