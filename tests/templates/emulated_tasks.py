@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +19,38 @@ def write_task(folder: Path, name: str, text: str) -> Task:
     path = folder / f"{name}.py"
     path.write_text(text)
     return load_task(path)
+
+
+def task_text(shape_sets: list[dict[str, int]], forward: str, inputs: str, init: str = "", imports: str = "") -> str:
+    """A float32 task file: the first shape set's sizes as module constants, ``init`` and ``forward`` as the
+    bodies of ``Model.__init__`` and ``Model.forward`` (its parameters on forward's first line, as ``(x, y)``),
+    ``inputs`` the list ``get_inputs`` returns."""
+    params, body = forward.split("\n", 1)
+    constants = "\n".join(f"{name} = {value}" for name, value in shape_sets[0].items())
+    init_code = (
+        "    def __init__(self):\n        super().__init__()\n" + textwrap.indent(init, " " * 8) + "\n\n"
+        if init
+        else ""
+    )
+    return f"""import torch
+import torch.nn as nn
+{imports}
+OPTIML = {{"dtype": "float32", "shape_sets": {shape_sets!r}}}
+{constants}
+
+
+class Model(nn.Module):
+{init_code}    def forward(self, {params}):
+{textwrap.indent(body, " " * 8)}
+
+
+def get_inputs():
+    return {inputs}
+
+
+def get_init_inputs():
+    return []
+"""
 
 
 def planned(task: Task) -> TemplateKernels:

@@ -7,212 +7,64 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from emulated_tasks import emulator_mismatches, planned, write_task
+from emulated_tasks import emulator_mismatches, planned, task_text, write_task
 from test_gemm_template import needs_gxx
 
-INSTANCE_NORM_OF_ROWS = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 6, "N": 40}, {"B": 3, "N": 7}]}
-B = 6
-N = 40
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.InstanceNorm2d(N)
-
-    def forward(self, x, y):
-        x = self.norm(x.unsqueeze(1).unsqueeze(1)).squeeze(1).squeeze(1)
-        return (x + y) * y
-
-
-def get_inputs():
-    return [torch.randn(B, N) * 3 + 1, torch.randn(B, N)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-VIEWS_AROUND_A_SOFTMAX = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 5, "N": 33}, {"B": 2, "N": 9}]}
-B = 5
-N = 33
-
-
-class Model(nn.Module):
-    def forward(self, x, w):
-        s = torch.softmax(x.view(B, 1, N), dim=-1)
-        return s.view(B, N) * w + s.squeeze(1)
-
-
-def get_inputs():
-    return [torch.randn(B, N), torch.randn(N)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-GLOBAL_AVG_POOL = """import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 3, "C": 5, "H": 6, "W": 7}, {"B": 2, "C": 3, "H": 4, "W": 9}]}
-B, C, H, W = 3, 5, 6, 7
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return F.adaptive_avg_pool2d(F.gelu(x), 1).squeeze(-1).squeeze(-1)
-
-
-def get_inputs():
-    return [torch.randn(B, C, H, W)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-CAUSAL_MASK_SOFTMAX = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 2, "T": 9}, {"B": 1, "T": 5}]}
-B, T = 2, 9
-MAX_T = 12
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("bias", torch.tril(torch.ones(MAX_T, MAX_T)).view(1, 1, MAX_T, MAX_T))
-
-    def forward(self, att):
-        t = att.size(-1)
-        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
-        return torch.softmax(att, dim=-1)
-
-
-def get_inputs():
-    return [torch.randn(B, 3, T, T)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-MASKED_EXP_VIEWS = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 3, "L": 8}, {"B": 2, "L": 5}]}
-B, L = 3, 8
-
-
-class Model(nn.Module):
-    def forward(self, x, m):
-        return torch.exp(torch.where(m > 0.3, x, -torch.inf)).unsqueeze(1).unsqueeze(-1)
-
-
-def get_inputs():
-    return [torch.randn(B, L, L), torch.rand(B, L, L)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-MEAN_OVER_A_SIZE_ONE_DIM = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 6, "N": 40}, {"B": 3, "N": 7}]}
-B, N = 6, 40
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        x = torch.max(x, dim=1, keepdim=True).values
-        x = x - x.mean(dim=1, keepdim=True)
-        return torch.nn.functional.gelu(x)
-
-
-def get_inputs():
-    return [torch.randn(B, N)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-INSTANCE_NORM_4D = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 2, "C": 3, "H": 5, "W": 7}, {"B": 1, "C": 2, "H": 3, "W": 4}]}
-B, C, H, W = 2, 3, 5, 7
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.InstanceNorm2d(C)
-
-    def forward(self, x):
-        return self.norm(x) / 2.0
-
-
-def get_inputs():
-    return [torch.randn(B, C, H, W) * 2 + 1]
-
-
-def get_init_inputs():
-    return []
-"""
-
-POOLED_LOGSUMEXP = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 3, "C": 6, "H": 4, "W": 5}, {"B": 2, "C": 3, "H": 3, "W": 2}]}
-B, C, H, W = 3, 6, 4, 5
-
-
-class Model(nn.Module):
-    def forward(self, x, bias):
-        x = torch.mean(x, dim=(2, 3), keepdim=True) + bias
-        return torch.logsumexp(x, dim=1, keepdim=True) * 10.0
-
-
-def get_inputs():
-    return [torch.randn(B, C, H, W), torch.randn(C, 1, 1)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-SOFTMAX_BEFORE_A_SIZE_ONE_DIM = """import torch
-import torch.nn as nn
-
-OPTIML = {"dtype": "float32", "shape_sets": [{"B": 5, "N": 37}, {"B": 2, "N": 9}]}
-B, N = 5, 37
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.softmax(x.unsqueeze(-1), dim=1) * 3
-
-
-def get_inputs():
-    return [torch.randn(B, N)]
-
-
-def get_init_inputs():
-    return []
-"""
+ROWS = [{"B": 6, "N": 40}, {"B": 3, "N": 7}]
+IMAGES = [{"B": 3, "C": 5, "H": 6, "W": 7}, {"B": 2, "C": 3, "H": 4, "W": 9}]
+
+INSTANCE_NORM_OF_ROWS = task_text(
+    ROWS,
+    "x, y\nx = self.norm(x.unsqueeze(1).unsqueeze(1)).squeeze(1).squeeze(1)\nreturn (x + y) * y",
+    "[torch.randn(B, N) * 3 + 1, torch.randn(B, N)]",
+    init="self.norm = nn.InstanceNorm2d(N)",
+)
+VIEWS_AROUND_A_SOFTMAX = task_text(
+    [{"B": 5, "N": 33}, {"B": 2, "N": 9}],
+    "x, w\ns = torch.softmax(x.view(B, 1, N), dim=-1)\nreturn s.view(B, N) * w + s.squeeze(1)",
+    "[torch.randn(B, N), torch.randn(N)]",
+)
+GLOBAL_AVG_POOL = task_text(
+    IMAGES,
+    "x\nreturn F.adaptive_avg_pool2d(F.gelu(x), 1).squeeze(-1).squeeze(-1)",
+    "[torch.randn(B, C, H, W)]",
+    imports="import torch.nn.functional as F\n",
+)
+CAUSAL_MASK_SOFTMAX = task_text(
+    [{"B": 2, "T": 9}, {"B": 1, "T": 5}],
+    "att\nt = att.size(-1)\natt = att.masked_fill(self.bias[:, :, :t, :t] == 0, float('-inf'))\n"
+    "return torch.softmax(att, dim=-1)",
+    "[torch.randn(B, 3, T, T)]",
+    init='self.register_buffer("bias", torch.tril(torch.ones(12, 12)).view(1, 1, 12, 12))',
+)
+MASKED_EXP_VIEWS = task_text(
+    [{"B": 3, "L": 8}, {"B": 2, "L": 5}],
+    "x, m\nreturn torch.exp(torch.where(m > 0.3, x, -torch.inf)).unsqueeze(1).unsqueeze(-1)",
+    "[torch.randn(B, L, L), torch.rand(B, L, L)]",
+)
+MEAN_OVER_A_SIZE_ONE_DIM = task_text(
+    ROWS,
+    "x\nx = torch.max(x, dim=1, keepdim=True).values\nx = x - x.mean(dim=1, keepdim=True)\n"
+    "return torch.nn.functional.gelu(x)",
+    "[torch.randn(B, N)]",
+)
+INSTANCE_NORM_4D = task_text(
+    [{"B": 2, "C": 3, "H": 5, "W": 7}, {"B": 1, "C": 2, "H": 3, "W": 4}],
+    "x\nreturn self.norm(x) / 2.0",
+    "[torch.randn(B, C, H, W) * 2 + 1]",
+    init="self.norm = nn.InstanceNorm2d(C)",
+)
+POOLED_LOGSUMEXP = task_text(
+    [{"B": 3, "C": 6, "H": 4, "W": 5}, {"B": 2, "C": 3, "H": 3, "W": 2}],
+    "x, bias\nx = torch.mean(x, dim=(2, 3), keepdim=True) + bias\n"
+    "return torch.logsumexp(x, dim=1, keepdim=True) * 10.0",
+    "[torch.randn(B, C, H, W), torch.randn(C, 1, 1)]",
+)
+SOFTMAX_BEFORE_A_SIZE_ONE_DIM = task_text(
+    [{"B": 5, "N": 37}, {"B": 2, "N": 9}],
+    "x\nreturn torch.softmax(x.unsqueeze(-1), dim=1) * 3",
+    "[torch.randn(B, N)]",
+)
 
 CASES = {
     "rows_instance_norm": INSTANCE_NORM_OF_ROWS,

@@ -487,14 +487,11 @@ def _time_series(
 
 def clock_summary(detail: dict[str, Any]) -> dict[str, Any]:
     """What a result says about its clock (``EvalResult.clock``), from a timing's evidence."""
-    calibration = detail["calibration"]
-    end = detail.get("window_end", calibration["window_end"])
+    end = detail["window_end"]
     return {
         "window_end": end,
         "window_calls": detail["window_calls"],
-        "round_trip_ms": calibration["event_ms"]
-        if end == calibration["window_end"]
-        else calibration["host_end_event_ms"],
+        "round_trip_ms": Calibration(**detail["calibration"]).event_ms_for(end),
         "claimed_stream_ms": detail["claimed_stream_ms"],
     }
 

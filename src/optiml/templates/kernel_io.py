@@ -11,9 +11,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from optiml.templates.base import Operand, RenderContext
+from optiml.graph.ir import Node
+from optiml.templates.base import (
+    DeviceFacts,
+    GroupConfig,
+    KernelCode,
+    Operand,
+    RenderContext,
+    Space,
+    TemplateError,
+)
 from optiml.templates.descriptors import UsedDescriptors
 from optiml.templates.group import Group
+
+#: Block sizes a one-node grid-stride kernel may take (:class:`GridStrideTemplate`).
+GRID_STRIDE_THREADS = (128, 256, 512)
 
 
 def fast_div_code(prefix: str) -> str:
@@ -141,3 +153,37 @@ def grid_stride_launch(p: str, kernel: str, threads: int, sizes: str, guard: str
     {launch_check()}
   }}
 """
+
+
+class GridStrideTemplate:
+    """A family of one kernel over one node's output, in a grid-stride loop (:func:`grid_stride_launch`):
+    one variant, a ``threads`` knob, 256 threads a block by default (a memory-bound copy). Subclasses name
+    the family, its variant and the ops it serves, and write the kernel in :meth:`render_node`."""
+
+    name: str
+    variant: str
+    ops: tuple[str, ...]
+
+    def space(self, group: Group, facts: DeviceFacts) -> Space:
+        return Space({self.variant: {"threads": GRID_STRIDE_THREADS}})
+
+    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
+        return GroupConfig.of(self.variant, threads=256)
+
+    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
+        return [self.default(group, facts), GroupConfig.of(self.variant, threads=512)]
+
+    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
+        reason = self.space(group, ctx.facts).reason_invalid(config)
+        if reason is not None:
+            raise TemplateError(f"{self.name}: {reason}")
+        nodes = [group.graph.nodes[i] for i in group.nodes]
+        if len(nodes) != 1 or nodes[0].op not in self.ops:
+            raise TemplateError(f"{self.name}: a group holds exactly one {' or '.join(self.ops)} node")
+        node = nodes[0]
+        if node.outputs[0] not in group.outputs:
+            return KernelCode(device=f"// {ctx.prefix}: {node.op} not read by anyone", host="")
+        return self.render_node(group, node, ctx, int(config.get("threads")))
+
+    def render_node(self, group: Group, node: Node, ctx: RenderContext, threads: int) -> KernelCode:
+        raise NotImplementedError

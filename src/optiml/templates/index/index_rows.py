@@ -10,46 +10,21 @@ Relative-position tables in attention (Swin) are the use: a small table gathered
 
 from __future__ import annotations
 
-from optiml.templates.base import (
-    DeviceFacts,
-    GroupConfig,
-    KernelCode,
-    RenderContext,
-    Space,
-    TemplateError,
-    c_type,
-)
+from optiml.graph.ir import Node
+from optiml.templates.base import KernelCode, RenderContext, c_type
 from optiml.templates.group import Group
-from optiml.templates.kernel_io import grid_stride_launch
-
-THREADS = (128, 256, 512)
+from optiml.templates.kernel_io import GridStrideTemplate, grid_stride_launch
 
 
-class IndexRowsTemplate:
-    name = "index"
+class IndexRowsTemplate(GridStrideTemplate):
+    """256 threads a block by default, a grid-stride loop: a memory-bound copy with one division an element."""
 
-    def space(self, group: Group, facts: DeviceFacts) -> Space:
-        return Space({"row_copy": {"threads": THREADS}})
+    name, variant, ops = "index", "row_copy", ("index_rows",)
 
-    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
-        """256 threads a block, a grid-stride loop: a memory-bound copy with one division an element."""
-        return GroupConfig.of("row_copy", threads=256)
-
-    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
-        return [self.default(group, facts), GroupConfig.of("row_copy", threads=512)]
-
-    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
-        reason = self.space(group, ctx.facts).reason_invalid(config)
-        if reason is not None:
-            raise TemplateError(f"index: {reason}")
-        nodes = [group.graph.nodes[i] for i in group.nodes]
-        if len(nodes) != 1 or nodes[0].op != "index_rows":
-            raise TemplateError("index: a group holds exactly one index_rows node")
-        node, p, threads = nodes[0], ctx.prefix, int(config.get("threads"))
+    def render_node(self, group: Group, node: Node, ctx: RenderContext, threads: int) -> KernelCode:
+        p = ctx.prefix
         src_vid, idx_vid = node.inputs
         out_vid = node.outputs[0]
-        if out_vid not in group.outputs:
-            return KernelCode(device=f"// {p}: index_rows not read by anyone", host="")
         g = group.graph
         dtype, index_dtype = g.type(out_vid).dtype, g.type(idx_vid).dtype
         storage, index_type = c_type(dtype), c_type(index_dtype)

@@ -9,47 +9,21 @@ where ``column − row`` is on the kept side of ``diagonal``, else zero.
 
 from __future__ import annotations
 
-from optiml.templates.base import (
-    DeviceFacts,
-    GroupConfig,
-    KernelCode,
-    RenderContext,
-    Space,
-    TemplateError,
-    c_type,
-    from_compute,
-)
+from optiml.graph.ir import Node
+from optiml.templates.base import KernelCode, RenderContext, c_type, from_compute
 from optiml.templates.cexpr import arith_type, literal
 from optiml.templates.group import Group
-from optiml.templates.kernel_io import grid_stride_launch
-
-THREADS = (128, 256, 512)
+from optiml.templates.kernel_io import GridStrideTemplate, grid_stride_launch
 
 
-class TriangularTemplate:
-    name = "triangular"
+class TriangularTemplate(GridStrideTemplate):
+    """256 threads a block by default, a grid-stride loop: a memory-bound copy with two divisions an element."""
 
-    def space(self, group: Group, facts: DeviceFacts) -> Space:
-        return Space({"masked_copy": {"threads": THREADS}})
+    name, variant, ops = "triangular", "masked_copy", ("tril", "triu")
 
-    def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
-        """256 threads a block, a grid-stride loop: a memory-bound copy with two divisions an element."""
-        return GroupConfig.of("masked_copy", threads=256)
-
-    def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
-        return [self.default(group, facts), GroupConfig.of("masked_copy", threads=512)]
-
-    def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
-        reason = self.space(group, ctx.facts).reason_invalid(config)
-        if reason is not None:
-            raise TemplateError(f"triangular: {reason}")
-        nodes = [group.graph.nodes[i] for i in group.nodes]
-        if len(nodes) != 1 or nodes[0].op not in ("tril", "triu"):
-            raise TemplateError("triangular: a group holds exactly one tril or triu node")
-        node, p, threads = nodes[0], ctx.prefix, int(config.get("threads"))
+    def render_node(self, group: Group, node: Node, ctx: RenderContext, threads: int) -> KernelCode:
+        p = ctx.prefix
         out_vid, src_vid = node.outputs[0], node.inputs[0]
-        if out_vid not in group.outputs:
-            return KernelCode(device=f"// {p}: {node.op} not read by anyone", host="")
         dtype = group.graph.type(out_vid).dtype
         storage = c_type(dtype)
         zero = from_compute(literal(0, arith_type(dtype)), dtype)
