@@ -223,9 +223,12 @@ def main() -> None:
                 raise SystemExit(f"error: {exc}") from None
             except OptimlError as exc:
                 row.update(judge_status="error", judge_message=str(exc).splitlines()[0], judge_ms=None)
-                if args.also_host_end:
+            if args.also_host_end:
+                try:
                     host_end = judge(task, kernel, "host")
                     row.update(judge_ms_host_end=host_end["judge_ms"], judge_status_host_end=host_end["judge_status"])
+                except OptimlError as exc:
+                    row.update(judge_ms_host_end=None, judge_status_host_end=f"error: {str(exc).splitlines()[0]}")
             user = measure_kernel(task, kernel, options, store)  # the store labels the export with its verification
             row.update(user_figures(user, row["judge_ms"]))
             row["ratio_host_end"] = agreement(row.get("judge_ms_host_end"), user, "cold")
