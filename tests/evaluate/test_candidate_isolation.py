@@ -21,6 +21,7 @@ import pytest
 from optiml.evaluate.candidate_link import CandidateProcess
 from optiml.integrity.candidate_sandbox import (
     candidate_argv,
+    candidate_view,
     prepare,
     probe_candidate_isolation,
     python_view,
@@ -192,6 +193,28 @@ def test_a_sandbox_that_breaks_the_start_is_given_up_and_said(tmp_path: Path, mo
         process.close()
     assert "candidate isolation unavailable: a candidate process could not start" in candidate_link.isolation_note()
     assert not candidate_link.candidates_confined()
+
+
+def test_a_sandbox_that_fails_one_start_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injected: the first start's view lacks the interpreter, later ones are whole (a start that
+    failed once under load). The process starts again in the sandbox, which is not given up."""
+    from optiml.evaluate import candidate_link
+
+    monkeypatch.setattr(candidate_link._isolation, "given_up", None)
+    monkeypatch.setattr(candidate_link._isolation, "proven", False)
+    views = [(*SYSTEM_VIEW[:2], str(candidate_link.SHIM))]
+
+    def flaky_view(cudart: str | None) -> tuple[str, ...]:
+        return views.pop() if views else candidate_view(str(candidate_link.SHIM), cudart)
+
+    monkeypatch.setattr(candidate_link, "_view", flaky_view)
+    process = CandidateProcess(None, 0, tmp_path, "flaky")
+    try:
+        process.wait_ready()
+        assert process.sandboxed and not views
+    finally:
+        process.close()
+    assert candidate_link.candidates_confined()
 
 
 def test_a_start_that_fails_unconfined_too_keeps_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

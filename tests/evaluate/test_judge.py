@@ -18,7 +18,7 @@ from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK, build_host_librar
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import MAX_WINDOW_CALLS, CaseSeeds, Peaks, evaluate_candidate, hidden_work_ms, window_width
-from optiml.evaluate.judge import Judge
+from optiml.evaluate.judge import Calibration, Judge
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
 from optiml.values import EvalStatus
@@ -280,6 +280,29 @@ def test_a_calibration_taken_under_another_load_cannot_turn_an_honest_kernel_int
     assert any(w.startswith("suspect:") for w in judged.result.warnings)
     assert judged.judge["window_calls"] == 1  # a verdict's series times one call a window
     assert judge.calibration() is not stale and judge.calibration().host_ms < 10.0
+
+
+def test_a_calibration_no_attempt_could_make_plausible_convicts_nobody(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every recalibration reads a 25 ms round trip (a stalled calibration process, or a GPU shared by
+    other judges): subtracted, it leaves the honest 2 ms kernel below its floor on both clocks. Such a
+    calibration is marked shared, so the floor's verdict is withheld and the whole window stands."""
+    judge.recalibrate()
+    measured = judge._calibrate
+
+    def stalled() -> Calibration:
+        return dataclasses.replace(measured(), host_ms=25.0, event_ms=25.0, host_end_event_ms=25.0)
+
+    monkeypatch.setattr(judge, "_calibrate", stalled)
+    judge._calibration = stalled()
+    floor = Peaks(bandwidth=3 * 4099 * 4 / 1e-3)  # 1 ms
+    config = dataclasses.replace(CONFIG, stream_slack_ms=50.0)
+    judged = evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None, CaseSeeds())
+    assert judge.calibration().shared  # none of the attempts was plausible
+    assert judged.result.status is EvalStatus.OK, judged.result.message
+    assert any("floor's verdict is withheld" in w for w in judged.result.warnings)
+    assert judged.result.timing is not None and judged.result.timing.median_ms > 2.0  # the window, round trip in
 
 
 def test_hidden_work_reads_the_least_stretched_windows_not_the_median() -> None:

@@ -41,6 +41,8 @@ def get_init_inputs():
 CASES = {
     # three parts along the last dim (the row), one an input as it is, one a slice, one computed
     "row_three_parts": "return torch.cat((x, -y[..., 1:], torch.sigmoid(x[..., :3]) * 2), dim=-1) * 0.5 + 1",
+    # 3 + (C - 1) = 12 elements a row: vector packs of 4 whose first straddles the parts' boundary
+    "row_straddling_packs": "return torch.cat((x[..., :3], y[..., 1:]), dim=-1).exp() * 0.5",
     # along a kept dim (rows), then a softmax over the last dim
     "kept_dim_softmax": "return torch.softmax(torch.cat((x * 2, y), dim=0), dim=-1)",
     # along the middle dim, reduced with the last: the cat's dim starts the reduced run

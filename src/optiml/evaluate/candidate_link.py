@@ -46,6 +46,7 @@ SHIM = Path(__file__).resolve().with_name("candidate_process.py")
 START_TIMEOUT_S = 120.0  # a cold CUDA context on a busy machine can take many seconds
 LIBRARY_NAME = "candidate.so"  # the shared object's copy in the candidate's directory
 STDERR_LIMIT = 64 * 1024  # bytes of a candidate's stderr file read for a crash message
+SANDBOX_STARTS = 3  # tries in the sandbox before a start unconfined may give the sandbox up
 
 
 class _Isolation:
@@ -165,13 +166,21 @@ class CandidateProcess:
         """Block until the process has its CUDA context (the first line it writes).
 
         A sandboxed process that fails to start, before any sandboxed process of this judge has, is
-        started once more unconfined: if that one starts, the sandbox is given up for the judge's life
-        (and :func:`isolation_note` says why); if it fails too, the fault was not the sandbox's and the
+        started again in the sandbox (:data:`SANDBOX_STARTS` in all: on a GPU four judges share, one
+        start in a fresh namespace failed with CUDA error 304 and the next would have started), then
+        once unconfined: if that one starts, the sandbox is given up for the judge's life (and
+        :func:`isolation_note` says why); if it fails too, the fault was not the sandbox's and the
         sandbox is kept for the next process."""
         if self._ready:
             return
         until = deadline if deadline is not None else time.monotonic() + START_TIMEOUT_S
         failure = self._first_reply(until)
+        for _ in range(SANDBOX_STARTS - 1):
+            if failure is None or not self.sandboxed or _isolation.proven or time.monotonic() >= until:
+                break
+            self._buffer = b""
+            self._start()
+            failure = self._first_reply(until)
         if failure is not None and self.sandboxed and not _isolation.proven:
             self.sandboxed, self._buffer = False, b""
             self._start()

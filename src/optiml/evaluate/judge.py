@@ -34,7 +34,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,9 @@ class Calibration:
     #: where a timed window ends: "device" (the judge's stream waits for the candidate's word) or "host"
     window_end: str = "host"
     host_end_event_ms: float = 0.0  # the empty call's window ended on the host, for comparison
+    #: another context took time slices while it was taken (the spin kernel, timed directly, varied by one):
+    #: its round trip holds some of them, so a reading it pushes below the physics floor convicts nobody
+    shared: bool = False
 
     def event_ms_for(self, end: str) -> float:
         """The round trip to subtract from a window that ended at ``end``."""
@@ -302,7 +305,9 @@ class Judge:
                 if reason is None:
                     break
                 self.notes.append(f"a calibration was taken again: {reason}")
-            self._calibration = attempts[-1] if reason is None else min(attempts, key=lambda c: c.event_ms)
+            # none plausible: something stalled or shared every attempt, so none may convict (``shared``)
+            chosen = attempts[-1] if reason is None else replace(min(attempts, key=lambda c: c.event_ms), shared=True)
+            self._calibration = chosen
         return self._calibration
 
     def _calibrate(self) -> Calibration:
@@ -314,7 +319,8 @@ class Judge:
             process.wait_ready()
             deadline = time.monotonic() + 60
             empty = host_empty = self._windows(process, EMPTY_CALL, CALIBRATION_CALLS, "host")
-            direct = self._spin_directly() if self.cuda else 0.0
+            direct_times = self._spin_times() if self.cuda else [0.0]
+            direct = statistics.median(direct_times)
             end = "host"
             if self._share_for_calibration(process, deadline):
                 tried = self._device_end_windows(process, host_empty, direct)
@@ -340,6 +346,7 @@ class Judge:
             claimed_host_us=median_phases([w.reply.get("result", {}) for w in empty]),
             window_end=end,
             host_end_event_ms=low_quantile([w.event_ms for w in host_empty]),
+            shared=_stretched(direct_times),
         )
 
     def _share_for_calibration(self, process: CandidateProcess, deadline: float) -> bool:
@@ -386,12 +393,7 @@ class Judge:
         spin kernel, timed on its own stream, then varies by whole slices (alone, within a few percent)."""
         if not self.cuda:
             return False
-        times = self._spin_times()
-        return max(times) > SHARED_STRETCH * min(times)
-
-    def _spin_directly(self) -> float:
-        """The spin kernel timed with events on the judge's own stream (no process in between)."""
-        return statistics.median(self._spin_times())
+        return _stretched(self._spin_times())
 
     def _spin_times(self) -> list[float]:
         from optiml.evaluate.candidate_process import DriverKernels
@@ -556,3 +558,8 @@ def set_dumpable(on: bool) -> bool:
     if bool(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)) == on:
         return False
     return libc.prctl(PR_SET_DUMPABLE, int(on), 0, 0, 0) == 0
+
+
+def _stretched(spin_times: list[float]) -> bool:
+    """Whether the spin kernel's calls varied by another context's time slice."""
+    return max(spin_times) > SHARED_STRETCH * min(spin_times)

@@ -47,7 +47,6 @@ _TORCH_DECOMPOSED = [
     aten.glu,
     aten._prelu_kernel,
     aten.binary_cross_entropy_with_logits,
-    aten.adaptive_max_pool2d,
 ]
 
 
@@ -233,6 +232,21 @@ def rrelu_with_noise(
     return aten.leaky_relu.default(x, (lower + upper) / 2)
 
 
+def adaptive_max_pool2d(x: torch.Tensor, output_size: Sequence[int]) -> Any:
+    """Windows over the whole plane are a max and an argmax over it (flat ``h * W + w`` indices, as
+    PyTorch numbers them); windows that tile the plane evenly are a max pool. Ours, not PyTorch's:
+    its decomposition is missing before 2.13, and the planner's support must not follow the version."""
+    h_in, w_in = x.shape[-2], x.shape[-1]
+    h_out, w_out = output_size
+    if h_out == 1 and w_out == 1:
+        values = aten.amax.default(x, [-2, -1], True)
+        indices = aten.argmax.default(x.flatten(-2), -1, True).unsqueeze(-1)
+        return values, indices
+    if h_out > 0 and w_out > 0 and h_in % h_out == 0 and w_in % w_out == 0:
+        return aten.max_pool2d_with_indices.default(x, [h_in // h_out, w_in // w_out])
+    return NotImplemented
+
+
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table: dict[Any, Callable[..., Any]] = dict(get_decompositions(_TORCH_DECOMPOSED))
     table.update(
@@ -252,6 +266,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
             aten.norm.Scalar: norm_scalar_opt_dim,
             aten._safe_softmax.default: safe_softmax,
             aten.rrelu_with_noise.default: rrelu_with_noise,
+            aten.adaptive_max_pool2d.default: adaptive_max_pool2d,
         }
     )
     return table

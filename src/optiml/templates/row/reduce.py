@@ -124,9 +124,9 @@ class RowTemplate:
             knobs["col"] = {"threads": (64, 128, 256, 512)}
             knobs["col_split"] = {"threads": (128, 256, 512, 1024), "lanes": (4, 8, 16, 32)}
 
-        if prog.cat_dims:  # a fused cat reads each element where its part is: no vector packs, no caches
+        if prog.cat_dims:  # a fused cat reads each element where its part is: no register caches of a row
             for knob in knobs.values():
-                knob.update({k: v[:1] for k, v in knob.items() if k in ("vec", "items")})
+                knob.update({k: v[:1] for k, v in knob.items() if k == "items"})
 
         def check(config: GroupConfig) -> str | None:
             items = config.get("items", 0) or 0
@@ -198,8 +198,6 @@ class RowTemplate:
         return out[:4]
 
     def _vec(self, prog: RowProgram) -> int:
-        if prog.cat_dims:
-            return 1
         widest = max((_itemsize(leaf.dtype) for leaf in prog.leaves), default=4)
         return max(1, min(8, 16 // widest))
 
@@ -270,6 +268,7 @@ class _Renderer:
         rset = set(prog.rdims)
         self.full_leaves = [leaf for leaf in prog.leaves if leaf.domain_dims() & rset]
         self.cached = self.items > 0 and not lay.r1
+        self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
         self._smem = 0
 
     # ---- host side --------------------------------------------------------------------------------
@@ -350,6 +349,8 @@ class _Renderer:
         conds = [f"P.R2 % {v} == 0"]
         for leaf in self.full_leaves:
             i = leaf.index
+            if self.p.cat_dims and i not in self.direct:  # read only by a fused cat's part, one element at a time
+                continue
             conds.append(f"((uintptr_t)P.l{i} % (sizeof({self.p.leaf_ctype(leaf)}) * {v}) == 0)")
             conds.append(f"(P.l{i}_r2 == 0 || P.l{i}_r2 == 1) && P.l{i}_r1 % {v} == 0")
             conds += [f"P.l{i}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))]
@@ -471,22 +472,31 @@ class _Renderer:
             f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
             f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
         ]
+        direct: set[int] = set()  # leaves read at the element's own index (a fused cat's parts read shifted)
+
+        def read(leaf: Leaf) -> str:
+            direct.add(leaf.index)
+            self.direct.add(leaf.index)
+            return self.load(leaf, "r1", "e")
+
         scalar = [
             *head,
             f"  for (int64_t e = e0 + (int64_t)({lane}); e < e1; e += (int64_t){team}) {{",
             "    const int64_t rr = r1 * p.R2 + e; (void)rr;",
-            *self.body(targets, lambda leaf: self.load(leaf, "r1", "e"), row, stats, consume, None, ("r1", "e")),
+            *self.body(targets, read, row, stats, consume, None, ("r1", "e")),
             "  }",
             "}",
         ]
         if v == 1:
             return scalar
         vector = [*head, f"  for (int64_t e = e0 + (int64_t)({lane}) * VEC; e < e1; e += (int64_t){team} * VEC) {{"]
-        vector += self.pack_loads("r1", "e")
+        vector += self.pack_loads("r1", "e", direct)
         vector += self.pack_decls() if stores else []
         for j in range(v):
             vector.append(f"if (VEC > {j}) {{ const int64_t rr = r1 * p.R2 + e + {j}; (void)rr;")
-            vector += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j)
+            # a part of a fused cat reads its leaves one element at a time, each where its part puts it
+            at = ("r1", f"(e + {j})")
+            vector += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at)
             vector.append("}")
         vector += self.pack_stores("r1", "e") if stores else []
         vector += ["  }", "}"]
@@ -495,9 +505,13 @@ class _Renderer:
     def _pack_elem(self, leaf: Leaf, j: int) -> str:
         return self.p.load_expr(leaf, f"pk{leaf.index}.v", str(j))
 
-    def pack_loads(self, r1: str, e: str) -> list[str]:
+    def pack_loads(self, r1: str, e: str, direct: set[int]) -> list[str]:
+        """A pack of each full leaf read at the element's own index (``direct``; a leaf only a fused cat's
+        part reads, shifted, could run past its row)."""
         out = []
         for leaf in self.full_leaves:
+            if leaf.index not in direct:
+                continue
             i, ctype = leaf.index, self.p.leaf_ctype(leaf)
             out.append(
                 f"OptimlPack<{ctype}, VEC> pk{i}; if (p.l{i}_r2 != 0) pk{i} = *reinterpret_cast<const "
