@@ -153,6 +153,14 @@ class SizeResolver:
                         if len(ratios) == 1:
                             run = " * ".join(f"{name}.shape[{d}]" for d in range(start, stop))
                             return f"(({run}) / {ratios.pop()})"
+        for name, shapes in self._tensors:  # a run of dims less a small constant (a variance's n - 1)
+            ndim = len(shapes[0])
+            for start in range(ndim):
+                for stop in range(start + 1, ndim + 1):
+                    offsets = {_prod(s[start:stop]) - v for s, v in zip(shapes, values, strict=True)}
+                    if len(offsets) == 1 and 0 < abs(offset := offsets.pop()) <= MAX_SIZE_OFFSET:
+                        run = " * ".join(f"{name}.shape[{d}]" for d in range(start, stop))
+                        return f"(({run}) - {offset})"
         raise TemplateError(
             f"a size ({', '.join(map(str, values))} across the shape sets) matches no input or output dim"
         )
@@ -167,3 +175,5 @@ def _prod(dims: tuple[int, ...]) -> int:
 
 #: The powers of a size :meth:`SizeResolver.constant` recognises, most common first.
 _SIZE_POWERS = (1, -1, -0.5, 0.5, 2, -2)
+#: how far a size may sit from a run of dims and still be named by it (``torch.var``'s unbiased n - 1)
+MAX_SIZE_OFFSET = 2

@@ -223,6 +223,7 @@ def _itemsize(dtype: str) -> int:
 
 _COMBINE = {
     "sum": "{a} + {b}",
+    "sumsq": "{a} + {b}",  # partial sums of squares combine as sums
     "mean": "{a} + {b}",
     "prod": "{a} * {b}",
     "amax": "optiml_nanmax<{t}>({a}, {b})",
@@ -592,6 +593,8 @@ class _Renderer:
     def acc_type(self, red: Reduction) -> str:
         if red.kind in ("any", "all"):
             return "bool"
+        if red.kind == "sumsq":
+            return "double"  # Σx² − (Σx)²/n: double keeps the difference at the reference's accuracy
         source = self.p.value_type(red.source[0])
         if source == "bool" and red.kind in ("sum", "mean", "prod"):
             return "int64_t"  # PyTorch sums booleans as int64
@@ -606,7 +609,7 @@ class _Renderer:
         if red.is_arg:
             start = "INFINITY" if red.kind == "argmin" else "-INFINITY"
             return [f"{t} a{k} = ({t}){start}; int64_t ai{k} = INT64_MAX;"]
-        ident = REDUCE_IDENTITY[red.kind]
+        ident = REDUCE_IDENTITY["sum" if red.kind == "sumsq" else red.kind]
         if ident in ("inf", "-inf"):
             return [f"{t} a{k} = ({t})({'-' if ident == '-inf' else ''}INFINITY);"]
         return [f"{t} a{k} = {literal(ident, t)};"]  # type: ignore[arg-type]
@@ -615,6 +618,8 @@ class _Renderer:
         t, k = self.acc_type(red), red.out
         if red.is_arg:
             return f"optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {value}, rr);"
+        if red.kind == "sumsq":
+            return f"{{ const double q = (double)({value}); a{k} = a{k} + q * q; }}"
         return f"a{k} = {_COMBINE[red.kind].format(a=f'a{k}', b=value, t=t)};"
 
     def team_reduce(self, reds: list[Reduction]) -> list[str]:
@@ -691,6 +696,12 @@ class _Renderer:
             stats[k] = f"ai{k}"
             return []
         stats[k] = f"st{k}"
+        if red.kind == "sumsq":  # the partner's sum is combined and finished first (same stage, earlier in order)
+            assert red.partner is not None
+            m = red.partner.out
+            lines = [f"double q{k} = a{k} - a{m} * a{m} / (double)p.R; if (q{k} < 0.0) q{k} = 0.0;"]
+            scale = " / (double)p.R" if red.node.op == "mean" else ""
+            return [*lines, f"const {t} st{k} = ({t})(q{k}{scale});"]
         if red.kind == "mean":
             return [f"const {t} st{k} = ({t})(a{k} / ({self.acc_type(red)})p.R);"]
         return [f"const {t} st{k} = ({t})a{k};"]

@@ -62,7 +62,10 @@ class Reduction:
     node: Node
     stage: int
     source: tuple[int, DMap]  # the FULL value reduced
-    kind: str  # sum, mean, prod, amax, amin, argmax, argmin, any, all
+    kind: str  # sum, mean, prod, amax, amin, argmax, argmin, any, all; "sumsq" (below)
+    #: "sumsq": the node reduces ``(x - mean(x))²`` (a sum or a mean of it), computed in the same pass as that
+    #: mean (``partner``) from the sums of ``x`` and ``x²``: a variance costs no pass of its own over the row
+    partner: Reduction | None = None
 
     @property
     def out(self) -> int:
@@ -353,12 +356,43 @@ class RowProgram:
             self._collect_leaves()
         for node in self.nodes:
             if node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
-                source = (node.inputs[0], tuple(range(self.n)))
-                stage = self._stage(*source)
-                self.reductions.append(Reduction(node, stage, source, node.op))
-                self._stage_of[(node.outputs[0], self.frames[node.outputs[0]])] = stage + 1
+                partner = self._centred_mean(node)
+                if partner is not None:
+                    reduction = Reduction(node, partner.stage, partner.source, "sumsq", partner)
+                else:
+                    source = (node.inputs[0], tuple(range(self.n)))
+                    reduction = Reduction(node, self._stage(*source), source, node.op)
+                self.reductions.append(reduction)
+                self._stage_of[(node.outputs[0], self.frames[node.outputs[0]])] = reduction.stage + 1
             elif node.op == "gather":
                 self.gathers.append(node)
+
+    def _centred_mean(self, node: Node) -> Reduction | None:
+        """The mean reduction ``m`` of a value ``x`` when ``node`` sums (or averages) ``(x - m)²`` over the
+        row (a variance: ``var``, ``layer_norm``, ``group_norm``, ``instance_norm``); else None. The sum of
+        squared deviations is then ``Σx² − (Σx)²/n``, taken in the mean's pass in double precision."""
+        if node.op not in ("sum", "mean"):
+            return None
+        square = self._node_computing(node.inputs[0])
+        if square is None or not (
+            (square.op == "mul" and square.inputs[0] == square.inputs[1])
+            or (square.op == "pow" and self._const(square.inputs[1]) == 2)
+        ):
+            return None
+        centred = self._node_computing(square.inputs[0])
+        if centred is None or centred.op != "sub":
+            return None
+        for x, mean in (centred.inputs, centred.inputs[::-1]):  # (x - m)² = (m - x)²
+            while (producer := self._node_computing(mean)) is not None and producer.op in ("view", "expand"):
+                mean = producer.inputs[0]
+            found = [r for r in self.reductions if r.kind == "mean" and r.out == mean and r.source[0] == x]
+            if found and self.value_type(x) in ("float", "double"):
+                return found[0]
+        return None
+
+    def _const(self, vid: int) -> object:
+        value = self.g.value(vid)
+        return value.const if value.is_const and not self.varies(vid) else None
 
     @property
     def stages(self) -> int:
