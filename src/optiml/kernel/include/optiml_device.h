@@ -1,8 +1,8 @@
 // optiml_device.h — device helpers every generated OptiML kernel file includes (templates, no LLM).
 //
-// NaN-propagating min / max and Python's modulo as PyTorch computes them, a vector pack of N elements for
-// 16-byte loads and stores, and the arg-max / arg-min updates of row reductions (NaN wins, then the
-// lower index), all forceinline.
+// NaN-propagating min / max and Python's modulo as PyTorch computes them, an index split (divmod), a
+// vector pack of N elements for 16-byte loads and stores, and the arg-max / arg-min updates of row
+// reductions (NaN wins, then the lower index), all forceinline.
 #ifndef OPTIML_DEVICE_H
 #define OPTIML_DEVICE_H
 
@@ -18,6 +18,22 @@ __device__ __forceinline__ float optiml_pymodf(float a, float b) {
 }
 __device__ __forceinline__ double optiml_pymodf(double a, double b) {
   double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+
+// (rem, k) -> (rem / k, rem % k) for non-negative operands: the remainder is returned, the quotient left in
+// rem. 32-bit division where both fit (a 64-bit one is a long emulated sequence: row kernels split every
+// row index into its dims with it, which dominated short rows' instructions).
+__device__ __forceinline__ int64_t optiml_divmod(int64_t& rem, int64_t k) {
+  if (((((uint64_t)rem) | ((uint64_t)k)) >> 32) == 0) {
+    const uint32_t q = (uint32_t)rem / (uint32_t)k;
+    const int64_t r = (int64_t)((uint32_t)rem - q * (uint32_t)k);
+    rem = (int64_t)q;
+    return r;
+  }
+  const int64_t q = rem / k;
+  const int64_t r = rem - q * k;
+  rem = q;
+  return r;
 }
 
 template <typename T, int N> struct alignas(sizeof(T) * N) OptimlPack { T v[N]; };

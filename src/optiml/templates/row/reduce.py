@@ -379,7 +379,7 @@ class _Renderer:
         if nk and bases:
             lines.append("{ int64_t rem = row;")
             for j in reversed(range(nk)):
-                lines.append(f"  {{ const int64_t ix = rem % p.ks[{j}]; rem /= p.ks[{j}];")
+                lines.append(f"  {{ const int64_t ix = optiml_divmod(rem, p.ks[{j}]);")
                 lines += [f"    b_{b} += ix * p.{b}_k[{j}];" for b in bases]
                 lines.append("  }")
             lines.append("}")
