@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,7 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 def _judge_leak(paths: dict[str, Path], confined: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[str, EvalResult]:
     if not confined:  # as on a host that allows no namespaces
         monkeypatch.setattr(candidate_link._isolation, "given_up", "no namespaces (test)")
+        monkeypatch.setattr(candidate_link._isolation, "given_up_at", time.monotonic())  # not yet retried
     judge = Judge(torch.device("cpu"), paths["root"] / f"judge-{confined}")
     (paths["root"] / f"judge-{confined}").mkdir(exist_ok=True)
     try:

@@ -217,6 +217,27 @@ def test_a_sandbox_that_fails_one_start_is_kept(tmp_path: Path, monkeypatch: pyt
     assert candidate_link.candidates_confined()
 
 
+def test_a_sandbox_given_up_is_tried_again_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given up (a start failed in it, as under load) long enough ago, the next process starts confined
+    again, and the sandbox stands from then on."""
+    from optiml.evaluate import candidate_link
+
+    monkeypatch.setattr(candidate_link._isolation, "proven", False)
+    monkeypatch.setattr(candidate_link._isolation, "given_up", "a start failed (test)")
+    monkeypatch.setattr(candidate_link._isolation, "given_up_at", time.monotonic())
+    assert not candidate_link.candidates_confined()
+    monkeypatch.setattr(
+        candidate_link._isolation, "given_up_at", time.monotonic() - candidate_link.SANDBOX_RETRY_AFTER_S
+    )
+    process = CandidateProcess(None, 0, tmp_path, "again")
+    try:
+        process.wait_ready()
+        assert process.sandboxed
+    finally:
+        process.close()
+    assert candidate_link.candidates_confined() and candidate_link._isolation.given_up is None
+
+
 def test_a_start_that_fails_unconfined_too_keeps_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from optiml.evaluate import candidate_link
     from optiml.evaluate.candidate_link import CandidateFailure

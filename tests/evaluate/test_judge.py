@@ -305,6 +305,29 @@ def test_a_calibration_no_attempt_could_make_plausible_convicts_nobody(
     assert judged.result.timing is not None and judged.result.timing.median_ms > 2.0  # the window, round trip in
 
 
+def test_a_plausible_calibration_taken_under_a_passing_load_convicts_nobody(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every recalibration reads 8 ms (within the plausible bounds, the spin kernel steady: a load that
+    came and went) while the judge once read its true round trip. Both subtracted clocks put the honest
+    2 ms kernel below its 1 ms floor; its window less the least round trip does not, so that is its time."""
+    judge.recalibrate()  # the true round trip, remembered as the least
+    measured = judge._calibrate
+
+    def loaded() -> Calibration:
+        return dataclasses.replace(measured(), host_ms=8.0, event_ms=8.0, host_end_event_ms=8.0)
+
+    monkeypatch.setattr(judge, "_calibrate", loaded)
+    judge._calibration = loaded()
+    floor = Peaks(bandwidth=3 * 4099 * 4 / 1e-3)  # 1 ms
+    config = dataclasses.replace(CONFIG, stream_slack_ms=50.0)
+    judged = evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None, CaseSeeds())
+    assert not judge.calibration().shared and judge.least_round_trip_ms() < 1.0
+    assert judged.result.status is EvalStatus.OK, judged.result.message
+    assert any("least round trip" in w for w in judged.result.warnings)
+    assert judged.result.timing is not None and 1.5 < judged.result.timing.median_ms < 5.0  # the 2 ms kernel
+
+
 def test_hidden_work_reads_the_least_stretched_windows_not_the_median() -> None:
     """A shared GPU stretches only some windows (another context's time slice lands in them); work
     hidden off the given stream stretches all of them."""

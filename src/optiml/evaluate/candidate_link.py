@@ -46,20 +46,35 @@ SHIM = Path(__file__).resolve().with_name("candidate_process.py")
 START_TIMEOUT_S = 120.0  # a cold CUDA context on a busy machine can take many seconds
 LIBRARY_NAME = "candidate.so"  # the shared object's copy in the candidate's directory
 STDERR_LIMIT = 64 * 1024  # bytes of a candidate's stderr file read for a crash message
-SANDBOX_STARTS = 3  # tries in the sandbox before a start unconfined may give the sandbox up
+#: pauses between tries in the sandbox before a start unconfined may give it up (on an H100 shared by four
+#: test workers, three starts back to back all failed with CUDA error 304 and an unconfined one started)
+SANDBOX_RETRY_DELAYS_S = (0.5, 2.0)
+#: a sandbox given up is tried again this long after (a host that never allows it pays one failed start)
+SANDBOX_RETRY_AFTER_S = 120.0
 
 
 class _Isolation:
-    """Whether candidate processes of this judge run in their sandbox (probed once; given up for the
-    rest of the judge's life, and said so, if a process cannot start CUDA inside it)."""
+    """Whether candidate processes of this judge run in their sandbox (probed once; given up, and said so,
+    if a process cannot start CUDA inside it — and tried again :data:`SANDBOX_RETRY_AFTER_S` later)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.given_up: str | None = None  # why, once the sandbox failed a real start
+        self.given_up_at = 0.0  # time.monotonic() of that
         self.proven = False  # a sandboxed process has started
 
     def enabled(self) -> bool:
-        return self.given_up is None and candidate_sandbox.probe_candidate_isolation().isolated
+        retry = self.given_up is not None and time.monotonic() - self.given_up_at >= SANDBOX_RETRY_AFTER_S
+        return (self.given_up is None or retry) and candidate_sandbox.probe_candidate_isolation().isolated
+
+    def give_up(self, why: str) -> None:
+        with self.lock:
+            if not self.proven:
+                self.given_up, self.given_up_at = why, time.monotonic()
+
+    def started_confined(self) -> None:
+        with self.lock:
+            self.proven, self.given_up = True, None
 
     def note(self) -> str:
         if self.given_up is not None:
@@ -166,18 +181,18 @@ class CandidateProcess:
         """Block until the process has its CUDA context (the first line it writes).
 
         A sandboxed process that fails to start, before any sandboxed process of this judge has, is
-        started again in the sandbox (:data:`SANDBOX_STARTS` in all: on a GPU four judges share, one
-        start in a fresh namespace failed with CUDA error 304 and the next would have started), then
-        once unconfined: if that one starts, the sandbox is given up for the judge's life (and
-        :func:`isolation_note` says why); if it fails too, the fault was not the sandbox's and the
-        sandbox is kept for the next process."""
+        started again in the sandbox after each pause of :data:`SANDBOX_RETRY_DELAYS_S`, then once
+        unconfined: if that one starts, the sandbox is given up (and :func:`isolation_note` says why)
+        until :data:`SANDBOX_RETRY_AFTER_S` has passed; if it fails too, the fault was not the sandbox's
+        and the sandbox is kept for the next process."""
         if self._ready:
             return
         until = deadline if deadline is not None else time.monotonic() + START_TIMEOUT_S
         failure = self._first_reply(until)
-        for _ in range(SANDBOX_STARTS - 1):
-            if failure is None or not self.sandboxed or _isolation.proven or time.monotonic() >= until:
+        for pause in SANDBOX_RETRY_DELAYS_S:
+            if failure is None or not self.sandboxed or _isolation.proven or time.monotonic() + pause >= until:
                 break
+            time.sleep(pause)
             self._buffer = b""
             self._start()
             failure = self._first_reply(until)
@@ -186,15 +201,12 @@ class CandidateProcess:
             self._start()
             unconfined = self._first_reply(until)
             if unconfined is None:
-                with _isolation.lock:
-                    if _isolation.given_up is None and not _isolation.proven:
-                        _isolation.given_up = (
-                            f"a candidate process could not start in its sandbox ({failure.message[:200]})"
-                        )
+                _isolation.give_up(f"a candidate process could not start in its sandbox ({failure.message[:200]})")
             failure = unconfined
         if failure is not None:
             raise failure
-        _isolation.proven = _isolation.proven or self.sandboxed
+        if self.sandboxed:
+            _isolation.started_confined()
         self._ready = True
 
     def _first_reply(self, deadline: float) -> CandidateFailure | None:

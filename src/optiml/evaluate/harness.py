@@ -267,6 +267,7 @@ class TimedSeries:
     event_ms: list[float] = field(default_factory=list)
     host_ms: list[float] = field(default_factory=list)
     inner_ms: list[float] = field(default_factory=list)
+    window_host_ms: list[float] = field(default_factory=list)  # the host's window per call, nothing subtracted
     claims: list[dict[str, Any]] = field(default_factory=list)  # the candidate process's replies (diagnostics)
     stop: str = ""
 
@@ -329,8 +330,9 @@ class TimingBench:
         self._add_slots(min(self.max_width, width))
         self.sized = True
 
-    def call(self, calibration: Calibration) -> tuple[float, float, float]:
-        """One checked window: per-call (event ms, host ms, candidate-reported ms), calibration removed."""
+    def call(self, calibration: Calibration) -> tuple[float, float, float, float]:
+        """One checked window: per-call (event ms, host ms, candidate-reported ms) with the calibration
+        removed, and the host's window per call with nothing removed."""
         judge, first = self.session.judge, self.fresh.first  # fresh inputs mix native cases: their tolerance
         expected = [self.fresh.fill(buffers) for buffers, _ in self.slots]
         for buffers, _ in self.slots:
@@ -358,6 +360,7 @@ class TimingBench:
             max(MIN_SAMPLE_MS, (window.event_ms - calibration.event_ms_for(window.end)) / width),
             max(MIN_SAMPLE_MS, (window.host_ms - calibration.host_ms) / width),
             float(window.reply.get("result", {}).get("inner_ms", 0.0)) / width,
+            window.host_ms / width,
         )
 
     def series(self, calibration: Calibration, warmup: int, rule: StopRule) -> TimedSeries:
@@ -376,10 +379,11 @@ class TimingBench:
         samples = TimedSeries()
         start = time.perf_counter()
         while not samples.stop:
-            event, host, inner = self.call(calibration)
+            event, host, inner, window_host = self.call(calibration)
             samples.event_ms.append(event)
             samples.host_ms.append(host)
             samples.inner_ms.append(inner)
+            samples.window_host_ms.append(window_host)
             samples.claims.append(self.last_claim)
             samples.stop = rule.stop(samples.event_ms, time.perf_counter() - start)
         return samples
@@ -478,6 +482,7 @@ def _time_series(
         "claimed_tail_ms": claimed_tail_ms(samples.claims, bench.width),
         "stream_excess_ms": hidden_work_ms(samples.event_ms, samples.inner_ms),
         "host_timing": asdict(TimingStats.from_samples(samples.host_ms, samples.host_ms, stop=samples.stop)),
+        "window_host_ms": statistics.median(samples.window_host_ms),
         "window_calls": bench.width,
         "window_end": calibration.window_end if config.window_end == "auto" else config.window_end,
         "claimed_host_us": median_phases(samples.claims),
@@ -616,15 +621,7 @@ def _recheck_suspect(
             # The window itself, nothing subtracted, is a bound no reading can undercut; the verdict waits
             # for a GPU of its own.
             shift = judged.judge["calibration"]["host_ms"] / judged.judge["window_calls"]  # the round trip, back
-            result.timing = replace(
-                host,
-                median_ms=host.median_ms + shift,
-                q1_ms=host.q1_ms + shift,
-                q3_ms=host.q3_ms + shift,
-                min_ms=host.min_ms + shift,
-                max_ms=host.max_ms + shift,
-                wall_median_ms=host.wall_median_ms + shift,
-            )
+            result.timing = _shifted(host, shift)
             result.warnings.append(
                 "below the physical floor on both clocks while another process shares the GPU: the floor's "
                 "verdict is withheld, and the time is the judge's whole window per call, round trip included"
@@ -640,11 +637,40 @@ def _recheck_suspect(
                 "(another process shares the GPU): timed on the host clock"
             )
             return
+        # The host's window less only the least round trip this judge has ever read: an honest call's window
+        # holds its work and at least that much overhead, so this bound never falls below an honest time.
+        # Work done outside the window (the one thing the floor convicts) leaves the window a round trip long.
+        # An honest kernel on an H200 shared by four test workers read 0.0003 ms on both subtracted clocks
+        # while the judge's spin kernel looked steady (2026-12-05): a calibration under a passing load.
+        least = session.judge.least_round_trip_ms() / judged.judge["window_calls"]
+        bound = judged.judge["window_host_ms"] - least
+        if bound >= floor:
+            result.timing = _shifted(host, bound - host.median_ms)
+            result.warnings.append(
+                f"below the physical floor once the calibrated round trip was removed, not once only the least "
+                f"round trip this judge has read ({session.judge.least_round_trip_ms():.3f} ms) is: the calibration "
+                "was taken under another load, "
+                "so the floor's verdict is withheld and the time is the judge's window less that least round trip"
+            )
+            return
         raise CandidateFailure(
             EvalStatus.INTEGRITY,
             f"time {result.timing.median_ms:.4f} ms stays below the physical floor {result.floor_ms:.4f} ms "
             "(bytes / peak bandwidth, flops / peak rate): the measurement is being fooled",
         )
+
+
+def _shifted(timing: TimingStats, shift: float) -> TimingStats:
+    """``timing`` with ``shift`` ms added to every figure of it."""
+    return replace(
+        timing,
+        median_ms=timing.median_ms + shift,
+        q1_ms=timing.q1_ms + shift,
+        q3_ms=timing.q3_ms + shift,
+        min_ms=timing.min_ms + shift,
+        max_ms=timing.max_ms + shift,
+        wall_median_ms=timing.wall_median_ms + shift,
+    )
 
 
 def _lap(start: float) -> float:

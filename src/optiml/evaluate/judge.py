@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 import os
 import statistics
 import threading
@@ -125,6 +126,7 @@ class Judge:
         self._spare: CandidateProcess | None = None
         self._closing: list[threading.Thread] = []  # killed candidate processes being reaped
         self._calibration: Calibration | None = None
+        self._least_host_ms = math.inf  # the shortest empty-call round trip of any calibration (host clock)
         self._device_end: DeviceEnd | None = None
         self._device_end_tried = False
         self._names = itertools.count()
@@ -301,6 +303,8 @@ class Judge:
             attempts: list[Calibration] = []
             for _ in range(CALIBRATION_ATTEMPTS):
                 attempts.append(self._calibrate())
+                if attempts[-1].host_ms > 0:
+                    self._least_host_ms = min(self._least_host_ms, attempts[-1].host_ms)
                 reason = calibration_plausible(attempts[-1], cuda=self.cuda)
                 if reason is None:
                     break
@@ -309,6 +313,11 @@ class Judge:
             chosen = attempts[-1] if reason is None else replace(min(attempts, key=lambda c: c.event_ms), shared=True)
             self._calibration = chosen
         return self._calibration
+
+    def least_round_trip_ms(self) -> float:
+        """The shortest round trip (host clock, empty call) any calibration of this judge has read: no window
+        carries less overhead than that, whatever the load when the current calibration was taken."""
+        return self._least_host_ms if math.isfinite(self._least_host_ms) else 0.0
 
     def _calibrate(self) -> Calibration:
         """Empty calls through windows ended on the host and, where the GPU allows, on the device; the device
