@@ -1,0 +1,157 @@
+"""What is left in a timed window beyond the kernel? (issue 38) One step of the protocol changed at a time.
+
+On 2026-12-05 (H100, `clock_agreement_device_end_h100.json`) windows ended on the device still read one-call
+kernels over GBs 0.27-0.29 ms above the candidate stream's own events (19_ReLU, SiLU, a long softmax), and
+windows of several short calls ~0.09 ms a window. This script takes that residual apart: each task's template
+seed is compiled once and evaluated by a judge in this process (the protocol of ``optiml eval``, without the
+worker around it), under variants that each change one step:
+
+* ``as_is``: the protocol as it stands (windows end on the device where the calibration trusts it);
+* ``host_end``: windows end at the candidate's reply;
+* ``no_poison``: outputs are not poisoned before each call;
+* ``no_flush``: the judge does not flush the L2 before each call;
+* ``check_after``: nothing is enqueued behind the window's end while the call runs (its output check is
+  enqueued once the window has ended).
+
+Each row: the judge's time per call, the candidate stream's own events per call, the residual (their
+difference), calls per window and the round trip subtracted. Variants that weaken the judge are for this
+diagnosis only.
+
+    PYTHONPATH=src python3 benchmarks/window_residual.py tasks/large/silu_4096x393216.py --out OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from result_file import head_commit, write_result
+
+from optiml.errors import OptimlError
+
+VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after")
+
+
+@contextlib.contextmanager
+def variant_patches(variant: str) -> Iterator[None]:
+    """The process-wide change ``variant`` makes to the judge's protocol, undone afterwards."""
+    from optiml.evaluate.arena import SharedBuffers
+    from optiml.evaluate.judge import Judge, Window
+
+    saved: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any, name: str, value: Any) -> None:
+        saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    if variant == "no_poison":
+        patch(SharedBuffers, "poison_outputs", lambda self: None)
+    elif variant == "check_after":
+        window = Judge.window
+
+        def check_after(
+            self: Judge, process: Any, message: Any, deadline: float, check: Callable[[], Any], end: str = "host"
+        ) -> Window:
+            done = window(self, process, message, deadline, lambda: None, end)
+            return dataclasses.replace(done, check=check())
+
+        patch(Judge, "window", check_after)
+    try:
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+
+
+def evaluate(task_path: Path, so_path: str, variant: str, workdir: Path) -> dict[str, Any]:
+    """One evaluation of the compiled seed under ``variant``: the judge's figures for it."""
+    import torch
+
+    from optiml.evaluate.config import EvalConfig
+    from optiml.evaluate.harness import CaseSeeds, Peaks, evaluate_candidate
+    from optiml.evaluate.judge import Judge
+    from optiml.evaluate.runtime import TaskRuntime
+    from optiml.task import load_task
+
+    config = EvalConfig(window_end="host" if variant == "host_end" else "auto")
+    judge = Judge(torch.device("cuda", 0), workdir, flush_l2=variant != "no_flush")
+    begin = time.perf_counter()
+    try:
+        with variant_patches(variant):
+            runtime = TaskRuntime(load_task(task_path), "cuda")
+            judged = evaluate_candidate(judge, runtime, so_path, config, Peaks(), None, CaseSeeds())
+    finally:
+        judge.close()
+    result, detail = judged.result, judged.judge
+    row: dict[str, Any] = {"variant": variant, "status": result.status.value, "message": result.message[:200]}
+    if result.ok and result.timing is not None and detail:
+        calls = detail["window_calls"]
+        row.update(
+            judge_ms=result.timing.median_ms,
+            stream_ms=detail["claimed_stream_ms"],
+            residual_ms=result.timing.median_ms - detail["claimed_stream_ms"],
+            residual_per_window_ms=(result.timing.median_ms - detail["claimed_stream_ms"]) * calls,
+            window_calls=calls,
+            window_end=detail["window_end"],
+            round_trip_ms=result.clock.get("round_trip_ms"),
+        )
+    row["wall_s"] = round(time.perf_counter() - begin, 1)
+    return row
+
+
+def seed_library(task_path: Path, cache: Path) -> str:
+    """The planner's seed for the task, compiled; its shared object's path."""
+    from optiml.kernel.compiler import Compiler, CompilerConfig
+    from optiml.task import load_task
+    from optiml.templates.kernels import template_kernels
+
+    kernels = template_kernels(load_task(task_path))
+    compiled = Compiler(CompilerConfig(cache_dir=cache)).compile_many([kernels.render(next(iter(kernels.seeds(1))))])[0]
+    if not compiled.ok:
+        raise SystemExit(f"error: {task_path.name}: the seed does not compile: {compiled.error_summary(3)}")
+    return str(compiled.so_path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", nargs="+", type=Path)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--commit", default=None)
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("error: no CUDA GPU is visible: this benchmark times kernels on one")
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"error: unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="optiml-residual-") as scratch:
+        root = Path(scratch)
+        for task_path in args.tasks:
+            try:
+                so_path = seed_library(task_path, root / "cache")
+            except OptimlError as exc:
+                rows.append({"task": task_path.stem, "error": str(exc).splitlines()[0]})
+                continue
+            for variant in variants:
+                workdir = root / f"{task_path.stem}-{variant}"
+                workdir.mkdir()
+                row = {"task": task_path.stem, **evaluate(task_path, so_path, variant, workdir)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                write_result(args.out, "window_residual", head_commit(args.commit), rows=rows)
+    write_result(args.out, "window_residual", head_commit(args.commit), rows=rows)
+
+
+if __name__ == "__main__":
+    main()
