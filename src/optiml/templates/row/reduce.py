@@ -473,6 +473,8 @@ class _Renderer:
             f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
             f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
         ]
+        if self.lay.r1:
+            return self.flat_loops(lo, hi, targets, row, stats, consume, stores)
         direct: set[int] = set()  # leaves read at the element's own index (a fused cat's parts read shifted)
 
         def read(leaf: Leaf) -> str:
@@ -501,6 +503,41 @@ class _Renderer:
             vector.append("}")
         vector += self.pack_stores("r1", "e") if stores else []
         vector += ["  }", "}"]
+        return ["if (VEC > 1) {", *vector, "} else {", *scalar, "}"]
+
+    def flat_loops(
+        self, lo: str, hi: str, targets: list, row: Scope, stats: dict[int, str], consume: Consume, stores: bool
+    ) -> list[str]:
+        """Team-strided loops over the flat range [lo, hi) of a row with two runs, each element's (r1, e)
+        split from its flat index: the whole team works however short the inner run is (a nested loop
+        over r1 left all but R2 / VEC of its threads idle; rotary embeddings have R2 = 128). A pack never
+        crosses an inner run (the vector path needs R2 % VEC == 0)."""
+        team, lane, v = self.team, self.lane, self.vec
+        direct: set[int] = set()
+
+        def read(leaf: Leaf) -> str:
+            direct.add(leaf.index)
+            self.direct.add(leaf.index)
+            return self.load(leaf, "r1", "e")
+
+        def split(step: str) -> list[str]:
+            return [
+                f"for (int64_t f = ({lo}) + (int64_t)({lane}){step}; f < ({hi}); f += (int64_t){team}{step}) {{",
+                "  int64_t r1 = f; const int64_t e = optiml_divmod(r1, p.R2); const int64_t rr = f; (void)rr;",
+            ]
+
+        scalar = [*split(""), *self.body(targets, read, row, stats, consume, None, ("r1", "e")), "}"]
+        if v == 1:
+            return scalar
+        vector = [*split(" * VEC"), *self.pack_loads("r1", "e", direct)]
+        vector += self.pack_decls() if stores else []
+        for j in range(v):
+            vector.append(f"if (VEC > {j}) {{ const int64_t rr = f + {j}; (void)rr;")
+            at = ("r1", f"(e + {j})")
+            vector += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at)
+            vector.append("}")
+        vector += self.pack_stores("r1", "e") if stores else []
+        vector.append("}")
         return ["if (VEC > 1) {", *vector, "} else {", *scalar, "}"]
 
     def _pack_elem(self, leaf: Leaf, j: int) -> str:

@@ -215,13 +215,16 @@ class RowProgram:
 
     def _pointwise_row_dims(self) -> tuple[int, ...]:
         """Without reductions the 'row' is the longest run of trailing dims every leaf reads uniformly
-        (all dims, for a purely element-wise kernel over same-shape tensors: one flat row)."""
+        (all dims, for a purely element-wise kernel over same-shape tensors: one flat row). One place
+        inside it where a slice's rows lie apart or a fused cat runs may cut it in two (the row's two
+        runs: a rotate-half over ``[B, H, S, D]`` with ``[S, D]`` tables is a row of ``S`` runs of ``D``,
+        not ``B * H * S`` rows of ``D``)."""
         self._collect_leaves()
+        breaks = {m for leaf in self.leaves for m in leaf.breaks} | self.cat_dims
         for start in range(self.n):
             run = set(range(start, self.n))
-            breaks = {m for leaf in self.leaves for m in leaf.breaks} | self.cat_dims
-            if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves) and all(
-                m <= start for m in breaks
+            if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves) and (
+                len({m for m in breaks if m > start}) <= 1
             ):
                 return tuple(sorted(run))
         return (self.n - 1,) if self.n else ()
