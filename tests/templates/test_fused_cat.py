@@ -12,6 +12,7 @@ from emulated_tasks import emulator_mismatches, planned, write_task
 from test_gemm_template import needs_gxx
 
 from optiml.task import load_task
+from optiml.templates.row.reduce import RowTemplate, layout_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ROTARY = ROOT / "tasks" / "memory" / "rotary_half.py"
@@ -62,6 +63,18 @@ def test_a_cat_of_computable_parts_fuses_into_the_kernel_that_reads_it(name: str
 
 def test_rotate_half_is_one_kernel() -> None:
     assert planned(load_task(ROTARY)).describe() == "pointwise[mul cat mul add]"
+
+
+def test_rotate_half_is_one_row_of_two_runs_walked_flat() -> None:
+    """Not B*H*S rows of 128 elements (a warp each): the slice and the cat cut the trailing dims once, so the
+    row is S runs of D, and its loops walk the flat range (the whole team on 128-element runs)."""
+    kernels = planned(load_task(ROTARY))
+    (group,) = kernels.plan.groups
+    template = kernels.templates.of(group)
+    assert isinstance(template, RowTemplate)
+    layout = layout_of(template.program(group))
+    assert (layout.kept, layout.r1, layout.r2) == ((0, 1), (2,), (3,))
+    assert "optiml_divmod(r1, p.R2)" in kernels.render(kernels.default()).code
 
 
 def test_a_cat_that_is_an_output_stays_a_copy_kernel(tmp_path: Path) -> None:
