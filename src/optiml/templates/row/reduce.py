@@ -473,7 +473,7 @@ class _Renderer:
             f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
             f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
         ]
-        if self.lay.r1:
+        if self.lay.r1 and self.variant not in ("col", "col_split"):  # a column's thread walks its run alone
             return self.flat_loops(lo, hi, targets, row, stats, consume, stores)
         direct: set[int] = set()  # leaves read at the element's own index (a fused cat's parts read shifted)
 
