@@ -113,7 +113,11 @@ def seed_library(task_path: Path, cache: Path) -> str:
     from optiml.templates.kernels import template_kernels
 
     kernels = template_kernels(load_task(task_path))
-    compiled = Compiler(CompilerConfig(cache_dir=cache)).compile_many([kernels.render(next(iter(kernels.seeds(1))))])[0]
+    compiler = Compiler(CompilerConfig(cache_dir=cache))
+    try:
+        compiled = compiler.compile_many([kernels.render(next(iter(kernels.seeds(1))))])[0]
+    finally:
+        compiler.close()
     if not compiled.ok:
         raise SystemExit(f"error: {task_path.name}: the seed does not compile: {compiled.error_summary(3)}")
     return str(compiled.so_path)

@@ -17,7 +17,15 @@ import torch
 from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK, build_host_libraries
 
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.harness import MAX_WINDOW_CALLS, CaseSeeds, Peaks, evaluate_candidate, hidden_work_ms, window_width
+from optiml.evaluate.harness import (
+    MAX_WINDOW_CALLS,
+    CaseSeeds,
+    Judged,
+    Peaks,
+    evaluate_candidate,
+    hidden_work_ms,
+    window_width,
+)
 from optiml.evaluate.judge import Calibration, Judge
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.task import load_task
@@ -282,23 +290,36 @@ def test_a_calibration_taken_under_another_load_cannot_turn_an_honest_kernel_int
     assert judge.calibration() is not stale and judge.calibration().host_ms < 10.0
 
 
+def _slow_honest_under_calibrations_of(
+    round_trip_ms: float,
+    judge: Judge,
+    runtime: TaskRuntime,
+    libraries: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Judged:
+    """The honest 2 ms kernel against a 1 ms floor, every calibration after a true one reading ``round_trip_ms``
+    (the true one is remembered as the least round trip)."""
+    judge.recalibrate()
+    measured = judge._calibrate
+
+    def inflated() -> Calibration:
+        values = {"host_ms": round_trip_ms, "event_ms": round_trip_ms, "host_end_event_ms": round_trip_ms}
+        return dataclasses.replace(measured(), **values)
+
+    monkeypatch.setattr(judge, "_calibrate", inflated)
+    judge._calibration = inflated()
+    floor = Peaks(bandwidth=3 * 4099 * 4 / 1e-3)  # 1 ms
+    config = dataclasses.replace(CONFIG, stream_slack_ms=50.0)
+    return evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None, CaseSeeds())
+
+
 def test_a_calibration_no_attempt_could_make_plausible_convicts_nobody(
     judge: Judge, runtime: TaskRuntime, libraries: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every recalibration reads a 25 ms round trip (a stalled calibration process, or a GPU shared by
     other judges): subtracted, it leaves the honest 2 ms kernel below its floor on both clocks. Such a
     calibration is marked shared, so the floor's verdict is withheld and the whole window stands."""
-    judge.recalibrate()
-    measured = judge._calibrate
-
-    def stalled() -> Calibration:
-        return dataclasses.replace(measured(), host_ms=25.0, event_ms=25.0, host_end_event_ms=25.0)
-
-    monkeypatch.setattr(judge, "_calibrate", stalled)
-    judge._calibration = stalled()
-    floor = Peaks(bandwidth=3 * 4099 * 4 / 1e-3)  # 1 ms
-    config = dataclasses.replace(CONFIG, stream_slack_ms=50.0)
-    judged = evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None, CaseSeeds())
+    judged = _slow_honest_under_calibrations_of(25.0, judge, runtime, libraries, monkeypatch)
     assert judge.calibration().shared  # none of the attempts was plausible
     assert judged.result.status is EvalStatus.OK, judged.result.message
     assert any("floor's verdict is withheld" in w for w in judged.result.warnings)
@@ -311,17 +332,7 @@ def test_a_plausible_calibration_taken_under_a_passing_load_convicts_nobody(
     """Every recalibration reads 8 ms (within the plausible bounds, the spin kernel steady: a load that
     came and went) while the judge once read its true round trip. Both subtracted clocks put the honest
     2 ms kernel below its 1 ms floor; its window less the least round trip does not, so that is its time."""
-    judge.recalibrate()  # the true round trip, remembered as the least
-    measured = judge._calibrate
-
-    def loaded() -> Calibration:
-        return dataclasses.replace(measured(), host_ms=8.0, event_ms=8.0, host_end_event_ms=8.0)
-
-    monkeypatch.setattr(judge, "_calibrate", loaded)
-    judge._calibration = loaded()
-    floor = Peaks(bandwidth=3 * 4099 * 4 / 1e-3)  # 1 ms
-    config = dataclasses.replace(CONFIG, stream_slack_ms=50.0)
-    judged = evaluate_candidate(judge, runtime, libraries["slow_honest"], config, floor, None, CaseSeeds())
+    judged = _slow_honest_under_calibrations_of(8.0, judge, runtime, libraries, monkeypatch)
     assert not judge.calibration().shared and judge.least_round_trip_ms() < 1.0
     assert judged.result.status is EvalStatus.OK, judged.result.message
     assert any("least round trip" in w for w in judged.result.warnings)

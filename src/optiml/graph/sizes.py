@@ -10,6 +10,7 @@ that is the same constant in every shape set and matches no tensor dim stays a c
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from optiml.errors import TemplateError
@@ -135,35 +136,33 @@ class SizeResolver:
                     matches.append((0 if (d, ndim) == (hint_dim, hint_ndim) else 1, f"{name}.shape[{d}]"))
         if matches:
             return min(matches, key=lambda m: m[0])[1]
-        for name, shapes in self._tensors:  # a run of adjacent dims (a flattening view)
-            ndim = len(shapes[0])
-            for start in range(ndim):
-                for stop in range(start + 2, ndim + 1):
-                    if all(_prod(s[start:stop]) == v for s, v in zip(shapes, values, strict=True)):
-                        return "(" + " * ".join(f"{name}.shape[{d}]" for d in range(start, stop)) + ")"
+        for run, products in self._runs(2):  # a run of adjacent dims (a flattening view)
+            if products == values:
+                return f"({run})"
         if len(set(values)) == 1:
             return f"((int64_t){values[0]})"
-        for name, shapes in self._tensors:  # a run of dims over a constant (GroupNorm's C*H*W / G)
-            ndim = len(shapes[0])
-            for start in range(ndim):
-                for stop in range(start + 1, ndim + 1):
-                    products = [_prod(s[start:stop]) for s in shapes]
-                    if all(v and p % v == 0 for p, v in zip(products, values, strict=True)):
-                        ratios = {p // v for p, v in zip(products, values, strict=True)}
-                        if len(ratios) == 1:
-                            run = " * ".join(f"{name}.shape[{d}]" for d in range(start, stop))
-                            return f"(({run}) / {ratios.pop()})"
-        for name, shapes in self._tensors:  # a run of dims less a small constant (a variance's n - 1)
-            ndim = len(shapes[0])
-            for start in range(ndim):
-                for stop in range(start + 1, ndim + 1):
-                    offsets = {_prod(s[start:stop]) - v for s, v in zip(shapes, values, strict=True)}
-                    if len(offsets) == 1 and 0 < abs(offset := offsets.pop()) <= MAX_SIZE_OFFSET:
-                        run = " * ".join(f"{name}.shape[{d}]" for d in range(start, stop))
-                        return f"(({run}) - {offset})"
+        for run, products in self._runs(1):  # a run of dims over a constant (GroupNorm's C*H*W / G)
+            if all(v and p % v == 0 for p, v in zip(products, values, strict=True)):
+                ratios = {p // v for p, v in zip(products, values, strict=True)}
+                if len(ratios) == 1:
+                    return f"(({run}) / {ratios.pop()})"
+        for run, products in self._runs(1):  # a run of dims less a small constant (a variance's n - 1)
+            offsets = {p - v for p, v in zip(products, values, strict=True)}
+            if len(offsets) == 1 and 0 < abs(offset := offsets.pop()) <= MAX_SIZE_OFFSET:
+                return f"(({run}) - {offset})"
         raise TemplateError(
             f"a size ({', '.join(map(str, values))} across the shape sets) matches no input or output dim"
         )
+
+    def _runs(self, shortest: int) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """Every run of at least ``shortest`` adjacent dims of every named tensor: its C product
+        ("x.shape[1] * x.shape[2]") and its value at each shape set."""
+        for name, shapes in self._tensors:
+            ndim = len(shapes[0])
+            for start in range(ndim):
+                for stop in range(start + shortest, ndim + 1):
+                    run = " * ".join(f"{name}.shape[{d}]" for d in range(start, stop))
+                    yield run, tuple(_prod(s[start:stop]) for s in shapes)
 
 
 def _prod(dims: tuple[int, ...]) -> int:

@@ -466,15 +466,31 @@ class _Renderer:
     def loops(
         self, lo: str, hi: str, targets: list, row: Scope, stats: dict[int, str], consume: Consume, stores: bool = False
     ) -> list[str]:
-        """Team-strided loops over the flat row range [lo, hi); ``lo`` is a multiple of VEC."""
+        """Team-strided loops over the flat row range [lo, hi); ``lo`` is a multiple of VEC.
+
+        A row of two runs is walked flat, each element's (r1, e) split from its flat index ``f``: the whole
+        team works however short the inner run is (a nested loop over r1 left all but R2 / VEC of its
+        threads idle; rotary embeddings have R2 = 128), and a pack never crosses an inner run (the vector
+        path needs R2 % VEC == 0). A column's thread walks its run alone: nested loops, no division."""
         team, lane, v = self.team, self.lane, self.vec
-        head = [
-            f"for (int64_t r1 = ({lo}) / p.R2; r1 < p.R1 && r1 * p.R2 < ({hi}); ++r1) {{",
-            f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
-            f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
-        ]
-        if self.lay.r1 and self.variant not in ("col", "col_split"):  # a column's thread walks its run alone
-            return self.flat_loops(lo, hi, targets, row, stats, consume, stores)
+        flat = bool(self.lay.r1) and self.variant not in ("col", "col_split")
+        index = "f" if flat else "r1 * p.R2 + e"
+
+        def head(step: str) -> list[str]:
+            if flat:
+                return [
+                    f"for (int64_t f = ({lo}) + (int64_t)({lane}){step}; f < ({hi}); f += (int64_t){team}{step}) {{",
+                    "  int64_t r1 = f; const int64_t e = optiml_divmod(r1, p.R2); const int64_t rr = f; (void)rr;",
+                ]
+            return [
+                f"for (int64_t r1 = ({lo}) / p.R2; r1 < p.R1 && r1 * p.R2 < ({hi}); ++r1) {{",
+                f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
+                f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
+                f"  for (int64_t e = e0 + (int64_t)({lane}){step}; e < e1; e += (int64_t){team}{step}) {{",
+                *([] if step else ["    const int64_t rr = r1 * p.R2 + e; (void)rr;"]),
+            ]
+
+        tail = ["}"] if flat else ["  }", "}"]
         direct: set[int] = set()  # leaves read at the element's own index (a fused cat's parts read shifted)
 
         def read(leaf: Leaf) -> str:
@@ -482,62 +498,19 @@ class _Renderer:
             self.direct.add(leaf.index)
             return self.load(leaf, "r1", "e")
 
-        scalar = [
-            *head,
-            f"  for (int64_t e = e0 + (int64_t)({lane}); e < e1; e += (int64_t){team}) {{",
-            "    const int64_t rr = r1 * p.R2 + e; (void)rr;",
-            *self.body(targets, read, row, stats, consume, None, ("r1", "e")),
-            "  }",
-            "}",
-        ]
+        scalar = [*head(""), *self.body(targets, read, row, stats, consume, None, ("r1", "e")), *tail]
         if v == 1:
             return scalar
-        vector = [*head, f"  for (int64_t e = e0 + (int64_t)({lane}) * VEC; e < e1; e += (int64_t){team} * VEC) {{"]
-        vector += self.pack_loads("r1", "e", direct)
+        vector = [*head(" * VEC"), *self.pack_loads("r1", "e", direct)]
         vector += self.pack_decls() if stores else []
         for j in range(v):
-            vector.append(f"if (VEC > {j}) {{ const int64_t rr = r1 * p.R2 + e + {j}; (void)rr;")
+            vector.append(f"if (VEC > {j}) {{ const int64_t rr = {index} + {j}; (void)rr;")
             # a part of a fused cat reads its leaves one element at a time, each where its part puts it
             at = ("r1", f"(e + {j})")
             vector += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at)
             vector.append("}")
         vector += self.pack_stores("r1", "e") if stores else []
-        vector += ["  }", "}"]
-        return ["if (VEC > 1) {", *vector, "} else {", *scalar, "}"]
-
-    def flat_loops(
-        self, lo: str, hi: str, targets: list, row: Scope, stats: dict[int, str], consume: Consume, stores: bool
-    ) -> list[str]:
-        """Team-strided loops over the flat range [lo, hi) of a row with two runs, each element's (r1, e)
-        split from its flat index: the whole team works however short the inner run is (a nested loop
-        over r1 left all but R2 / VEC of its threads idle; rotary embeddings have R2 = 128). A pack never
-        crosses an inner run (the vector path needs R2 % VEC == 0)."""
-        team, lane, v = self.team, self.lane, self.vec
-        direct: set[int] = set()
-
-        def read(leaf: Leaf) -> str:
-            direct.add(leaf.index)
-            self.direct.add(leaf.index)
-            return self.load(leaf, "r1", "e")
-
-        def split(step: str) -> list[str]:
-            return [
-                f"for (int64_t f = ({lo}) + (int64_t)({lane}){step}; f < ({hi}); f += (int64_t){team}{step}) {{",
-                "  int64_t r1 = f; const int64_t e = optiml_divmod(r1, p.R2); const int64_t rr = f; (void)rr;",
-            ]
-
-        scalar = [*split(""), *self.body(targets, read, row, stats, consume, None, ("r1", "e")), "}"]
-        if v == 1:
-            return scalar
-        vector = [*split(" * VEC"), *self.pack_loads("r1", "e", direct)]
-        vector += self.pack_decls() if stores else []
-        for j in range(v):
-            vector.append(f"if (VEC > {j}) {{ const int64_t rr = f + {j}; (void)rr;")
-            at = ("r1", f"(e + {j})")
-            vector += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at)
-            vector.append("}")
-        vector += self.pack_stores("r1", "e") if stores else []
-        vector.append("}")
+        vector += tail
         return ["if (VEC > 1) {", *vector, "} else {", *scalar, "}"]
 
     def _pack_elem(self, leaf: Leaf, j: int) -> str:
