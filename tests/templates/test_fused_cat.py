@@ -11,7 +11,7 @@ import pytest
 from emulated_tasks import emulator_mismatches, planned, write_task
 from test_gemm_template import needs_gxx
 
-from optiml.task import load_task
+from optiml.task import Task, load_task
 from optiml.templates.row.reduce import RowTemplate, layout_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +54,25 @@ CASES = {
     ),
 }
 
+# rows of 16 and 8 elements (vector packs of 4): parts that start at multiples of 4 are read as packs (CATV);
+# one that does not keeps the per-element reads of the same vector path
+ALIGNED_SHAPES = '[{"A": 4, "B": 6, "C": 16}, {"A": 3, "B": 4, "C": 8}]'
+ALIGNED_CASES = {
+    "aligned_rotate_half": (
+        "h = x.shape[-1] // 2\n        return x * y + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * (1 - y)"
+    ),
+    "aligned_two_inputs": "h = x.shape[-1] // 2\n        return torch.cat((x[..., :h], y[..., h:] * 3), dim=-1) + x",
+    "aligned_unaligned_part": "return torch.cat((x[..., :3], y[..., 3:].exp()), dim=-1) * x",
+    "aligned_kept_dim": "return torch.cat((x[:2] * 2, y[2:]), dim=0) * y",
+}
+
+
+def aligned_task(folder: Path, name: str) -> Task:
+    text = TEMPLATE.format(body=ALIGNED_CASES[name]).replace(
+        '[{"A": 4, "B": 6, "C": 10}, {"A": 3, "B": 4, "C": 7}]', ALIGNED_SHAPES
+    )
+    return write_task(folder, name, text.replace("C = 10", "C = 16"))
+
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_cat_of_computable_parts_fuses_into_the_kernel_that_reads_it(name: str, tmp_path: Path) -> None:
@@ -77,15 +96,31 @@ def test_rotate_half_is_one_row_of_two_runs_walked_flat() -> None:
     assert "optiml_divmod(r1, p.R2)" in kernels.render(kernels.default()).code
 
 
+def test_parts_starting_at_pack_boundaries_are_read_as_packs() -> None:
+    """Rotate-half reads ``x``'s other half as one 16-byte pack a part (guarded by the part holding the pack),
+    chosen on the host only where every part along the row starts at a multiple of VEC."""
+    kernels = planned(load_task(ROTARY))
+    code = kernels.render(kernels.default()).code
+    assert "template <int VEC, bool CATV>" in code and "if (CATV) {" in code
+    packed = [line for line in code.splitlines() if line.startswith("OptimlPack<float, VEC> pc")]
+    assert len(packed) == 2 and all("p.cat4[" in line for line in packed), packed
+    assert "(P.cat4[1]) % 4 == 0" in code and ", true><<<" in code and ", false><<<" in code
+
+
 def test_a_cat_that_is_an_output_stays_a_copy_kernel(tmp_path: Path) -> None:
     task = write_task(tmp_path, "cat_out", TEMPLATE.format(body="return torch.cat((x.relu(), y), dim=-1)"))
     assert planned(task).describe() == "pointwise[relu] → cat[cat]"
 
 
 @needs_gxx
-@pytest.mark.parametrize("name", ["rotary", *sorted(CASES)])
+@pytest.mark.parametrize("name", ["rotary", *sorted(CASES), *sorted(ALIGNED_CASES)])
 def test_fused_cats_match_torch_on_the_emulator(name: str, tmp_path: Path) -> None:
-    task = load_task(ROTARY) if name == "rotary" else write_task(tmp_path, name, TEMPLATE.format(body=CASES[name]))
+    if name == "rotary":
+        task = load_task(ROTARY)
+    elif name in ALIGNED_CASES:
+        task = aligned_task(tmp_path, name)
+    else:
+        task = write_task(tmp_path, name, TEMPLATE.format(body=CASES[name]))
     kernels = planned(task)
     units = [(kernels.task, " + ".join(c.label() for c in s), kernels.render(s).code) for s in kernels.seeds(3)]
     failures = emulator_mismatches(tmp_path / "emu", units, seed=11, tol=1e-4)

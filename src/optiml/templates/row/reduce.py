@@ -41,7 +41,7 @@ from optiml.templates.base import (
 )
 from optiml.templates.cexpr import literal
 from optiml.templates.group import Group
-from optiml.templates.row.rowprog import REDUCE_IDENTITY, Leaf, Reduction, RowProgram, Scope
+from optiml.templates.row.rowprog import REDUCE_IDENTITY, CatPart, Leaf, Reduction, RowProgram, Scope
 
 
 @dataclass(frozen=True)
@@ -270,6 +270,7 @@ class _Renderer:
         self.full_leaves = [leaf for leaf in prog.leaves if leaf.domain_dims() & rset]
         self.cached = self.items > 0 and not lay.r1
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
+        self.cat_packed: set[int] = set()  # leaves fused cats' parts read as packs (:meth:`cat_packed_elements`)
         self._smem = 0
 
     # ---- host side --------------------------------------------------------------------------------
@@ -349,21 +350,53 @@ class _Renderer:
         v = self.vec
         conds = [f"P.R2 % {v} == 0"]
         for leaf in self.full_leaves:
-            i = leaf.index
-            if self.p.cat_dims and i not in self.direct:  # read only by a fused cat's part, one element at a time
+            if self.p.cat_dims and leaf.index not in self.direct:  # read only by a fused cat's part (CATV)
                 continue
-            conds.append(f"((uintptr_t)P.l{i} % (sizeof({self.p.leaf_ctype(leaf)}) * {v}) == 0)")
-            conds.append(f"(P.l{i}_r2 == 0 || P.l{i}_r2 == 1) && P.l{i}_r1 % {v} == 0")
-            conds += [f"P.l{i}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))]
+            conds += self._leaf_vec_ok(leaf)
         for vid, dmap in self.full_outs:
             k = self.p.outputs.index((vid, dmap))
             conds.append(f"((uintptr_t)P.o{k} % (sizeof({self.ctx.outputs[k].ctype}) * {v}) == 0) && P.o{k}_r2 == 1")
             conds += [f"P.o{k}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))]
         return " && ".join(conds)
 
+    def cat_packs_ok(self) -> str:
+        """Host condition for reading fused cats' parts as packs (``CATV``): every part along the row's inner
+        run starts at a multiple of VEC (no pack straddles two), every leaf read that way is aligned."""
+        v, lay = self.vec, self.lay
+        conds = []
+        for leaf in self.full_leaves:
+            if leaf.index in self.cat_packed and leaf.index not in self.direct:
+                conds += self._leaf_vec_ok(leaf)
+        for index, node in sorted(self.p.cats.items()):
+            m = self.p.cat_domain_dim[index]
+            if lay.r2 and m == lay.r2[0]:
+                per = f" * P.cin{m}" if len(lay.r2) > 1 else ""
+                conds += [f"(P.cat{index}[{k}]{per}) % {v} == 0" for k in range(1, len(node.inputs))]
+        return " && ".join(conds) or "true"
+
+    def template_head(self) -> str:
+        return "template <int VEC, bool CATV>" if self.p.cat_dims else "template <int VEC>"
+
+    def _leaf_vec_ok(self, leaf: Leaf) -> list[str]:
+        """Host conditions for reading ``leaf`` as packs: an aligned pointer, contiguous (or broadcast) along
+        the inner run, every other stride a multiple of VEC."""
+        i, v = leaf.index, self.vec
+        return [
+            f"((uintptr_t)P.l{i} % (sizeof({self.p.leaf_ctype(leaf)}) * {v}) == 0)",
+            f"(P.l{i}_r2 == 0 || P.l{i}_r2 == 1) && P.l{i}_r1 % {v} == 0",
+            *(f"P.l{i}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))),
+        ]
+
     def launch(self, kernel: str, grid: str, args: str) -> str:
         call = "<<<" + grid + f", {self.threads}, 0, stream>>>({args});"
-        if self.vec > 1:
+        if self.p.cat_dims and self.vec > 1:
+            body = (
+                f"if ({self.vec_ok()}) {{\nif ({self.cat_packs_ok()}) {kernel}<{self.vec}, true>{call}\n"
+                f"else {kernel}<{self.vec}, false>{call}\n}} else {kernel}<1, false>{call}"
+            )
+        elif self.p.cat_dims:
+            body = f"{kernel}<1, false>{call}"
+        elif self.vec > 1:
             body = f"if ({self.vec_ok()}) {kernel}<{self.vec}>{call}\nelse {kernel}<1>{call}"
         else:
             body = f"{kernel}<1>{call}"
@@ -409,19 +442,23 @@ class _Renderer:
         """``op`` and the elements per index of ``m`` in its run (nothing for a run of ``m`` alone: one)."""
         return f"{op}p.cin{m}" if len(run) > 1 else ""
 
-    def shifted_load(self, leaf: Leaf, m: int, shift: str, at: tuple[str, str] | None = None) -> str:
-        """``leaf`` read with the element's index along domain dim ``m`` lowered by ``shift``."""
-        i, lay = leaf.index, self.lay
+    def shifted_offset(self, leaf: Leaf, m: int, part: CatPart, at: tuple[str, str] | None = None) -> str:
+        """Where ``leaf`` holds the element whose index along domain dim ``m`` is lowered by ``part``'s offset."""
+        i, lay, shift = leaf.index, self.lay, part.offset
         if m in lay.kept:
             base = f"b_l{i} - ({shift}) * p.l{i}_k[{lay.kept.index(m)}]"
-            if at is None:
-                return self.p.load_expr(leaf, f"p.l{i}", base)
-            return self.p.load_expr(leaf, f"p.l{i}", f"{base} + ({at[0]}) * p.l{i}_r1 + ({at[1]}) * p.l{i}_r2")
+            return base if at is None else f"{base} + ({at[0]}) * p.l{i}_r1 + ({at[1]}) * p.l{i}_r2"
         if at is not None and lay.r2 and m == lay.r2[0]:
-            return self.load(leaf, at[0], f"(({at[1]}) - ({shift}){self._per_index(m, lay.r2, ' * ')})")
+            e = f"(({at[1]}) - ({shift}){self._per_index(m, lay.r2, ' * ')})"
+            return f"b_l{i} + ({at[0]}) * p.l{i}_r1 + ({e}) * p.l{i}_r2"
         if at is not None and lay.r1 and m == lay.r1[0]:
-            return self.load(leaf, f"(({at[0]}) - ({shift}){self._per_index(m, lay.r1, ' * ')})", at[1])
+            r1 = f"(({at[0]}) - ({shift}){self._per_index(m, lay.r1, ' * ')})"
+            return f"b_l{i} + ({r1}) * p.l{i}_r1 + ({at[1]}) * p.l{i}_r2"
         raise TemplateError(f"internal: a fused cat along domain dim {m}, which starts no run of the row")
+
+    def shifted_load(self, leaf: Leaf, m: int, part: CatPart, at: tuple[str, str] | None = None) -> str:
+        """``leaf`` read with the element's index along domain dim ``m`` moved into ``part``."""
+        return self.p.load_expr(leaf, f"p.l{leaf.index}", self.shifted_offset(leaf, m, part, at))
 
     def row_scope(self) -> Scope:
         """Where values that do not vary along the row are computed (a fused cat there runs along a kept dim)."""
@@ -453,12 +490,14 @@ class _Renderer:
         consume: Consume,
         j: int | None,
         at: tuple[str, str] | None = None,
+        shifted: Callable[[Leaf, int, CatPart], str] | None = None,
     ) -> list[str]:
-        """The targets' values for one element; ``at``: its (r1, e) indices, which a fused cat needs."""
+        """The targets' values for one element; ``at``: its (r1, e) indices, which a fused cat needs (its
+        parts' reads at those, shifted, unless ``shifted`` reads them)."""
         scope = Scope(leaf=leaf_code, outer=row, tag="t")
         if at is not None and self.p.cat_dims:
             scope.coord = partial(self.coord, at=at)
-            scope.shifted = partial(self.shifted_load, at=at)
+            scope.shifted = shifted or partial(self.shifted_load, at=at)
         gather = self.gather_renderer(row, stats)
         values = [self.p.emit(vid, dmap, scope, stats, gather) for vid, dmap in targets]
         return scope.lines + consume(values, j)
@@ -503,15 +542,55 @@ class _Renderer:
             return scalar
         vector = [*head(" * VEC"), *self.pack_loads("r1", "e", direct)]
         vector += self.pack_decls() if stores else []
+        elements = []
         for j in range(v):
-            vector.append(f"if (VEC > {j}) {{ const int64_t rr = {index} + {j}; (void)rr;")
+            elements.append(f"if (VEC > {j}) {{ const int64_t rr = {index} + {j}; (void)rr;")
             # a part of a fused cat reads its leaves one element at a time, each where its part puts it
             at = ("r1", f"(e + {j})")
-            vector += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at)
-            vector.append("}")
+            elements += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at)
+            elements.append("}")
+        if self.p.cat_dims:
+            packed = self.cat_packed_elements(targets, row, stats, consume, index)
+            elements = ["if (CATV) {", *packed, "} else {", *elements, "}"]
+        vector += elements
         vector += self.pack_stores("r1", "e") if stores else []
         vector += tail
         return ["if (VEC > 1) {", *vector, "} else {", *scalar, "}"]
+
+    def cat_packed_elements(
+        self, targets: list, row: Scope, stats: dict[int, str], consume: Consume, index: str
+    ) -> list[str]:
+        """A pack's elements where no pack straddles a fused cat's parts (``CATV``: the host checked that each
+        part along a run starts at a multiple of VEC and that the leaves the parts read are aligned). Every
+        element takes the part its pack's first element lies in, and each leaf a part reads is loaded once a
+        pack, at the shifted index, where that part holds the pack (rotate-half: ``x``'s other half as one
+        16-byte load, not four scalar ones)."""
+        at = ("r1", "e")
+        packs: dict[tuple[int, int, CatPart], str] = {}
+        loads: list[str] = []
+
+        def shifted(leaf: Leaf, m: int, part: CatPart, j: int) -> str:
+            key = (leaf.index, m, part)
+            if key not in packs:
+                name = packs[key] = f"pc{len(packs)}"
+                i, ctype = leaf.index, self.p.leaf_ctype(leaf)
+                where, coord = self.shifted_offset(leaf, m, part, at), self.coord(m, at)
+                loads.append(
+                    f"OptimlPack<{ctype}, VEC> {name}; if ({part.offset} <= {coord} && {coord} < {part.end}) {{ "
+                    f"if (p.l{i}_r2 != 0) {name} = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>(p.l{i} + "
+                    f"{where}); else {{ const {ctype} s = p.l{i}[{where}]; for (int j = 0; j < VEC; ++j) "
+                    f"{name}.v[j] = s; }} }}"
+                )
+                self.cat_packed.add(i)
+            return self.p.load_expr(leaf, f"{packs[key]}.v", str(j))
+
+        elements = []
+        for j in range(self.vec):
+            elements.append(f"if (VEC > {j}) {{ const int64_t rr = {index} + {j}; (void)rr;")
+            elem, read = partial(self._pack_elem, j=j), partial(shifted, j=j)
+            elements += self.body(targets, elem, row, stats, consume, j, at, read)
+            elements.append("}")
+        return loads + elements
 
     def _pack_elem(self, leaf: Leaf, j: int) -> str:
         return self.p.load_expr(leaf, f"pk{leaf.index}.v", str(j))
@@ -782,9 +861,8 @@ class _Renderer:
         if self.full_outs:
             body += self.pass_over_row("0", hi, list(self.full_outs), row, stats, self.store_full, stores=True)
         body += self.store_outer(row, stats, f"{guard}{self.lane} == 0")
-        lines = [
-            f"template <int VEC>\n__global__ void __launch_bounds__({self.threads}) {pre}_kernel(const {pre}_P p) {{"
-        ]
+        head = f"__global__ void __launch_bounds__({self.threads}) {pre}_kernel(const {pre}_P p) {{"
+        lines = [f"{self.template_head()}\n{head}"]
         # block-wide teams must keep every thread in the loop (barriers); warps and threads may leave
         if self.variant == "col_split":
             lines.append(f"  for (int64_t base = {row_expr}; base < p.rows; base += {step}) {{")
@@ -853,7 +931,7 @@ class _Renderer:
                 body += self.store_outer(row, stats, "threadIdx.x == 0 && blockIdx.x == 0")
             name = f"{pre}_s{s}"
             kernels.append(
-                f"template <int VEC>\n__global__ void __launch_bounds__({self.threads}) "
+                f"{self.template_head()}\n__global__ void __launch_bounds__({self.threads}) "
                 f"{name}(const {pre}_P p, char* ws) {{\n"
                 "  const int64_t lo = (int64_t)blockIdx.x * p.clen;\n"
                 "  const int64_t hi = lo + p.clen < p.R ? lo + p.clen : p.R;\n"

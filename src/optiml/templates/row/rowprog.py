@@ -88,8 +88,8 @@ class Scope:
     tag: str = "t"
     #: the current element's index along a domain dim (a C expression; a fused cat's dims only)
     coord: Callable[[int], str] | None = None
-    #: how to read a leaf with the element's index along domain dim ``m`` lowered by ``shift``
-    shifted: Callable[[Leaf, int, str], str] | None = None
+    #: how to read a leaf with the element's index along domain dim ``m`` moved into a cat's part
+    shifted: Callable[[Leaf, int, CatPart], str] | None = None
 
     def lookup(self, key: tuple[int, DMap]) -> str | None:
         scope: Scope | None = self
@@ -101,15 +101,33 @@ class Scope:
 
 
 @dataclass(frozen=True)
-class _ShiftedRead:
-    """Reads a leaf with the element's index along domain dim ``m`` lowered by ``shift`` (a cat's part)."""
+class CatPart:
+    """Part ``k`` of the fused cat computed by node ``cat``: its leaves are read at the element's index
+    along the cat's dim lowered by :attr:`offset` (where the part starts; a kernel parameter)."""
 
-    shifted: Callable[[Leaf, int, str], str]
+    cat: int
+    k: int
+
+    @property
+    def offset(self) -> str:
+        return f"p.cat{self.cat}[{self.k}]"
+
+    @property
+    def end(self) -> str:
+        """Where the next part starts (the cat's length after the last)."""
+        return f"p.cat{self.cat}[{self.k + 1}]"
+
+
+@dataclass(frozen=True)
+class _ShiftedRead:
+    """Reads a leaf with the element's index along domain dim ``m`` moved into ``part``."""
+
+    shifted: Callable[[Leaf, int, CatPart], str]
     m: int
-    shift: str
+    part: CatPart
 
     def __call__(self, leaf: Leaf) -> str:
-        return self.shifted(leaf, self.m, self.shift)
+        return self.shifted(leaf, self.m, self.part)
 
 
 class RowProgram:
@@ -133,6 +151,7 @@ class RowProgram:
         self.gathers: list[Node] = []
         self.cat_dims: set[int] = set()  # domain dims fused cats run along (see the module docstring)
         self.cats: dict[int, Node] = {}  # node index → a fused cat (its parts' offsets are kernel parameters)
+        self.cat_domain_dim: dict[int, int] = {}  # node index → the domain dim that fused cat runs along
         self.anchor = self._anchor()
         dims = tuple(spec.dims)
         self._assign_frames()
@@ -261,6 +280,7 @@ class RowProgram:
             raise TemplateError(f"{node.target or 'cat'}: a concatenation along a dim the kernel's domain lacks")
         self.cat_dims.add(m)
         self.cats[node.index] = node
+        self.cat_domain_dim[node.index] = m
 
     def cat_offsets(self, node: Node) -> list[str]:
         """Host C expressions: where each part starts along the cat's dim, then the cat's length."""
@@ -536,12 +556,12 @@ class RowProgram:
         name = f"{scope.tag}{vid}_{len(scope.names)}"
         lines = [f"{ctype} {name};"]
         for k, (part, part_map) in enumerate(zip(node.inputs, maps, strict=True)):
-            offset, end = f"p.cat{node.index}[{k}]", f"p.cat{node.index}[{k + 1}]"
+            cat_part = CatPart(node.index, k)
             # no coordinates inside a part: a cat of cats is not fused (the planner keeps it a kernel of its own)
-            sub = Scope(leaf=_ShiftedRead(shifted, m, offset), tag=f"{scope.tag}c{vid}_{k}_")
+            sub = Scope(leaf=_ShiftedRead(shifted, m, cat_part), tag=f"{scope.tag}c{vid}_{k}_")
             value = self.emit(part, part_map, sub, stats, gather)
             last = k == len(node.inputs) - 1
-            head = "} else {" if last else ("if" if k == 0 else "} else if") + f" ({coord(m)} < {end}) {{"
+            head = "} else {" if last else ("if" if k == 0 else "} else if") + f" ({coord(m)} < {cat_part.end}) {{"
             lines += [head, *sub.lines, f"{name} = {value};"]
         lines.append("}")
         scope.lines.extend(lines)
