@@ -17,7 +17,12 @@ Each row: the judge's time per call, the candidate stream's own events per call,
 difference), calls per window and the round trip subtracted. Variants that weaken the judge are for this
 diagnosis only.
 
+``--spin-ms 1,3,5`` also evaluates the seed with one thread of its first block held for that long on the
+GPU's global timer (asleep, no memory traffic): a residual that grows with the spin grows with how long the
+call keeps the GPU, not with the bytes it moves.
+
     PYTHONPATH=src python3 benchmarks/window_residual.py tasks/large/silu_4096x393216.py --out OUT.json
+    PYTHONPATH=src python3 benchmarks/window_residual.py tasks/silu.py --variants as_is --spin-ms 0,1,3,5 --out OUT.json
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +43,27 @@ from result_file import head_commit, write_result
 from optiml.errors import OptimlError
 
 VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after")
+
+SPIN = """
+__device__ __forceinline__ void optiml_residual_spin(unsigned long long ns) {
+  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { __nanosleep(1000); asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+  }
+}
+"""
+
+
+def with_spin(code: str, spin_ms: float) -> str:
+    """``code`` with every kernel's first thread held ``spin_ms`` on the global timer before its work."""
+    if spin_ms <= 0:
+        return code
+    includes = list(re.finditer(r"^#include .*$", code, flags=re.MULTILINE))
+    cut = includes[-1].end() if includes else 0
+    ns = int(spin_ms * 1e6)
+    spun = re.sub(r"(__global__[^{;]*\{)", lambda m: f"{m.group(1)} optiml_residual_spin({ns}ULL);", code[cut:])
+    return code[:cut] + SPIN + spun
 
 
 @contextlib.contextmanager
@@ -106,8 +133,9 @@ def evaluate(task_path: Path, so_path: str, variant: str, workdir: Path) -> dict
     return row
 
 
-def seed_library(task_path: Path, cache: Path) -> str:
-    """The planner's seed for the task, compiled; its shared object's path."""
+def seed_library(task_path: Path, cache: Path, spin_ms: float = 0.0) -> str:
+    """The planner's seed for the task (held ``spin_ms`` on the GPU first, see :func:`with_spin`), compiled;
+    its shared object's path."""
     from optiml.kernel.compiler import Compiler, CompilerConfig
     from optiml.task import load_task
     from optiml.templates.kernels import template_kernels
@@ -115,7 +143,9 @@ def seed_library(task_path: Path, cache: Path) -> str:
     kernels = template_kernels(load_task(task_path))
     compiler = Compiler(CompilerConfig(cache_dir=cache))
     try:
-        compiled = compiler.compile_many([kernels.render(next(iter(kernels.seeds(1))))])[0]
+        source = kernels.render(next(iter(kernels.seeds(1))))
+        source = dataclasses.replace(source, code=with_spin(source.code, spin_ms))
+        compiled = compiler.compile_many([source])[0]
     finally:
         compiler.close()
     if not compiled.ok:
@@ -127,6 +157,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="+", type=Path)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--spin-ms", default="", help="comma-separated spins (ms) of the seed's first thread")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--commit", default=None)
     args = parser.parse_args()
@@ -141,19 +172,21 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="optiml-residual-") as scratch:
         root = Path(scratch)
+        spins = [float(v) for v in args.spin_ms.split(",") if v] or [0.0]
         for task_path in args.tasks:
-            try:
-                so_path = seed_library(task_path, root / "cache")
-            except OptimlError as exc:
-                rows.append({"task": task_path.stem, "error": str(exc).splitlines()[0]})
-                continue
-            for variant in variants:
-                workdir = root / f"{task_path.stem}-{variant}"
-                workdir.mkdir()
-                row = {"task": task_path.stem, **evaluate(task_path, so_path, variant, workdir)}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                write_result(args.out, "window_residual", head_commit(args.commit), rows=rows)
+            for spin in spins:
+                try:
+                    so_path = seed_library(task_path, root / f"cache{spin}", spin)
+                except OptimlError as exc:
+                    rows.append({"task": task_path.stem, "spin_ms": spin, "error": str(exc).splitlines()[0]})
+                    continue
+                for variant in variants:
+                    workdir = root / f"{task_path.stem}-{spin}-{variant}"
+                    workdir.mkdir()
+                    row = {"task": task_path.stem, "spin_ms": spin, **evaluate(task_path, so_path, variant, workdir)}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    write_result(args.out, "window_residual", head_commit(args.commit), rows=rows)
     write_result(args.out, "window_residual", head_commit(args.commit), rows=rows)
 
 
