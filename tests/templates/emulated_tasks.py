@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
-from test_gemm_template import EMULATED, emulated_library, run_emulated
+from test_gemm_template import EMULATED, emulated_library, from_bits, run_emulated
 
 from optiml.graph.capture import capture_all
 from optiml.task import Task, load_task
@@ -59,15 +58,6 @@ def planned(task: Task) -> TemplateKernels:
     return TemplateKernels(task, make_plan(list(capture_all(task))), EMULATED)
 
 
-def decoded(bits: np.ndarray, dtype: torch.dtype) -> np.ndarray:
-    """An emulated output as numbers: half-precision outputs come back as their raw 16-bit words."""
-    if dtype == torch.bfloat16:
-        return (bits.astype(np.uint32) << 16).view(np.float32)
-    if dtype == torch.float16:
-        return bits.view(np.float16)
-    return bits
-
-
 def emulator_mismatches(folder: Path, units: Sequence[tuple[Task, str, str]], seed: int, tol: float) -> list[str]:
     """Run each ``(task, label, source)`` at every shape set of its task on seeded inputs; one line per
     output that differs from torch beyond ``tol`` (absolute and relative), naming unwritten elements."""
@@ -81,7 +71,7 @@ def emulator_mismatches(folder: Path, units: Sequence[tuple[Task, str, str]], se
             case = runtime.case(seed + shape_set, shape_set)
             got = run_emulated(library, k, case.abi_inputs, case.expected)
             for bits, want in zip(got, case.expected, strict=True):
-                g = decoded(bits, want.dtype)
+                g = from_bits(bits, want.dtype)
                 ref = want.double().numpy().reshape(-1)
                 if not np.allclose(g, ref, rtol=tol, atol=tol):
                     unwritten = int(np.isnan(g).sum())

@@ -1040,6 +1040,15 @@ def _bits(t: torch.Tensor) -> np.ndarray:
     return t.numpy().reshape(-1)
 
 
+def from_bits(bits: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """:func:`_bits` undone: an emulated output as numbers (half precision comes back as its 16-bit words)."""
+    if dtype == torch.bfloat16:
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    if dtype == torch.float16:
+        return bits.view(np.float16)
+    return bits
+
+
 def run_emulated(
     lib: Path, k: int, inputs: list[torch.Tensor], outputs: list[torch.Tensor], offset: int = 0
 ) -> list[np.ndarray]:

@@ -542,13 +542,8 @@ class _Renderer:
             return scalar
         vector = [*head(" * VEC"), *self.pack_loads("r1", "e", direct)]
         vector += self.pack_decls() if stores else []
-        elements = []
-        for j in range(v):
-            elements.append(f"if (VEC > {j}) {{ const int64_t rr = {index} + {j}; (void)rr;")
-            # a part of a fused cat reads its leaves one element at a time, each where its part puts it
-            at = ("r1", f"(e + {j})")
-            elements += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at)
-            elements.append("}")
+        # a part of a fused cat reads its leaves one element at a time, each where its part puts it
+        elements = self.pack_elements(targets, row, stats, consume, index, lambda j: ("r1", f"(e + {j})"))
         if self.p.cat_dims:
             packed = self.cat_packed_elements(targets, row, stats, consume, index)
             elements = ["if (CATV) {", *packed, "} else {", *elements, "}"]
@@ -577,20 +572,42 @@ class _Renderer:
                 where, coord = self.shifted_offset(leaf, m, part, at), self.coord(m, at)
                 loads.append(
                     f"OptimlPack<{ctype}, VEC> {name}; if ({part.offset} <= {coord} && {coord} < {part.end}) {{ "
-                    f"if (p.l{i}_r2 != 0) {name} = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>(p.l{i} + "
-                    f"{where}); else {{ const {ctype} s = p.l{i}[{where}]; for (int j = 0; j < VEC; ++j) "
-                    f"{name}.v[j] = s; }} }}"
+                    f"{self._pack_read(leaf, name, where, where)} }}"
                 )
                 self.cat_packed.add(i)
             return self.p.load_expr(leaf, f"{packs[key]}.v", str(j))
 
-        elements = []
+        elements = self.pack_elements(targets, row, stats, consume, index, lambda j: at, shifted)
+        return loads + elements  # the loads the elements asked for, ahead of them
+
+    def pack_elements(
+        self,
+        targets: list,
+        row: Scope,
+        stats: dict[int, str],
+        consume: Consume,
+        index: str,
+        at: Callable[[int], tuple[str, str]],
+        shifted: Callable[..., str] | None = None,
+    ) -> list[str]:
+        """Element ``j`` of the pack for every ``j`` < VEC: its leaves from the packs, its (r1, e) ``at(j)``,
+        a fused cat's shifted reads by ``shifted`` (given ``j`` as a keyword) where not the default."""
+        out = []
         for j in range(self.vec):
-            elements.append(f"if (VEC > {j}) {{ const int64_t rr = {index} + {j}; (void)rr;")
-            elem, read = partial(self._pack_elem, j=j), partial(shifted, j=j)
-            elements += self.body(targets, elem, row, stats, consume, j, at, read)
-            elements.append("}")
-        return loads + elements
+            out.append(f"if (VEC > {j}) {{ const int64_t rr = {index} + {j}; (void)rr;")
+            read = partial(shifted, j=j) if shifted is not None else None
+            out += self.body(targets, partial(self._pack_elem, j=j), row, stats, consume, j, at(j), read)
+            out.append("}")
+        return out
+
+    def _pack_read(self, leaf: Leaf, name: str, offset: str, broadcast_offset: str) -> str:
+        """Fill pack ``name`` from ``leaf`` at ``offset``, or with its one element at ``broadcast_offset`` where
+        the leaf is broadcast along the inner run."""
+        i, ctype = leaf.index, self.p.leaf_ctype(leaf)
+        return (
+            f"if (p.l{i}_r2 != 0) {name} = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>(p.l{i} + {offset}); "
+            f"else {{ const {ctype} s = p.l{i}[{broadcast_offset}]; for (int j = 0; j < VEC; ++j) {name}.v[j] = s; }}"
+        )
 
     def _pack_elem(self, leaf: Leaf, j: int) -> str:
         return self.p.load_expr(leaf, f"pk{leaf.index}.v", str(j))
@@ -602,13 +619,9 @@ class _Renderer:
         for leaf in self.full_leaves:
             if leaf.index not in direct:
                 continue
-            i, ctype = leaf.index, self.p.leaf_ctype(leaf)
-            out.append(
-                f"OptimlPack<{ctype}, VEC> pk{i}; if (p.l{i}_r2 != 0) pk{i} = *reinterpret_cast<const "
-                f"OptimlPack<{ctype}, VEC>*>(p.l{i} + b_l{i} + ({r1}) * p.l{i}_r1 + ({e})); else {{ "
-                f"const {ctype} s = p.l{i}[b_l{i} + ({r1}) * p.l{i}_r1]; "
-                f"for (int j = 0; j < VEC; ++j) pk{i}.v[j] = s; }}"
-            )
+            i, row_start = leaf.index, f"b_l{leaf.index} + ({r1}) * p.l{leaf.index}_r1"
+            read = self._pack_read(leaf, f"pk{i}", f"{row_start} + ({e})", row_start)
+            out.append(f"OptimlPack<{self.p.leaf_ctype(leaf)}, VEC> pk{i}; {read}")
         return out
 
     def pack_decls(self) -> list[str]:
