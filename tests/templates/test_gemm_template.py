@@ -26,7 +26,7 @@ import pytest
 import torch
 from test_permute_template import to_host_code
 from test_scan_template import EMULATOR
-from tu import gpu_trial_failures
+from tu import EMULATOR_SANITIZERS, gpu_trial_failures
 
 from optiml.evaluate.abi import OptimlTensor as _Tensor
 from optiml.graph.capture import capture_all
@@ -991,6 +991,7 @@ GXX = (
     # a cached row register is written and read under the same run-time guard (e < R2), which g++'s
     # flow analysis cannot pair up in kernels with boolean reductions: a false positive
     "-Wno-maybe-uninitialized",
+    *EMULATOR_SANITIZERS,
 )
 
 

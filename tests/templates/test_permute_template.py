@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tu import translation_unit
+from tu import EMULATOR_SANITIZERS, translation_unit
 
 from optiml.evaluate.abi import OptimlTensor as _Tensor
 from optiml.graph.ir import Graph, Node, TensorType, Value
@@ -207,6 +207,7 @@ GXX = (
     "-Wno-unknown-pragmas",
     "-Wno-unused-function",
     "-Wno-unused-variable",
+    *EMULATOR_SANITIZERS,
 )
 _DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 3, np.dtype(np.int64): 5}
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tu import translation_unit, unary_context
+from tu import EMULATOR_SANITIZERS, translation_unit, unary_context
 
 from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.kernel.compiler import Compiler, CompilerConfig, include_dir
@@ -498,7 +498,7 @@ int main(void) {
 """
 
 
-GXX = ("g++", "-std=c++17", "-O1", "-Wall", "-Wno-unknown-pragmas", "-Wno-unused-function")
+GXX = ("g++", "-std=c++17", "-O1", "-Wall", "-Wno-unknown-pragmas", "-Wno-unused-function", *EMULATOR_SANITIZERS)
 
 
 # The emulated device has 4 SMs: fewer than 4 lines of at least 16384 elements take the split kernels.

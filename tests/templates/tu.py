@@ -7,6 +7,11 @@ from typing import Any
 
 from optiml.templates.base import KernelCode, Operand, RenderContext
 
+# g++ flags of every CPU emulator build: a typed access through a misaligned pointer (a 16-byte pack read
+# from an address that is not a multiple of 16, which faults on the GPU as "misaligned address") aborts
+# the emulated call instead of reading the bytes, as x86 would.
+EMULATOR_SANITIZERS = ("-fsanitize=alignment", "-fno-sanitize-recover=alignment")
+
 
 def translation_unit(codes: list[KernelCode], n_inputs: int, n_outputs: int) -> str:
     """A complete candidate file: the ABI header, each code's device part, then ``optiml_forward``

@@ -1,0 +1,47 @@
+"""The CPU emulator faults where the GPU would: a 16-byte pack read from an address that is not a multiple of 16
+("misaligned address" on the device) aborts the emulated call, so a host check that lets a misaligned buffer
+take a kernel's vector path fails on the CPU instead of only on a GPU."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from emulated_tasks import planned, task_text, write_task
+from test_gemm_template import emulated_library, from_bits, needs_gxx, run_emulated
+
+from optiml.evaluate.runtime import TaskRuntime
+
+MISALIGNED_BYTES = 4  # one float past a 16-byte boundary: every 16-byte pack of the input is misaligned
+
+
+@needs_gxx
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("pointwise", "x, y\nreturn torch.sigmoid(x) * y + 1"),
+        ("softmax", "x, y\nreturn torch.softmax(x * y, dim=-1)"),
+    ],
+)
+def test_a_vector_path_forced_onto_misaligned_inputs_dies_on_the_emulator(name: str, body: str, tmp_path: Path) -> None:
+    task = write_task(tmp_path, name, task_text([{"A": 8, "C": 64}], body, "[torch.randn(A, C), torch.randn(A, C)]"))
+    kernels = planned(task)
+    code = kernels.render(kernels.default()).code
+    pointer_checks = re.findall(r"\(\(uintptr_t\)P\.l\d+ % \(sizeof\(float\) \* 4\) == 0\)", code)
+    assert pointer_checks, "the row kernel no longer checks its leaves' alignment on the host"
+    forced = code
+    for check in pointer_checks:
+        forced = forced.replace(check, "true")
+    library = emulated_library(tmp_path / "emu", [code, forced])
+    case = TaskRuntime(task, "cpu").case(3, 0)
+
+    # as rendered, misaligned inputs take the per-element path and the answer is torch's
+    (got,) = run_emulated(library, 0, case.abi_inputs, case.expected, offset=MISALIGNED_BYTES)
+    want = case.expected[0].double().numpy().reshape(-1)
+    assert np.allclose(from_bits(got, case.expected[0].dtype), want, rtol=1e-5, atol=1e-5)
+    # aligned inputs on the forced build are fine: only the misaligned call reads packs across a boundary
+    run_emulated(library, 1, case.abi_inputs, case.expected)
+    with pytest.raises(AssertionError, match="the emulated call died"):
+        run_emulated(library, 1, case.abi_inputs, case.expected, offset=MISALIGNED_BYTES)
