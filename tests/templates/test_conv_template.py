@@ -720,7 +720,7 @@ def test_bf16_variants_match_torch_exactly_on_the_emulator(tasks: dict[str, Task
 def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -> None:
     """Not vacuous: an implicit GEMM that drops the last input column, a direct kernel short of a tap, a
     stencil reading its windows one column off, and warp-group kernels skipping a tap or storing the
-    weights unswizzled, fail."""
+    weights unswizzled, fail: a wrong answer, or a read past the end of a buffer that dies."""
     from optiml.evaluate.runtime import TaskRuntime
 
     k = kernels_of(tasks, "conv2d_strided", EMULATED)
@@ -742,7 +742,11 @@ def test_emulator_catches_a_wrong_conv(tasks: dict[str, Task], tmp_path: Path) -
     runtime = TaskRuntime(tasks["conv2d_strided"], "cpu")
     for unit, shape_set in enumerate((0, 0, 0, 2, 0, 0)):
         case = runtime.case(7, shape_set)
-        (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
+        try:
+            (got,) = run_emulated(lib, unit, case.abi_inputs, case.expected)
+        except AssertionError as died:
+            assert "the emulated call died" in str(died), unit
+            continue
         assert not np.allclose(got, case.expected[0].double().numpy().reshape(-1), rtol=1e-4, atol=1e-4), unit
 
 

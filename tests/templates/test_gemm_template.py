@@ -12,6 +12,7 @@ and epilogue are checked too (on small integers: exact in bf16 and in any summat
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import mmap
 import os
 import re
@@ -1018,10 +1019,22 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
 _CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 5}
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PROT_NONE = 0
+
+
 def _shared(numel: int, dtype: Any, offset: int = 0) -> np.ndarray:
-    """An array in memory shared with forked children (``offset`` bytes past a page boundary)."""
-    size = max(numel * np.dtype(dtype).itemsize + offset, 1)
-    return np.frombuffer(mmap.mmap(-1, size), dtype=dtype, count=numel, offset=offset)
+    """An array in memory shared with forked children, ``offset`` bytes past a 16-byte boundary and ending
+    less than 16 bytes before an inaccessible page: a read or write a pack or more past its end dies."""
+    nbytes = numel * np.dtype(dtype).itemsize
+    page = mmap.PAGESIZE
+    end = -(-(nbytes + offset + 16) // page) * page  # the guard page starts here
+    memory = mmap.mmap(-1, end + page)
+    guard = ctypes.addressof(ctypes.c_char.from_buffer(memory)) + end
+    if _LIBC.mprotect(ctypes.c_void_p(guard), ctypes.c_size_t(page), _PROT_NONE) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect of the emulator's guard page")
+    start = (end - nbytes - offset) // 16 * 16 + offset
+    return np.frombuffer(memory, dtype=dtype, count=numel, offset=start)
 
 
 def _descriptor(array: np.ndarray, shape: tuple[int, ...], code: int) -> _Tensor:
@@ -1084,6 +1097,7 @@ def run_emulated(
     args = (tin, len(ins), tout, len(outs), ctypes.c_void_p(workspace.ctypes.data), ctypes.c_size_t(ws_bytes), None)
     pid = os.fork()
     if pid == 0:  # the child: any crash or emulator exit stays here
+        faulthandler.disable()  # a fault is the parent's finding: no interpreter traceback from the child
         try:
             status[0] = forward(*args)
         finally:

@@ -1,6 +1,7 @@
 """The CPU emulator faults where the GPU would: a 16-byte pack read from an address that is not a multiple of 16
-("misaligned address" on the device) aborts the emulated call, so a host check that lets a misaligned buffer
-take a kernel's vector path fails on the CPU instead of only on a GPU."""
+("misaligned address" on the device) or a pack read past the end of a buffer aborts the emulated call, so a
+host check that lets a misaligned buffer take a kernel's vector path, or a loop bound one pack too far, fails
+on the CPU instead of only on a GPU."""
 
 from __future__ import annotations
 
@@ -45,3 +46,21 @@ def test_a_vector_path_forced_onto_misaligned_inputs_dies_on_the_emulator(name: 
     run_emulated(library, 1, case.abi_inputs, case.expected)
     with pytest.raises(AssertionError, match="the emulated call died"):
         run_emulated(library, 1, case.abi_inputs, case.expected, offset=MISALIGNED_BYTES)
+
+
+@needs_gxx
+def test_a_pack_read_past_the_end_of_an_input_dies_on_the_emulator(tmp_path: Path) -> None:
+    body = "x, y\nreturn torch.sigmoid(x) * y + 1"
+    task = write_task(
+        tmp_path, "pointwise", task_text([{"A": 8, "C": 64}], body, "[torch.randn(A, C), torch.randn(A, C)]")
+    )
+    kernels = planned(task)
+    code = kernels.render(kernels.default()).code
+    pack_read = "p.l1 + b_l1 + (r1) * p.l1_r1 + (e))"
+    assert pack_read in code, "the row kernel's pack read of its second input changed: update the mutation"
+    one_pack_on = code.replace(pack_read, "p.l1 + b_l1 + (r1) * p.l1_r1 + (e) + VEC)")
+    library = emulated_library(tmp_path / "emu", [code, one_pack_on])
+    case = TaskRuntime(task, "cpu").case(3, 0)
+    run_emulated(library, 0, case.abi_inputs, case.expected)
+    with pytest.raises(AssertionError, match="the emulated call died"):
+        run_emulated(library, 1, case.abi_inputs, case.expected)
