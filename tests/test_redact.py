@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 
 import pytest
@@ -68,3 +69,55 @@ def test_kernel_code_keeps_its_identifiers() -> None:
     """A prompt carries the kernel: ``key``/``tokens`` variables are code, not secrets."""
     code = "float key = x[blockIdx.x * blockDim.x];\nint tokens = blockDim.x * 4;\n#define KEY_MASK 0xffffffffu"
     assert redact(code, values=[]) == code
+
+
+CANARY = "canary-Key-0123456789"
+_ENV_DUMP = b"PATH=/usr/bin\x00OPTIML_LLM_API_KEY=" + CANARY.encode() + b"\x00HOME=/root"
+
+
+@pytest.mark.parametrize(
+    ("name", "leak"),
+    [
+        ("reversed", CANARY[::-1]),
+        ("list of characters", str(list(CANARY))),
+        ("spaced out, upper case", " ".join(CANARY.upper())),
+        ("hex", CANARY.encode().hex()),
+        ("hex escapes", "".join(f"\\x{b:02X}" for b in CANARY.encode())),
+        ("hex literals", ", ".join(f"0x{b:02x}" for b in CANARY.encode())),
+        ("byte codes", str(list(CANARY.encode()))),
+        *((f"base64 at offset {k}", base64.b64encode(bytes(k) + _ENV_DUMP).decode()) for k in range(3)),
+        ("url-safe base64", base64.urlsafe_b64encode(b"\xff\xfe" + _ENV_DUMP).decode()),
+    ],
+)
+def test_a_secret_encoded_to_slip_past_a_literal_search_is_redacted(name: str, leak: str) -> None:
+    text = redact(f"crash: {leak}\n", values=[CANARY])
+    assert REDACTED in text, name
+    assert _recoverable(text) == [], f"{name}: {text}"
+
+
+def _recoverable(text: str) -> list[str]:
+    """Runs of 8 or more characters of the canary that a reader of ``text`` could still decode."""
+    found = []
+    alnum = "".join(c for c in text if c.isalnum())
+    for chunk in (CANARY[i : i + 8] for i in range(len(CANARY) - 7)):
+        raw = chunk.encode()
+        if chunk.lower() in alnum.lower() or chunk[::-1].lower() in alnum.lower() or raw.hex() in alnum.lower():
+            found.append(chunk)
+    for piece in text.removeprefix("crash: ").split(REDACTED):
+        for skip in range(4):  # a piece after a redaction starts anywhere in a 4-character group
+            decoded = _b64_lenient(piece, skip)
+            if any(chunk.encode() in decoded for chunk in (CANARY[i : i + 8] for i in range(len(CANARY) - 7))):
+                found.append(f"base64 piece {piece[:12]}")
+    return found
+
+
+def _b64_lenient(piece: str, skip: int) -> bytes:
+    """What a reader decodes from a fragment of base64 text, starting ``skip`` characters in."""
+    letters = "".join(c for c in piece.replace("-", "+").replace("_", "/") if c.isalnum() or c in "+/")[skip:]
+    letters = letters[: len(letters) // 4 * 4]
+    return base64.b64decode(letters) if letters else b""
+
+
+def test_text_that_merely_shares_bytes_with_a_secret_stays() -> None:
+    text = "int codes[] = {99, 97, 110}; unsigned m = 0x63; // cana ry key\nptxas info: 32 registers"
+    assert redact(text, values=[CANARY]) == text

@@ -18,14 +18,24 @@ What is replaced by ``[redacted]``:
   ``AKIA…`` (AWS), ``hf_…``, ``xox?-…`` (Slack), ``AIza…`` (Google), ``Bearer …`` and ``Basic …``
   credentials.
 
+Each secret value is also searched for in the encodings a candidate would reach for to slip it past a
+literal search (:func:`_encoded_forms`): reversed, spelled out with up to four separators between its
+characters in any case (``list(key)`` printed, ``s k - …``), as hex (``736b2d…``, ``\\x73\\x6b``,
+``0x73, 0x6b``), as decimal byte codes (``115, 107, 45``) and as base64 (standard or URL-safe, at any
+offset in a longer encoded text such as a base64 dump of a whole ``environ``). That list cannot be
+complete — a candidate holding a secret can always encrypt it — so the defence is that no candidate
+reaches one (the sandbox, [integrity](../../docs/integrity.md)); this is the second line.
+
 Values shorter than :data:`MIN_SECRET_CHARS` are not searched for (``1`` or ``true`` would
 redact half of every message). Standard library only: every layer imports this module.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
+import functools
 import os
 import re
 import threading
@@ -96,8 +106,42 @@ def redact(text: str, values: Iterable[str] | None = None) -> str:
     for value in secret_values() if values is None else values:
         if value in text:
             text = text.replace(value, REDACTED)
+        text = _encoded_forms(value).sub(REDACTED, text)
     text = _ASSIGNMENT.sub(_keep_name, text)
     return _KEY_SHAPES.sub(REDACTED, text)
+
+
+#: what may stand between the characters (or byte codes) of a spelled-out secret: quotes, commas, spaces, ``\\x``
+_SEPARATOR = r"[^A-Za-z0-9]{0,4}"
+#: between the bytes of a hex dump: as above, with a ``0x`` or ``\\x`` prefix on each byte
+_HEX_SEPARATOR = r"[^A-Za-z0-9]{0,4}(?:0?x)?"
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded_forms(value: str) -> re.Pattern[str]:
+    """One pattern for ``value`` reversed, spelled out, as hex, as decimal byte codes and as base64."""
+    raw = value.encode()
+    spelled = _SEPARATOR.join(re.escape(c) for c in value)
+    reversed_spelled = _SEPARATOR.join(re.escape(c) for c in reversed(value))
+    hex_bytes = _HEX_SEPARATOR.join(f"{b:02x}" for b in raw)
+    decimal = r"(?<![0-9])" + r"[^0-9]{1,4}".join(str(b) for b in raw) + r"(?![0-9])"
+    cores = {core for alphabet in (b"+/", b"-_") for core in _base64_cores(raw, alphabet)}
+    forms = [f"(?i:{spelled})", f"(?i:{reversed_spelled})", f"(?i:{hex_bytes})", decimal]
+    forms += [re.escape(core) for core in sorted(cores, key=len, reverse=True)]
+    return re.compile("|".join(forms))
+
+
+def _base64_cores(raw: bytes, alphabet: bytes) -> list[str]:
+    """The characters of ``raw``'s base64 that depend on ``raw`` alone, for each of the three offsets (mod 3)
+    it can start at inside a longer encoded text; cores shorter than :data:`MIN_SECRET_CHARS` are left out."""
+    cores = []
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + raw, altchars=alphabet).decode()
+        first = (0, 2, 3)[offset]  # the characters before it also hold the preceding bytes' bits
+        last = 4 * ((offset + len(raw)) // 3)  # a final partial group also holds the following bytes' bits
+        if last - first >= MIN_SECRET_CHARS:
+            cores.append(encoded[first:last])
+    return cores
 
 
 def _keep_name(match: re.Match[str]) -> str:

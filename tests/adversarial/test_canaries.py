@@ -13,6 +13,7 @@ every canary.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -73,8 +74,21 @@ static void dump(const char* path) {
   FILE* f = fopen(path, "rb"); if (!f) { fprintf(stderr, "cannot read %s\n", path); return; }
   int c; while ((c = fgetc(f)) != EOF) fputc(c == 0 ? '\n' : c, stderr); fclose(f);
 }
+static void encoded(const char* path) {  /* the same file as hex, then as base64: past a literal search */
+  static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  unsigned char buf[4096]; FILE* f = fopen(path, "rb"); if (!f) return;
+  size_t n = fread(buf, 1, sizeof buf, f); fclose(f);
+  for (size_t k = 0; k < n; ++k) fprintf(stderr, "%02x", buf[k]);
+  fputc('\n', stderr);
+  for (size_t k = 0; k + 2 < n; k += 3) {
+    unsigned v = buf[k] << 16 | buf[k + 1] << 8 | buf[k + 2];
+    fprintf(stderr, "%c%c%c%c", b64[v >> 18], b64[v >> 12 & 63], b64[v >> 6 & 63], b64[v & 63]);
+  }
+  fputc('\n', stderr);
+}
 int optiml_forward(const void* i, int ni, void* o, int no, void* w, size_t wb, void* s) {
-  dump(ENVIRON_FILE); dump(CONFIG_FILE); fprintf(stderr, "key was %s\n", CONFIG_VALUE); fflush(stderr); abort();
+  dump(ENVIRON_FILE); dump(CONFIG_FILE); encoded(ENVIRON_FILE); encoded(CONFIG_FILE);
+  fprintf(stderr, "key was %s\n", CONFIG_VALUE); fflush(stderr); abort();
 }
 """
 
@@ -114,6 +128,13 @@ def _judge_leak(paths: dict[str, Path], confined: bool, monkeypatch: pytest.Monk
     return judged.result.message, judged.result
 
 
+def _readable_forms(canary: str) -> list[str]:
+    """The canary as printed, as hex, and the middle of its base64 at each offset a longer text can put it."""
+    raw = canary.encode()
+    middles = [base64.b64encode(bytes(k) + raw).decode()[4:-4] for k in range(3)]
+    return [canary, raw.hex(), *middles]
+
+
 @pytest.mark.parametrize("confined", [False, True])
 def test_canaries_reach_no_message_store_or_prompt(
     planted: dict[str, Path], confined: bool, monkeypatch: pytest.MonkeyPatch
@@ -143,9 +164,10 @@ def test_canaries_reach_no_message_store_or_prompt(
         prompt = b"".join(request.raw for request in server.requests)
     stored = b"".join(p.read_bytes() for p in planted["root"].glob("runs.db*"))
     for canary in CANARIES:
-        assert canary not in json.dumps(shown.to_dict()), canary
-        assert canary.encode() not in stored, canary
-        assert canary.encode() not in prompt, canary
+        for form in _readable_forms(canary):
+            assert form not in json.dumps(shown.to_dict()), (canary, form)
+            assert form.encode() not in stored, (canary, form)
+            assert form.encode() not in prompt, (canary, form)
     assert b"[redacted]" in prompt  # the prompt was sent, with the crash message in it
 
 
