@@ -8,7 +8,7 @@ worker around it), under variants that each change one step:
 
 * ``as_is``: the protocol as it stands (windows end on the device where the calibration trusts it);
 * ``host_end``: windows end at the candidate's reply;
-* ``no_poison``: outputs are not poisoned before each call;
+* ``no_poison``: outputs are not poisoned before each call (nor sampled for answers written ahead of it);
 * ``no_flush``: the judge does not flush the L2 before each call;
 * ``check_after``: nothing is enqueued behind the window's end while the call runs (its output check is
   enqueued once the window has ended).
@@ -69,6 +69,9 @@ def with_spin(code: str, spin_ms: float) -> str:
 @contextlib.contextmanager
 def variant_patches(variant: str) -> Iterator[None]:
     """The process-wide change ``variant`` makes to the judge's protocol, undone afterwards."""
+    import torch
+
+    from optiml.evaluate import harness
     from optiml.evaluate.arena import SharedBuffers
     from optiml.evaluate.judge import Judge, Window
 
@@ -80,6 +83,12 @@ def variant_patches(variant: str) -> Iterator[None]:
 
     if variant == "no_poison":
         patch(SharedBuffers, "poison_outputs", lambda self: None)
+
+        def unsampled(_outputs: Any, generator: torch.Generator) -> torch.Tensor:
+            """The outputs keep the last call's answer: the sample for answers written ahead must not look."""
+            return torch.zeros((), dtype=torch.bool, device=generator.device)
+
+        patch(harness, "written_before_call", unsampled)
     elif variant == "check_after":
         window = Judge.window
 

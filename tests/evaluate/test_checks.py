@@ -15,7 +15,9 @@ from optiml.evaluate.checks import (
     compare,
     fresh_outputs,
     modified_inputs,
+    poison_,
     quick_match,
+    written_before_call,
 )
 from optiml.evaluate.runtime import Case
 from optiml.values import EvalStatus
@@ -117,3 +119,17 @@ def test_the_judges_check_of_a_trial_guards_inputs_then_tolerance() -> None:
     with pytest.raises(CandidateFailure) as overrun:
         check_trial(case, buffers)
     assert overrun.value.status is EvalStatus.INTEGRITY and "past the end of output 0" in str(overrun.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_an_output_written_before_the_call_is_seen_in_a_sample_of_its_positions(dtype: torch.dtype) -> None:
+    generator = torch.Generator().manual_seed(5)
+    outputs = [torch.empty(3, 1000, dtype=dtype), torch.empty(0, dtype=dtype), torch.empty((), dtype=dtype)]
+    for out in outputs:
+        poison_(out)
+    assert not bool(written_before_call(outputs, generator))
+    outputs[0].view(-1)[::50] = 0  # 2 % of the first output answered ahead of the call
+    assert bool(written_before_call(outputs, generator))
+    poison_(outputs[0])
+    outputs[2].fill_(1)  # a 0-dim output is its one position
+    assert bool(written_before_call(outputs, generator))

@@ -54,6 +54,33 @@ def poison_(tensor: torch.Tensor) -> None:
             words[lo:hi].fill_(fill)
 
 
+#: positions per output read back just before a timed window opens (:func:`written_before_call`)
+SAMPLED_POSITIONS = 1024
+
+
+def written_before_call(outputs: Sequence[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+    """A device boolean, true when any of up to :data:`SAMPLED_POSITIONS` positions of any output, drawn from
+    ``generator`` (seeded from entropy for the window, so a candidate cannot leave exactly those untouched),
+    no longer holds the poison :func:`poison_` wrote: enqueued, not awaited.
+
+    Enqueued right before a timed window's start event, it catches an answer written while the judge was
+    still preparing the call — by a host thread, another process or another GPU context of the candidate's,
+    whose time slices run between the judge's own work and are in no window.
+    """
+    flag = torch.zeros((), dtype=torch.bool, device=generator.device)
+    for out in outputs:
+        if not out.numel():
+            continue
+        # floating outputs hold NaN, every other dtype 0xFF bytes (poison_)
+        flat = out.reshape(-1) if out.is_floating_point() else out.reshape(-1).view(torch.uint8)
+        count = flat.numel()
+        positions = torch.randint(count, (min(count, SAMPLED_POSITIONS),), generator=generator, device=flat.device)
+        values = flat[positions]
+        poisoned = torch.isnan(values) if out.is_floating_point() else values == POISON_BYTE
+        flag |= ~poisoned.all()
+    return flag
+
+
 GUARD_BYTES = 4096  # canary region after every buffer a candidate gets: catches small overruns
 GUARD_BYTE = 0xA5
 

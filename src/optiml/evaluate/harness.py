@@ -28,7 +28,7 @@ import torch
 
 from optiml.evaluate.arena import SharedBuffers
 from optiml.evaluate.candidate_link import CandidateFailure
-from optiml.evaluate.checks import Atol, check_trial, chunks, per_output
+from optiml.evaluate.checks import Atol, check_trial, chunks, per_output, written_before_call
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.cudart import CudaError
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
@@ -297,6 +297,7 @@ class TimingBench:
         self.window_end = window_end  # "auto": the calibration's end; "host": always the reply
         self.first_case = cases[0]
         self.fresh = FreshInputs(runtime, cases[0], cases[1 % len(cases)])
+        self.positions = torch.Generator(device=runtime.device)  # the poison sample's, reseeded every window
         self.slots: list[tuple[SharedBuffers, int]] = []
         self.max_width = max_width
         self.sized = max_width <= 1
@@ -339,16 +340,27 @@ class TimingBench:
             buffers.poison_outputs()
         self.session.poison_workspace(*(buffers for buffers, _ in self.slots))
         judge.before_call()
+        self.positions.manual_seed(entropy_seed())
+        early = torch.stack([written_before_call(b.outputs, self.positions) for b, _ in self.slots])
 
         def check() -> Any:
             pairs = zip(self.slots, expected, strict=True)
-            return torch.stack([mismatch_flag(b.outputs, e, first.atol, first.rtol) for (b, _), e in pairs])
+            wrong = torch.stack([mismatch_flag(b.outputs, e, first.atol, first.rtol) for (b, _), e in pairs])
+            return torch.cat((early, wrong))  # read back together, in one synchronisation
 
         end = calibration.window_end if self.window_end == "auto" else self.window_end
         window = self.session.timed_calls([binding for _, binding in self.slots], check, end)
         index, self.calls = self.calls, self.calls + self.width
         self.last_claim = window.reply.get("result", {})
-        wrong = [i for i, bad in enumerate(window.check.tolist()) if bad]
+        flags = window.check.tolist()
+        written = [i for i, bad in enumerate(flags[: self.width]) if bad]
+        if written:
+            raise CandidateFailure(
+                EvalStatus.INTEGRITY,
+                f"timed call {index + written[0]}'s output was already written before the call began: work done "
+                "outside the timed window (a host thread, another process or another GPU context)",
+            )
+        wrong = [i for i, bad in enumerate(flags[self.width :]) if bad]
         if wrong:
             raise CandidateFailure(
                 EvalStatus.WRONG_ANSWER,
