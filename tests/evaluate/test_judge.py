@@ -131,6 +131,15 @@ KERNELS = {
           if (++calls == 12) pthread_create(&ahead_thread, 0, ahead, 0);
           return 0;
         }""",
+    # returns after starting a thread that outlives the call (it sleeps: the answer itself is honest)
+    "thread_left_running": """
+        #include <pthread.h>
+        static void* nap(void* unused) { for (;;) sleep(1); return unused; }
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          static int started = 0; pthread_t t;
+          if (!started++) pthread_create(&t, 0, nap, 0);
+          axpy(in, out); return 0;
+        }""",
     "abort": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
     " void* s) { abort(); }",
     "hang": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
@@ -217,6 +226,16 @@ def test_an_answer_written_before_the_timed_call_began_is_caught(
     report = _evaluate(judge, runtime, libraries["answers_before_the_call"])
     assert report.status is EvalStatus.INTEGRITY, report.message
     assert "already written before the call began" in report.message, report.message
+
+
+def test_a_thread_that_outlives_its_call_is_caught_in_the_candidates_own_process(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    """The judge counts the threads of the process that runs the candidate (the shim, below ``unshare`` and the
+    jail whose command line names the shim), not the jail's one thread."""
+    report = _evaluate(judge, runtime, libraries["thread_left_running"])
+    assert report.status is EvalStatus.INTEGRITY, report.message
+    assert "left a host thread running" in report.message, report.message
 
 
 @pytest.mark.parametrize("name", ["content_cache", "stale_workspace"])

@@ -376,12 +376,22 @@ def _find_shim(root: int, depth: int = 4) -> int:
         for child in children:
             try:
                 with open(f"/proc/{child}/cmdline", "rb") as cmdline:
-                    if str(SHIM).encode() in cmdline.read():
+                    if _runs_shim(cmdline.read()):
                         return child
             except OSError:
                 continue
         level = children
     return root
+
+
+def _runs_shim(cmdline: bytes) -> bool:
+    """Whether a process's ``/proc/PID/cmdline`` runs the shim as its script: the first argument after the
+    interpreter that is not an option. (The jail's own command line *names* the shim, as the command it
+    starts and as a path it shows: matched anywhere, the jail was taken for the candidate and every thread
+    count read the jail's one thread.)"""
+    args = cmdline.split(b"\0")[1:]
+    script = next((arg for arg in args if not arg.startswith(b"-")), b"")
+    return script == str(SHIM).encode()
 
 
 def _children(pid: int) -> list[int]:
