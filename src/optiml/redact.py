@@ -106,7 +106,8 @@ def redact(text: str, values: Iterable[str] | None = None) -> str:
     for value in secret_values() if values is None else values:
         if value in text:
             text = text.replace(value, REDACTED)
-        text = _encoded_forms(value).sub(REDACTED, text)
+        if len(value) >= MIN_SECRET_CHARS:  # spelled out, a short value would match ordinary words
+            text = _encoded_forms(value).sub(REDACTED, text)
     text = _ASSIGNMENT.sub(_keep_name, text)
     return _KEY_SHAPES.sub(REDACTED, text)
 
