@@ -73,6 +73,7 @@ def test_kernel_code_keeps_its_identifiers() -> None:
 
 CANARY = "canary-Key-0123456789"
 _ENV_DUMP = b"PATH=/usr/bin\x00OPTIML_LLM_API_KEY=" + CANARY.encode() + b"\x00HOME=/root"
+_CHUNKS = [CANARY[i : i + 8] for i in range(len(CANARY) - 7)]  # every run of 8 characters of the canary
 
 
 @pytest.mark.parametrize(
@@ -97,16 +98,12 @@ def test_a_secret_encoded_to_slip_past_a_literal_search_is_redacted(name: str, l
 
 def _recoverable(text: str) -> list[str]:
     """Runs of 8 or more characters of the canary that a reader of ``text`` could still decode."""
-    found = []
-    alnum = "".join(c for c in text if c.isalnum())
-    for chunk in (CANARY[i : i + 8] for i in range(len(CANARY) - 7)):
-        raw = chunk.encode()
-        if chunk.lower() in alnum.lower() or chunk[::-1].lower() in alnum.lower() or raw.hex() in alnum.lower():
-            found.append(chunk)
+    alnum = "".join(c for c in text if c.isalnum()).lower()
+    found = [c for c in _CHUNKS if any(form in alnum for form in (c.lower(), c[::-1].lower(), c.encode().hex()))]
     for piece in text.removeprefix("crash: ").split(REDACTED):
         for skip in range(4):  # a piece after a redaction starts anywhere in a 4-character group
             decoded = _b64_lenient(piece, skip)
-            if any(chunk.encode() in decoded for chunk in (CANARY[i : i + 8] for i in range(len(CANARY) - 7))):
+            if any(chunk.encode() in decoded for chunk in _CHUNKS):
                 found.append(f"base64 piece {piece[:12]}")
     return found
 
