@@ -63,9 +63,11 @@ def written_before_call(outputs: Sequence[torch.Tensor], generator: torch.Genera
     ``generator`` (seeded from entropy for the window, so a candidate cannot leave exactly those untouched),
     no longer holds the poison :func:`poison_` wrote: enqueued, not awaited.
 
-    Enqueued right before a timed window's start event, it catches an answer written while the judge was
-    still preparing the call — by a host thread, another process or another GPU context of the candidate's,
-    whose time slices run between the judge's own work and are in no window.
+    Enqueued behind the judge's last preparation of a call and finished before the request is sent
+    (:meth:`Judge.prepare_call`), it catches an answer written while the judge was still preparing the call —
+    by a host thread, another process or another GPU context of the candidate's, whose time slices run
+    between the judge's own work and are in no window. (Enqueued behind the window's start event instead, it
+    raced the call itself in the candidate's context: honest outputs read as written ahead.)
     """
     flag = torch.zeros((), dtype=torch.bool, device=generator.device)
     for out in outputs:

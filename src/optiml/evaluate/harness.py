@@ -339,9 +339,13 @@ class TimingBench:
         for buffers, _ in self.slots:
             buffers.poison_outputs()
         self.session.poison_workspace(*(buffers for buffers, _ in self.slots))
-        judge.before_call()
         self.positions.manual_seed(entropy_seed())
-        early = torch.stack([written_before_call(b.outputs, self.positions) for b, _ in self.slots])
+        # Sampled once the judge's own work is done, and finished before the request leaves: enqueued behind
+        # the start event instead, it would race the call's work in the candidate's context (honest outputs
+        # read as written ahead, H200 2026-12-05).
+        early = judge.prepare_call(
+            lambda: torch.stack([written_before_call(b.outputs, self.positions) for b, _ in self.slots])
+        )
 
         def check() -> Any:
             pairs = zip(self.slots, expected, strict=True)

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -49,6 +49,8 @@ from optiml.evaluate.candidate_process import Failure
 from optiml.evaluate.device_end import DeviceEnd
 from optiml.evaluate.timing import DeviceTimer
 from optiml.values import EvalStatus
+
+T = TypeVar("T")
 
 CALIBRATION_CALLS = 41
 CALIBRATION_ATTEMPTS = 3
@@ -197,11 +199,16 @@ class Judge:
     # -- the clock ---------------------------------------------------------------------------
     def before_call(self) -> None:
         """Untimed, before every call: L2 flushed by the judge, persisting L2 reset, device idle."""
+        self.prepare_call(lambda: None)
+
+    def prepare_call(self, last: Callable[[], T]) -> T:
+        """:meth:`before_call`, with ``last`` enqueued behind the flush and finished, like the rest, before it
+        returns (its result): nothing it reads can race the call the candidate is sent next."""
         if not self.cuda:
-            return
+            return last()
         if self._timer is None:
             self._timer = DeviceTimer(torch.cuda.current_stream(self.device), flush_l2=self.flush_l2)
-        self._timer._before_call(None)
+        return self._timer._before_call(None, last)
 
     def window(
         self,

@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 
@@ -22,6 +23,7 @@ from optiml.evaluate.cudart import reset_persisting_l2
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
 
 #: One timed call: the call itself, what to do before it (untimed), and a check of its output.
+T = TypeVar("T")
 TimedCall = tuple[Callable[[], None], Callable[[], None] | None, Callable[[], bool] | None]
 
 
@@ -82,6 +84,10 @@ class StopRule:
         return ""
 
 
+def _nothing() -> None:
+    return None
+
+
 class DeviceTimer:
     """Times callables on one stream with the L2 flushed before each call."""
 
@@ -93,18 +99,21 @@ class DeviceTimer:
         self._flush = torch.empty(size, dtype=torch.uint8, device=stream.device) if flush_l2 else None
         self.sync_overhead_ms = self._measure_sync_overhead()
 
-    def _before_call(self, prepare: Callable[[], None] | None) -> None:
+    def _before_call(self, prepare: Callable[[], None] | None, last: Callable[[], T]) -> T:
+        """``prepare``, the L2 flush, then ``last`` (its result returned), all finished on the device."""
         with torch.cuda.stream(self.stream):
             if prepare is not None:
                 prepare()
             if self._flush is not None:
                 self._flush.zero_()
+            result = last()
         reset_persisting_l2()
         torch.cuda.synchronize()
+        return result
 
     def time_call(self, call: Callable[[], None], prepare: Callable[[], None] | None = None) -> tuple[float, float]:
         """One timed call: (event ms, host ms around call + device-wide sync)."""
-        self._before_call(prepare)
+        self._before_call(prepare, _nothing)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         t0 = time.perf_counter()
@@ -136,7 +145,7 @@ def run_trials(timer: DeviceTimer, calls: Sequence[TimedCall], *, warmup: int, r
     raises :class:`CheckFailed` with the index of the timed call."""
     for i in range(warmup):
         call, prepare, _ = calls[i % len(calls)]
-        timer._before_call(prepare)
+        timer._before_call(prepare, _nothing)
         call()
         torch.cuda.synchronize()
     samples = Samples()
