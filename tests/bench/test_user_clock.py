@@ -112,7 +112,7 @@ def test_failures_say_why(tmp_path: Path, forward: str, reason: str) -> None:
 
 def test_kernelbench_casts_integer_inputs_and_the_verdict_says_so(tmp_path: Path) -> None:
     """KernelBench's harness casts every input tensor to the precision (its issue #151): an index input
-    becomes a float and ``one_hot`` refuses it, in the reference itself."""
+    becomes a float and ``one_hot`` refuses it, in the reference itself. The timings do not cast."""
     source = (
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
         "    def forward(self, idx):\n        return torch.nn.functional.one_hot(idx, 8).float()\n\n\n"
@@ -127,6 +127,11 @@ def test_kernelbench_casts_integer_inputs_and_the_verdict_says_so(tmp_path: Path
     assert "the reference fails under KernelBench's harness (KernelBench cast integer input(s) [0]" in (
         result.verdict.reason
     )
+    # the clock is the user's: the indices stay integers, so the model and the reference are still timed
+    for name in ("model_new", "eager", "eager_tf32"):
+        timing = result.timings[name]
+        assert timing.error == "" and timing.cold is not None, (name, timing.error)
+    assert result.input_bytes == 16 * 8  # int64 indices, not cast to float32
 
 
 def test_the_real_export_runs_in_the_child_and_refuses_cpu_tensors(tmp_path: Path) -> None:

@@ -81,7 +81,9 @@ def test_the_judge_reports_its_round_trip_and_every_eager_baseline() -> None:
     with Evaluator(task, FAST) as evaluator:
         facts = evaluator.prepare()
         result = evaluator.evaluate(KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu"))
-    assert 0 < facts.round_trip_ms < 2.0  # pipe + device-wide sync + context switch, per call
+    # pipe, device-wide sync and context switches, per call: ~0.3 ms on an idle H100 or H200, 2.4 ms read with
+    # four test workers sharing one H100 (2026-12-05)
+    assert 0 < facts.round_trip_ms < 10.0
     assert {"eager", "eager_tf32"} <= set(result.reference)
     assert result.timing is not None and result.timing.stop in ("tight", "time", "trials")
     assert result.timing.wall_median_ms > 0

@@ -140,6 +140,26 @@ KERNELS = {
           if (!started++) pthread_create(&t, 0, nap, 0);
           axpy(in, out); return 0;
         }""",
+    # a thread started by the library's constructor, while it is loaded (before any call is counted)
+    "thread_from_constructor": """
+        #include <pthread.h>
+        static void* nap(void* unused) { for (;;) sleep(1); return unused; }
+        __attribute__((constructor)) static void start(void) { pthread_t t; pthread_create(&t, 0, nap, 0); }
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          axpy(in, out); return 0;
+        }""",
+    # a thread started when the judge asks for the workspace size (shapes only, before any call)
+    "thread_from_workspace_query": """
+        #include <pthread.h>
+        static void* nap(void* unused) { for (;;) sleep(1); return unused; }
+        size_t optiml_workspace_bytes(const optiml_tensor* in, int ni) {
+          static int started = 0; pthread_t t;
+          if (!started++) pthread_create(&t, 0, nap, 0);
+          return 0;
+        }
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          axpy(in, out); return 0;
+        }""",
     "abort": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
     " void* s) { abort(); }",
     "hang": "int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb,"
@@ -236,6 +256,20 @@ def test_a_thread_that_outlives_its_call_is_caught_in_the_candidates_own_process
     report = _evaluate(judge, runtime, libraries["thread_left_running"])
     assert report.status is EvalStatus.INTEGRITY, report.message
     assert "left a host thread running" in report.message, report.message
+
+
+@pytest.mark.parametrize(
+    ("name", "when"),
+    [("thread_from_constructor", "when its library was loaded"), ("thread_from_workspace_query", "when asked")],
+)
+def test_a_thread_started_before_any_call_is_caught(
+    name: str, when: str, judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    """Counting threads around calls alone would take a thread started at load, or by the workspace query, as
+    the process's own: it is counted against the shim's threads before each of those requests."""
+    report = _evaluate(judge, runtime, libraries[name])
+    assert report.status is EvalStatus.INTEGRITY, report.message
+    assert "started a host thread" in report.message and when in report.message, report.message
 
 
 @pytest.mark.parametrize("name", ["content_cache", "stale_workspace"])

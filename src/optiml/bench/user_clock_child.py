@@ -12,8 +12,9 @@ one line ``OPTIML_USER_CLOCK {json}`` at the end of its standard output. In one 
    process never changes them, except inside the exact-fp32 baseline), ``torch.allclose`` with atol = rtol =
    1e-4 (fp32) or 1e-2 (fp16, bf16). Where a trial fails, the same inputs are compared with an exact-fp32
    reference (no TF32, no reduced-precision reductions) to say why.
-2. **Timing** of ``ModelNew`` (and the ``torch.library`` op export), eager with exact fp32, eager under
-   PyTorch's defaults and ``torch.compile(Model)``, two ways each: *cold*, KernelBench's
+2. **Timing** (on KernelBench's timing inputs, integer tensors kept as the task makes them) of ``ModelNew``
+   (and the ``torch.library`` op export), eager with exact fp32, eager under PyTorch's defaults and
+   ``torch.compile(Model)``, two ways each: *cold*, KernelBench's
    ``time_execution_with_cuda_event`` (warm-up calls, ``empty_cache``, then per trial: device synchronise,
    a 256 MB fill that clears L2, CUDA events on the current stream around one call, synchronise; the first
    trial discarded), and *warm*: CUDA events around several back-to-back calls, no flush.
@@ -271,17 +272,20 @@ class Problem:
         dev.sync()
         self.cast: list[int] = []  # indices of integer inputs KernelBench's cast turned into floats
 
-    def process(self, value: Any) -> Any:
-        """KernelBench's ``_process_input_tensor``: every tensor to the precision, then to the device."""
+    def process(self, value: Any, keep_integers: bool = False) -> Any:
+        """KernelBench's ``_process_input_tensor``: every tensor to the precision, then to the device
+        (``keep_integers``: integer tensors keep their dtype, as a user's own call passes them)."""
         if not isinstance(value, torch.Tensor):
             return value
-        return value.to(dtype=self.precision).to(device=self.dev.device)
+        if not (keep_integers and not value.is_floating_point()):
+            value = value.to(dtype=self.precision)
+        return value.to(device=self.dev.device)
 
-    def inputs(self, seed: int) -> list[Any]:
+    def inputs(self, seed: int, keep_integers: bool = False) -> list[Any]:
         set_seed(seed)
         raw = self.get_inputs()
         self.cast = [i for i, x in enumerate(raw) if isinstance(x, torch.Tensor) and not x.is_floating_point()]
-        processed = [self.process(x) for x in raw]
+        processed = [self.process(x, keep_integers) for x in raw]
         del raw
         return processed
 
@@ -451,7 +455,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         result["verdict"] = check(problem)
         result["output_bytes"] = result["verdict"].pop("output_bytes")
         dev.free()
-        inputs = problem.inputs(problem.seed)  # KernelBench's timing inputs: set_seed(seed_num), get_inputs()
+        # KernelBench's timing inputs (set_seed(seed_num), get_inputs()), but integer tensors (class indices, token
+        # ids) as the user passes them: KernelBench's cast to the precision is in its verdict above, not the clock
+        inputs = problem.inputs(problem.seed, keep_integers=True)
     except Exception as exc:
         result["error"] = f"KernelBench's check: {one_line(exc)}"
         traceback.print_exc()

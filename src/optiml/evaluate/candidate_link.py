@@ -46,9 +46,10 @@ SHIM = Path(__file__).resolve().with_name("candidate_process.py")
 START_TIMEOUT_S = 120.0  # a cold CUDA context on a busy machine can take many seconds
 LIBRARY_NAME = "candidate.so"  # the shared object's copy in the candidate's directory
 STDERR_LIMIT = 64 * 1024  # bytes of a candidate's stderr file read for a crash message
-#: pauses between tries in the sandbox before a start unconfined may give it up (on an H100 shared by four
-#: test workers, three starts back to back all failed with CUDA error 304 and an unconfined one started)
-SANDBOX_RETRY_DELAYS_S = (0.5, 2.0)
+#: pauses between tries in the sandbox before a start unconfined may give it up (on an H100 and an H200 shared
+#: by four test workers, three starts within 2.5 s all failed with CUDA error 304 and an unconfined one started,
+#: once per run of the adversarial suite, 2026-12-05: the last pause gives a transient cause more time)
+SANDBOX_RETRY_DELAYS_S = (0.5, 2.0, 5.0)
 #: a sandbox given up is tried again this long after (a host that never allows it pays one failed start)
 SANDBOX_RETRY_AFTER_S = 120.0
 

@@ -455,17 +455,34 @@ class CandidateSession:
         self._device_end_shared = False
 
     def load(self, so_path: str) -> None:
+        threads = self._threads()
         self.process.send({"op": "load", "so": so_path})
         CandidateProcess.result(self.process.receive(self.deadline), EvalStatus.LOAD_ERROR)
+        self._no_new_thread(threads, "when its library was loaded")
 
     def workspace_bytes(self, values: list[Any]) -> int:
         """``optiml_workspace_bytes`` on shapes only (null data pointers), once per layout."""
         key = layout_key(values, [])
         if key not in self._workspace_needs:
             spec = abi_spec(values, None)
+            threads = self._threads()
             result = self.process.request({"op": "workspace", "inputs": spec}, self.deadline)
+            self._no_new_thread(threads, "when asked for its workspace size")
             self._workspace_needs[key] = int(result["bytes"])
         return self._workspace_needs[key]
+
+    def _threads(self) -> int:
+        """The candidate process's threads once it is ready (its CUDA context's own threads started)."""
+        self.process.wait_ready(self.deadline)
+        return self.process.thread_count()
+
+    def _no_new_thread(self, before: int, when: str) -> None:
+        """Calls are counted around themselves (``harness``); a thread started outside any call would be
+        taken for the process's own by those counts, and could work beside every later call."""
+        if self.process.thread_count() > before:
+            raise CandidateFailure(
+                EvalStatus.INTEGRITY, f"the candidate started a host thread {when}, still running after it"
+            )
 
     def bind(self, buffers: SharedBuffers) -> int:
         """A binding id for the current contents' scalars of ``buffers`` (cached)."""
