@@ -140,6 +140,13 @@ KERNELS = {
           if (!started++) pthread_create(&t, 0, nap, 0);
           axpy(in, out); return 0;
         }""",
+    # a process forked in the first call that outlives it (it sleeps: the answer itself is honest)
+    "process_left_running": """
+        int optiml_forward(const optiml_tensor* in, int ni, optiml_tensor* out, int no, void* ws, size_t wb, void* s) {
+          static int started = 0;
+          if (!started++ && fork() == 0) { for (;;) sleep(1); }
+          axpy(in, out); return 0;
+        }""",
     # a thread started by the library's constructor, while it is loaded (before any call is counted)
     "thread_from_constructor": """
         #include <pthread.h>
@@ -248,14 +255,15 @@ def test_an_answer_written_before_the_timed_call_began_is_caught(
     assert "already written before the call began" in report.message, report.message
 
 
+@pytest.mark.parametrize("name", ["thread_left_running", "process_left_running"])
 def test_a_thread_that_outlives_its_call_is_caught_in_the_candidates_own_process(
-    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+    name: str, judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
 ) -> None:
     """The judge counts the threads of the process that runs the candidate (the shim, below ``unshare`` and the
-    jail whose command line names the shim), not the jail's one thread."""
-    report = _evaluate(judge, runtime, libraries["thread_left_running"])
+    jail whose command line names the shim), not the jail's one thread, and of every process it forked."""
+    report = _evaluate(judge, runtime, libraries[name])
     assert report.status is EvalStatus.INTEGRITY, report.message
-    assert "left a host thread running" in report.message, report.message
+    assert "left a host thread or process running" in report.message, report.message
 
 
 @pytest.mark.parametrize(

@@ -250,11 +250,18 @@ class CandidateProcess:
         return dict(reply.get("result", {}))
 
     def thread_count(self) -> int:
-        """OS threads of the candidate process, read by the judge from /proc (the candidate cannot lie)."""
-        try:
-            return len(os.listdir(f"/proc/{self.pid}/task"))
-        except OSError:
-            return 0
+        """OS threads of the candidate process and of every process it started (a forked helper is a thread
+        of work beside the calls too), read by the judge from /proc (the candidate cannot lie)."""
+        total, level, seen = 0, [self.pid], set()
+        while level:
+            for pid in level:
+                try:
+                    total += len(os.listdir(f"/proc/{pid}/task"))
+                except OSError:
+                    continue
+            seen.update(level)
+            level = [child for pid in level for child in _children(pid) if child not in seen]
+        return total
 
     def stderr_tail(self, lines: int = 6) -> str:
         """The end of the candidate's stderr, read without following links, capped, and redacted."""

@@ -256,7 +256,9 @@ def trial(session: CandidateSession, runtime: TaskRuntime, case: Case) -> TrialC
     session.call(binding)
     _synchronize(judge)
     if session.process.thread_count() > threads:
-        raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
+        raise CandidateFailure(
+            EvalStatus.INTEGRITY, "the candidate left a host thread or process running after the call"
+        )
     return check_trial(case, buffers)
 
 
@@ -490,7 +492,9 @@ def _time_series(
     )
     samples = bench.series(calibration, config.warmup_calls, rule)
     if session.process.thread_count() > threads:
-        raise CandidateFailure(EvalStatus.INTEGRITY, "the candidate left a host thread running after the call")
+        raise CandidateFailure(
+            EvalStatus.INTEGRITY, "the candidate left a host thread or process running after the call"
+        )
     stats = TimingStats.from_samples(samples.event_ms, samples.host_ms, stop=samples.stop)
     detail = {
         "calibration": asdict(calibration),

@@ -481,7 +481,7 @@ class CandidateSession:
         taken for the process's own by those counts, and could work beside every later call."""
         if self.process.thread_count() > before:
             raise CandidateFailure(
-                EvalStatus.INTEGRITY, f"the candidate started a host thread {when}, still running after it"
+                EvalStatus.INTEGRITY, f"the candidate started a host thread or process {when}, still running after it"
             )
 
     def bind(self, buffers: SharedBuffers) -> int:
