@@ -24,6 +24,7 @@ import torch
 
 from optiml.errors import TaskError
 from optiml.evaluate import sensitivity
+from optiml.evaluate.conditioning import conditioning_notes
 from optiml.evaluate.memory import MemoryPlan, device_bytes, peak_bytes, plan_memory, used_bytes
 from optiml.evaluate.tolerance import Tolerance, decide
 from optiml.task import SIGNED_DISTRIBUTIONS, Task
@@ -259,12 +260,13 @@ def check_task(
         if a.shape != b.shape or (a.is_floating_point() and not torch.allclose(a, b, equal_nan=True)):
             raise TaskError(f"{task.shown}: Model.forward is not deterministic (output {i} differs between runs)")
         notes.append(_output_note(i, a))
+    conditioning = conditioning_notes(runtime, model, first, out1)
     del first, again, other, floating, out1, out2  # the settling below holds about as much again
     runtime.plan = plan_memory(0, 0, timing_sets=1, max_cases=1)  # one cached case at a time
     runtime.settle(11, shape_set)
     used = ", ".join(runtime.distributions())
     notes.append(f"verification inputs: {used} (tolerance atol={task.meta.atol:g}, rtol={task.meta.rtol:g})")
-    return notes + runtime.notes
+    return notes + runtime.notes + conditioning
 
 
 def _output_note(index: int, tensor: torch.Tensor) -> str:
