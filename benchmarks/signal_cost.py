@@ -6,7 +6,8 @@ A device-ended window (``optiml.evaluate.device_end``) ends when the judge's str
 19_ReLU read 0.26 ms above the candidate's own events, a one-thread 6 ms kernel only 0.06 ms
 (``window_residual_spin_h200.json``), and another process's waiting stream does not slow a kernel down
 (``pending_context_h100.json``). Two suspects are left, each timed here for a full-GPU memory-bound ReLU over
-``--gib`` GiB, a compute-bound fp32 matmul and torch's one-thread ``_sleep``:
+``--gib`` GiB (and over a sixth of it), a sum that only reads those GiB, a compute-bound fp32 matmul and torch's
+one-thread ``_sleep`` (whether the residual follows bytes written, bytes touched or neither):
 
 * ``write``: the write itself, after the kernel, on the kernel's stream — with its memory barrier (the
   default, as the candidate process writes it) and without — between events of that stream;
@@ -36,8 +37,12 @@ NO_MEMORY_BARRIER = 0x1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
 
 
 def kernels(gib: float) -> dict[str, Callable[[], None]]:
+    """Calls that differ in what they leave behind: GBs written, GBs only read (a sum: 4 bytes written), a
+    sixth of the bytes, a compute-bound matmul over 200 MB, one thread asleep."""
     x = torch.randn(int(gib * (1 << 30)) // 4, device="cuda")
     y = torch.empty_like(x)
+    small = x[: x.numel() // 6]
+    total = torch.empty((), device="cuda")
     a, b = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
     c = torch.empty_like(a)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -45,13 +50,25 @@ def kernels(gib: float) -> dict[str, Callable[[], None]]:
     def relu() -> None:
         torch.clamp_min(x, 0.0, out=y)
 
+    def relu_sixth() -> None:
+        torch.clamp_min(small, 0.0, out=y[: small.numel()])
+
+    def read_only() -> None:
+        torch.sum(x, dim=0, out=total)
+
     def matmul() -> None:
         torch.mm(a, b, out=c)
 
     def sleep() -> None:
         torch.cuda._sleep(SLEEP_CYCLES)
 
-    return {"relu_memory_bound": relu, "matmul_compute_bound": matmul, "sleep_one_thread": sleep}
+    return {
+        "relu_memory_bound": relu,
+        "relu_sixth_of_the_bytes": relu_sixth,
+        "sum_reads_only": read_only,
+        "matmul_compute_bound": matmul,
+        "sleep_one_thread": sleep,
+    }
 
 
 def write_rows(calls: int, gib: float) -> list[dict[str, Any]]:
