@@ -11,7 +11,9 @@ worker around it), under variants that each change one step:
 * ``no_poison``: outputs are not poisoned before each call (nor sampled for answers written ahead of it);
 * ``no_flush``: the judge does not flush the L2 before each call;
 * ``check_after``: nothing is enqueued behind the window's end while the call runs (its output check is
-  enqueued once the window has ended).
+  enqueued once the window has ended);
+* ``no_barrier``: the candidate writes the end's token without a memory barrier
+  (``CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER``; see ``benchmarks/signal_cost.py``).
 
 Each row: the judge's time per call, the candidate stream's own events per call, the residual (their
 difference), calls per window and the round trip subtracted. Variants that weaken the judge are for this
@@ -42,7 +44,7 @@ from result_file import head_commit, write_result
 
 from optiml.errors import OptimlError
 
-VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after")
+VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after", "no_barrier")
 
 SPIN = """
 __device__ __forceinline__ void optiml_residual_spin(unsigned long long ns) {
@@ -73,6 +75,8 @@ def variant_patches(variant: str) -> Iterator[None]:
 
     from optiml.evaluate import harness
     from optiml.evaluate.arena import SharedBuffers
+    from optiml.evaluate.candidate_process import StreamMemoryOps
+    from optiml.evaluate.device_end import DeviceEnd
     from optiml.evaluate.judge import Judge, Window
 
     saved: list[tuple[Any, str, Any]] = []
@@ -89,6 +93,8 @@ def variant_patches(variant: str) -> Iterator[None]:
             return torch.zeros((), dtype=torch.bool, device=generator.device)
 
         patch(harness, "written_before_call", unsampled)
+    elif variant == "no_barrier":
+        patch(DeviceEnd, "write_flags", StreamMemoryOps.WRITE_NO_MEMORY_BARRIER)
     elif variant == "check_after":
         window = Judge.window
 
