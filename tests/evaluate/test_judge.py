@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 
 import pytest
 import torch
 from tests.evaluate.host_kernels import HONEST, PRELUDE, TASK, build_host_libraries
 
+from optiml.evaluate import harness
+from optiml.evaluate.candidate_link import CandidateProcess
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import (
     MAX_WINDOW_CALLS,
@@ -246,13 +249,32 @@ def test_stopping_the_candidate_process_clock_cannot_forge_its_time(
 
 
 def test_an_answer_written_before_the_timed_call_began_is_caught(
-    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Work ahead of the clock (here a host thread; on a GPU a second context's time slices while the judge
-    prepares the call) leaves the output written before the window opens: the poison sample sees it."""
+    prepares the call) leaves the output written before the window opens: the poison sample sees it. The thread
+    count, which sees this helper at the end of the window that started it, is blinded here: the sample must
+    stand alone against a helper no count sees (another GPU context of the candidate's process)."""
+    monkeypatch.setattr(CandidateProcess, "thread_count", lambda self: 1)
+    sample = harness.written_before_call
+
+    def after_a_flush(outputs: list[torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+        time.sleep(0.005)  # the judge's preparation takes time (on a GPU, the L2 flush): the helper's chance
+        return sample(outputs, generator)
+
+    monkeypatch.setattr(harness, "written_before_call", after_a_flush)
     report = _evaluate(judge, runtime, libraries["answers_before_the_call"])
     assert report.status is EvalStatus.INTEGRITY, report.message
     assert "already written before the call began" in report.message, report.message
+
+
+def test_a_helper_thread_started_in_a_timed_call_is_caught_when_its_window_ends(
+    judge: Judge, runtime: TaskRuntime, libraries: dict[str, str]
+) -> None:
+    """The same helper, counted: the window in which it was started ends with one thread more."""
+    report = _evaluate(judge, runtime, libraries["answers_before_the_call"])
+    assert report.status is EvalStatus.INTEGRITY, report.message
+    assert "left a host thread or process running" in report.message, report.message
 
 
 @pytest.mark.parametrize("name", ["thread_left_running", "process_left_running"])

@@ -32,7 +32,9 @@ class _Judge:
 
 
 def _bench(judge: _Judge) -> TimingBench:
-    session = SimpleNamespace(judge=judge, bind=lambda buffers: id(buffers))
+    session = SimpleNamespace(
+        judge=judge, bind=lambda buffers: id(buffers), process=SimpleNamespace(thread_count=lambda: 1)
+    )
     case = SimpleNamespace(abi_inputs=[], expected=[], args=[])
     return TimingBench(session, SimpleNamespace(device="cpu"), [case], max_width=16)
 

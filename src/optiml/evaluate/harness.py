@@ -238,6 +238,9 @@ def mismatch_flag(outputs: list[torch.Tensor], expected: list[torch.Tensor], ato
     return flag
 
 
+LEFT_RUNNING = "the candidate left a host thread or process running after the call"
+
+
 def _synchronize(judge: Judge) -> None:
     if judge.cuda:
         torch.cuda.synchronize(judge.device)
@@ -256,9 +259,7 @@ def trial(session: CandidateSession, runtime: TaskRuntime, case: Case) -> TrialC
     session.call(binding)
     _synchronize(judge)
     if session.process.thread_count() > threads:
-        raise CandidateFailure(
-            EvalStatus.INTEGRITY, "the candidate left a host thread or process running after the call"
-        )
+        raise CandidateFailure(EvalStatus.INTEGRITY, LEFT_RUNNING)
     return check_trial(case, buffers)
 
 
@@ -306,6 +307,9 @@ class TimingBench:
         self._add_slots(1)
         self.calls = 0
         self.last_claim: dict[str, Any] = {}
+        # counted again after every window: a thread (or process) that lives from one window into the next could
+        # work between them, while the judge fills the next window's inputs (time in no window)
+        self.threads = session.process.thread_count()
 
     @property
     def width(self) -> int:
@@ -357,6 +361,8 @@ class TimingBench:
         end = calibration.window_end if self.window_end == "auto" else self.window_end
         window = self.session.timed_calls([binding for _, binding in self.slots], check, end)
         index, self.calls = self.calls, self.calls + self.width
+        if self.session.process.thread_count() > self.threads:
+            raise CandidateFailure(EvalStatus.INTEGRITY, LEFT_RUNNING)
         self.last_claim = window.reply.get("result", {})
         flags = window.check.tolist()
         written = [i for i, bad in enumerate(flags[: self.width]) if bad]
@@ -482,7 +488,6 @@ def _time_series(
     """One timed series; a new :class:`TimingBench`, so a retried series draws new contents (class 2)."""
     width = 1 if single_calls else MAX_WINDOW_CALLS
     bench = TimingBench(session, runtime, timing_cases(runtime, seeds), width, config.window_end)
-    threads = session.process.thread_count()
     rule = StopRule(
         min_trials=config.min_trials,
         max_trials=config.max_trials,
@@ -491,10 +496,6 @@ def _time_series(
         incumbent=(incumbent.median_ms, incumbent.spread_ms) if incumbent is not None else None,
     )
     samples = bench.series(calibration, config.warmup_calls, rule)
-    if session.process.thread_count() > threads:
-        raise CandidateFailure(
-            EvalStatus.INTEGRITY, "the candidate left a host thread or process running after the call"
-        )
     stats = TimingStats.from_samples(samples.event_ms, samples.host_ms, stop=samples.stop)
     detail = {
         "calibration": asdict(calibration),
