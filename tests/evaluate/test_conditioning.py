@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from optiml.bench import user_clock_child
 from optiml.evaluate import conditioning
 from optiml.evaluate.runtime import check_task
 from optiml.task import load_task
@@ -66,6 +67,10 @@ def test_large_cases_skip_the_float64_run(tmp_path: Path, monkeypatch: pytest.Mo
     notes = notes_of(tmp_path, "return x + 1")
     assert any(n.startswith("conditioning: not measured (inputs and outputs take") for n in notes), notes
     assert not probe(notes)
+
+
+def test_the_tolerances_are_kernelbenchs_as_the_user_clock_applies_them() -> None:
+    assert conditioning.KERNELBENCH_TOLERANCES == user_clock_child.TOLERANCES
 
 
 def test_integer_outputs_are_not_probed(tmp_path: Path) -> None:
