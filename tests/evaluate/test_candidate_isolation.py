@@ -217,6 +217,33 @@ def test_a_sandbox_that_fails_one_start_is_kept(tmp_path: Path, monkeypatch: pyt
     assert candidate_link.candidates_confined()
 
 
+def test_a_sandbox_that_fails_until_a_start_outside_it_works_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injected: every try in the sandbox fails, then the one outside works, and the machine's fault has
+    passed: the sandbox, tried once more at once, works — it is kept and the process runs confined."""
+    from optiml.evaluate import candidate_link
+
+    monkeypatch.setattr(candidate_link._isolation, "given_up", None)
+    monkeypatch.setattr(candidate_link._isolation, "proven", False)
+    monkeypatch.setattr(candidate_link, "SANDBOX_RETRY_DELAYS_S", (0.0, 0.0))
+    broken = (*SYSTEM_VIEW[:2], str(candidate_link.SHIM))
+    views = [broken, broken, broken]
+
+    def passing_fault(cudart: str | None) -> tuple[str, ...]:
+        return views.pop() if views else candidate_view(str(candidate_link.SHIM), cudart)
+
+    monkeypatch.setattr(candidate_link, "_view", passing_fault)
+    process = CandidateProcess(None, 0, tmp_path, "passing")
+    try:
+        process.wait_ready()
+        assert process.sandboxed and not views
+        process.request({"op": "call", "id": -1}, time.monotonic() + 20)  # the confined process answers
+    finally:
+        process.close()
+    assert candidate_link.candidates_confined() and candidate_link._isolation.given_up is None
+
+
 def test_a_sandbox_given_up_is_tried_again_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Given up (a start failed in it, as under load) long enough ago, the next process starts confined
     again, and the sandbox stands from then on."""
