@@ -12,6 +12,8 @@ import pytest
 
 import optiml.session
 from optiml.bench.runner import BenchConfig, optimize_job
+from optiml.errors import ConfigError
+from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.cost import CostFunction, EvaluationCache
 from optiml.evaluate.evaluator import TaskFacts
 from optiml.kernel.source import KernelSource
@@ -216,3 +218,22 @@ def test_the_bench_job_runs_the_workflow_over_the_sessions_assembly(
     assert row.baselines_ms == {"eager": 3.0} and row.evaluations <= 10 and row.run_id
     with RunStore(tmp_path / "runs.db") as runs:
         assert runs.get_run(row.run_id).task_name == "silu"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "best_effort"), ("required", "required"), (" ", "best_effort")])
+def test_the_isolation_policy_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, expected: str
+) -> None:
+    if value is None:
+        monkeypatch.delenv("OPTIML_ISOLATION", raising=False)
+    else:
+        monkeypatch.setenv("OPTIML_ISOLATION", value)
+    config = optiml.session.eval_config(optiml.session.SessionOptions())
+    assert config.isolation == expected
+    assert EvalConfig.from_dict(config.to_dict()).isolation == expected  # as the worker receives it
+
+
+def test_an_unknown_isolation_policy_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPTIML_ISOLATION", "strict")
+    with pytest.raises(ConfigError, match="OPTIML_ISOLATION must be one of best_effort, required, not 'strict'"):
+        optiml.session.eval_config(optiml.session.SessionOptions())

@@ -11,6 +11,7 @@ documents its precedence (flags > env > optiml.toml).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from optiml.errors import ConfigError
 from optiml.evaluate.client import WorkerClient
-from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.config import ISOLATIONS, EvalConfig
 from optiml.evaluate.cost import EvaluationCache
 from optiml.evaluate.evaluator import Evaluator, compile_check
 from optiml.evaluate.gpu_pool import GPUPool
@@ -124,9 +125,13 @@ def make_compiler(task: Task | None, arch: str | None = None) -> Compiler:
 
 
 def eval_config(options: SessionOptions, seeds: int = EvalConfig.seeds, screen: bool = True) -> EvalConfig:
-    """How candidates are verified and timed: the references are eager, and torch.compile with --compile."""
+    """How candidates are verified and timed: the references are eager, and torch.compile with --compile;
+    candidates confined as ``OPTIML_ISOLATION`` says (``best_effort``, the default, or ``required``)."""
     modes = ("eager", "compile") if options.torch_compile else ("eager",)
-    return EvalConfig(seeds=seeds, reference_modes=modes, screen=screen)
+    isolation = os.environ.get("OPTIML_ISOLATION", "best_effort").strip() or "best_effort"
+    if isolation not in ISOLATIONS:
+        raise ConfigError(f"OPTIML_ISOLATION must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
+    return EvalConfig(seeds=seeds, reference_modes=modes, screen=screen, isolation=isolation)
 
 
 def make_worker(gpu: int | None = None) -> WorkerClient:

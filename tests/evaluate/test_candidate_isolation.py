@@ -244,6 +244,45 @@ def test_a_sandbox_that_fails_until_a_start_outside_it_works_is_kept(
     assert candidate_link.candidates_confined() and candidate_link._isolation.given_up is None
 
 
+def test_required_isolation_fails_the_start_instead_of_running_unconfined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OPTIML_ISOLATION=required``: the same broken view as above ends the start with one line, and the
+    sandbox is not given up for the candidates after it."""
+    from optiml.evaluate import candidate_link
+    from optiml.evaluate.candidate_link import CandidateFailure
+
+    monkeypatch.setattr(candidate_link._isolation, "given_up", None)
+    monkeypatch.setattr(candidate_link._isolation, "proven", False)
+    monkeypatch.setattr(candidate_link._isolation, "required", True)
+    monkeypatch.setattr(candidate_link, "SANDBOX_RETRY_DELAYS_S", (0.0,))
+    monkeypatch.setattr(candidate_link, "_view", lambda cudart: (*SYSTEM_VIEW[:2], str(candidate_link.SHIM)))
+    process = CandidateProcess(None, 0, tmp_path, "required")
+    try:
+        with pytest.raises(CandidateFailure, match=r"could not start in its sandbox .*OPTIML_ISOLATION=required"):
+            process.wait_ready()
+    finally:
+        process.close()
+    assert candidate_link._isolation.given_up is None and candidate_link.candidates_confined()
+
+
+def test_required_isolation_refuses_where_the_host_has_no_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from optiml.evaluate import candidate_link
+    from optiml.evaluate.candidate_link import CandidateFailure
+    from optiml.integrity.candidate_sandbox import CandidateIsolation
+
+    monkeypatch.setattr(candidate_link._isolation, "given_up", None)
+    monkeypatch.setattr(candidate_link._isolation, "required", True)
+    none_here = CandidateIsolation(False, "candidate isolation unavailable: unshare (util-linux) not installed")
+    monkeypatch.setattr(candidate_link.candidate_sandbox, "probe_candidate_isolation", lambda: none_here)
+    with pytest.raises(CandidateFailure, match="not installed, and OPTIML_ISOLATION=required forbids"):
+        CandidateProcess(None, 0, tmp_path, "nowhere")
+    control = CandidateProcess(None, 0, tmp_path, "control", isolate=False)  # the tests' own control still runs
+    control.close()
+
+
 def test_a_sandbox_given_up_is_tried_again_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Given up (a start failed in it, as under load) long enough ago, the next process starts confined
     again, and the sandbox stands from then on."""

@@ -63,6 +63,7 @@ class _Isolation:
         self.given_up: str | None = None  # why, once the sandbox failed a real start
         self.given_up_at = 0.0  # time.monotonic() of that
         self.proven = False  # a sandboxed process has started
+        self.required = False  # EvalConfig.isolation "required": never unconfined
 
     def enabled(self) -> bool:
         retry = self.given_up is not None and time.monotonic() - self.given_up_at >= SANDBOX_RETRY_AFTER_S
@@ -85,6 +86,14 @@ class _Isolation:
 
 
 _isolation = _Isolation()
+
+
+def require_isolation(required: bool) -> None:
+    """Whether candidate processes started from now on must run in their sandbox (``OPTIML_ISOLATION``)."""
+    _isolation.required = required
+
+
+REQUIRED = "and OPTIML_ISOLATION=required forbids running candidates unconfined"
 
 
 def candidates_confined() -> bool:
@@ -136,6 +145,9 @@ class CandidateProcess:
         self._workdir_fd: int | None = open_directory(workdir)
         self._cudart, self._device = cudart_path, device
         self.sandboxed = isolate is not False and _isolation.enabled()
+        if isolate is not False and not self.sandboxed and _isolation.required:
+            why = _isolation.given_up or candidate_sandbox.probe_candidate_isolation().note
+            raise CandidateFailure(EvalStatus.RUNTIME_ERROR, f"{why}, {REQUIRED}")
         self._buffer = b""
         self._ready = False
         self._shim_pid: int | None = None
@@ -196,6 +208,9 @@ class CandidateProcess:
             time.sleep(pause)
             self._restart(sandboxed=True)
             failure = self._first_reply(until)
+        if failure is not None and self.sandboxed and _isolation.required:
+            message = f"a candidate process could not start in its sandbox ({failure.message[:200]}), {REQUIRED}"
+            raise CandidateFailure(failure.status, message)
         if failure is not None and self.sandboxed and not _isolation.proven:
             failure = self._blame(failure, until)
         if failure is not None:

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 WINDOW_ENDS = ("auto", "host")
+#: "best_effort": candidates run in their sandbox where the host allows it, unconfined (and said) where not;
+#: "required": a candidate that cannot run in its sandbox fails instead (env ``OPTIML_ISOLATION``)
+ISOLATIONS = ("best_effort", "required")
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,13 @@ class EvalConfig:
     #: where timed windows end: "auto" (on the device where the judge's calibration trusts it, else on the
     #: host) or "host" (always at the candidate's reply: the earlier protocol, kept for comparison)
     window_end: str = "auto"
+    isolation: str = "best_effort"  # one of ISOLATIONS
 
     def __post_init__(self) -> None:
         if self.window_end not in WINDOW_ENDS:
             raise ValueError(f"window_end must be one of {', '.join(WINDOW_ENDS)} (got {self.window_end!r})")
+        if self.isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)} (got {self.isolation!r})")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -50,7 +50,7 @@ from typing import IO, Any
 import torch
 
 from optiml.errors import TaskError
-from optiml.evaluate.candidate_link import candidates_confined, isolation_note
+from optiml.evaluate.candidate_link import candidates_confined, isolation_note, require_isolation
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.harness import (
     CandidateFailure,
@@ -76,6 +76,13 @@ EXIT_FATAL = 3
 #: convolutions through cuDNN, reduced-precision half GEMM reductions; TF32 matmuls only where the
 #: environment turns them on), and torch.compile (exact).
 REFERENCE_MODES = ("eager", "eager_tf32", "compile")
+
+
+def request_config(request: dict[str, Any]) -> EvalConfig:
+    """The request's evaluation settings, its isolation policy applied to the candidate processes started next."""
+    config = EvalConfig.from_dict(request.get("config", {}))
+    require_isolation(config.isolation == "required")
+    return config
 
 
 class NoCudaDevice(RuntimeError):
@@ -137,7 +144,7 @@ class Worker:
 
     def prepare(self, request: dict[str, Any]) -> dict[str, Any]:
         runtime = self.runtime(request["task"])
-        config = EvalConfig.from_dict(request.get("config", {}))
+        config = request_config(request)
         start = time.perf_counter()
         seeds = self.case_seeds
         for distribution in runtime.task.meta.distributions:  # their first cases settle which are usable
@@ -166,7 +173,7 @@ class Worker:
 
     def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
         runtime = self.runtime(request["task"])
-        config = EvalConfig.from_dict(request.get("config", {}))
+        config = request_config(request)
         peaks_in = request.get("peaks") or {}
         peaks = Peaks(
             bandwidth=float(peaks_in.get("bandwidth") or self.bandwidth()),
@@ -196,7 +203,7 @@ class Worker:
         the first window after another process's turn runs cold. The reply's ``samples`` and
         ``reference_samples`` are the per-sample times in the order taken."""
         runtime = self.runtime(request["task"])
-        config = EvalConfig.from_dict(request.get("config", {}))
+        config = request_config(request)
         rounds = int(request.get("rounds", 5))
         settle = int(request.get("settle", 1))
         per_round = StopRule(min_trials=max(3, config.min_trials // 2), max_trials=config.min_trials, seconds=0.0)
