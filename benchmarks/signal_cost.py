@@ -33,7 +33,6 @@ from optiml.evaluate.candidate_process import StreamMemoryOps
 
 ROOT = Path(__file__).resolve().parent.parent
 SLEEP_CYCLES = 4_000_000
-NO_MEMORY_BARRIER = 0x1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
 
 
 def kernels(gib: float) -> dict[str, Callable[[], None]]:
@@ -79,7 +78,7 @@ def write_rows(calls: int, gib: float) -> list[dict[str, Any]]:
     rows = []
     for name, call in kernels(gib).items():
         call()
-        for flags in (ops.WRITE_DEFAULT, NO_MEMORY_BARRIER):
+        for flags in (ops.WRITE_DEFAULT, ops.WRITE_NO_MEMORY_BARRIER):
             kernel_ms, write_ms = [], []
             for index in range(calls):
                 flush.zero_()
@@ -88,7 +87,7 @@ def write_rows(calls: int, gib: float) -> list[dict[str, Any]]:
                 marks[0].record()
                 call()
                 marks[1].record()
-                code = ops._write(stream.cuda_stream, word.data_ptr(), index + 1, flags)
+                code = ops.write(stream.cuda_stream, word.data_ptr(), index + 1, flags)
                 if code:
                     raise RuntimeError(f"cuStreamWriteValue32 failed: {code}")
                 marks[2].record()
