@@ -90,4 +90,24 @@ def collect() -> list[Check]:
         checks.append(Check("sandbox", True, support.describe()))
     except Exception as exc:  # doctor reports, never crashes
         checks.append(Check("sandbox", False, f"probe failed: {exc}"))
+    checks.append(candidate_check())
     return checks
+
+
+def candidate_check() -> Check:
+    """Whether candidate processes get their own namespaces and view here, and what ``OPTIML_ISOLATION`` makes of
+    a host where they do not."""
+    from optiml.evaluate.config import ISOLATIONS, isolation_policy
+    from optiml.integrity.candidate_sandbox import probe_candidate_isolation
+
+    policy = isolation_policy()
+    if policy not in ISOLATIONS:
+        return Check("candidates", False, f"OPTIML_ISOLATION={policy!r} is not one of {', '.join(ISOLATIONS)}")
+    try:
+        found = probe_candidate_isolation()
+    except Exception as exc:  # doctor reports, never crashes
+        return Check("candidates", False, f"probe failed: {exc}")
+    if found.isolated:
+        return Check("candidates", True, f"{found.note}; OPTIML_ISOLATION={policy}")
+    outcome = "every candidate fails to start" if policy == "required" else "candidates run unconfined"
+    return Check("candidates", False, f"{found.note}; OPTIML_ISOLATION={policy}: {outcome}")

@@ -11,7 +11,6 @@ documents its precedence (flags > env > optiml.toml).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from optiml.errors import ConfigError
 from optiml.evaluate.client import WorkerClient
-from optiml.evaluate.config import ISOLATIONS, EvalConfig
+from optiml.evaluate.config import ISOLATIONS, EvalConfig, isolation_policy
 from optiml.evaluate.cost import EvaluationCache
 from optiml.evaluate.evaluator import Evaluator, compile_check
 from optiml.evaluate.gpu_pool import GPUPool
@@ -128,7 +127,7 @@ def eval_config(options: SessionOptions, seeds: int = EvalConfig.seeds, screen: 
     """How candidates are verified and timed: the references are eager, and torch.compile with --compile;
     candidates confined as ``OPTIML_ISOLATION`` says (``best_effort``, the default, or ``required``)."""
     modes = ("eager", "compile") if options.torch_compile else ("eager",)
-    isolation = os.environ.get("OPTIML_ISOLATION", "best_effort").strip() or "best_effort"
+    isolation = isolation_policy()
     if isolation not in ISOLATIONS:
         raise ConfigError(f"OPTIML_ISOLATION must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     return EvalConfig(seeds=seeds, reference_modes=modes, screen=screen, isolation=isolation)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -9,6 +10,11 @@ WINDOW_ENDS = ("auto", "host")
 #: "best_effort": candidates run in their sandbox where the host allows it, unconfined (and said) where not;
 #: "required": a candidate that cannot run in its sandbox fails instead (env ``OPTIML_ISOLATION``)
 ISOLATIONS = ("best_effort", "required")
+
+
+def isolation_policy() -> str:
+    """``OPTIML_ISOLATION`` as given (empty or unset: ``best_effort``); validated by :class:`EvalConfig`."""
+    return os.environ.get("OPTIML_ISOLATION", "").strip() or "best_effort"
 
 
 @dataclass(frozen=True)
