@@ -97,8 +97,8 @@ def collect() -> list[Check]:
 def candidate_check() -> Check:
     """Whether candidate processes get their own namespaces and view here, and what ``OPTIML_ISOLATION`` makes of
     a host where they do not."""
-    from optiml.evaluate.config import ISOLATIONS, isolation_policy
     from optiml.integrity.candidate_sandbox import probe_candidate_isolation
+    from optiml.integrity.policy import ISOLATIONS, isolation_policy
 
     policy = isolation_policy()
     if policy not in ISOLATIONS:

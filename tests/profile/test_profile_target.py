@@ -35,6 +35,7 @@ WORKER_SIDE = {
     "optiml.integrity",
     "optiml.integrity.sandbox",
     "optiml.integrity.candidate_sandbox",
+    "optiml.integrity.policy",  # OPTIML_ISOLATION, read with the evaluation settings
     "optiml.integrity.files",
 }
 

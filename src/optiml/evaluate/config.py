@@ -1,20 +1,15 @@
-"""How thoroughly a candidate is verified and timed. Standard library only (shared with the worker)."""
+"""How thoroughly a candidate is verified and timed. Standard library and OptiML's stdlib-only policy module only
+(shared with the worker)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from optiml.integrity.policy import ISOLATIONS
+from optiml.integrity.policy import isolation_policy as isolation_policy  # for the session's layer
+
 WINDOW_ENDS = ("auto", "host")
-#: "best_effort": candidates run in their sandbox where the host allows it, unconfined (and said) where not;
-#: "required": a candidate that cannot run in its sandbox fails instead (env ``OPTIML_ISOLATION``)
-ISOLATIONS = ("best_effort", "required")
-
-
-def isolation_policy() -> str:
-    """``OPTIML_ISOLATION`` as given (empty or unset: ``best_effort``); validated by :class:`EvalConfig`."""
-    return os.environ.get("OPTIML_ISOLATION", "").strip() or "best_effort"
 
 
 @dataclass(frozen=True)
