@@ -32,6 +32,7 @@ import torch.multiprocessing as mp
 from result_file import head_commit, write_result
 
 from optiml.evaluate.candidate_process import StreamMemoryOps
+from optiml.evaluate.timing import DeviceTimer
 
 ROOT = Path(__file__).resolve().parent.parent
 BYSTANDERS = ("none", "idle", "waiting")
@@ -54,21 +55,11 @@ def bystander(kind: str, ready: mp.Event, stop: mp.Event) -> None:
     torch.cuda.synchronize()
 
 
-def time_kernel(call: Callable[[], None], calls: int, flush: torch.Tensor) -> float:
+def time_kernel(call: Callable[[], None], calls: int, timer: DeviceTimer) -> float:
     """Median ms of ``calls`` calls, each on a flushed L2 and an idle device, between events on the current stream."""
     for _ in range(3):
         call()
-    times = []
-    for _ in range(calls):
-        flush.zero_()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(timer.time_call(call)[0] for _ in range(calls))
 
 
 def main() -> None:
@@ -84,7 +75,7 @@ def main() -> None:
     a, b = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
     c = torch.empty_like(a)
     torch.backends.cuda.matmul.allow_tf32 = False
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    timer = DeviceTimer(torch.cuda.current_stream())
 
     def relu() -> None:
         torch.clamp_min(x, 0.0, out=y)
@@ -108,7 +99,7 @@ def main() -> None:
                 raise SystemExit(f"the {kind} bystander did not start")
         try:
             for name, call in kernels.items():
-                ms = time_kernel(call, args.calls, flush)
+                ms = time_kernel(call, args.calls, timer)
                 rows.append({"bystander": kind, "kernel": name, "median_ms": ms})
                 print(f"{kind:8s} {name:22s} {ms:8.3f} ms", flush=True)
         finally:

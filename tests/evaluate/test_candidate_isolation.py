@@ -195,6 +195,20 @@ def test_a_sandbox_that_breaks_the_start_is_given_up_and_said(tmp_path: Path, mo
     assert not candidate_link.candidates_confined()
 
 
+def _views_that_break(monkeypatch: pytest.MonkeyPatch, starts: int) -> list[tuple[str, ...]]:
+    """Fault injected: the first ``starts`` sandboxed starts get a view without the interpreter, later ones a
+    whole view; returns the broken views not yet used."""
+    from optiml.evaluate import candidate_link
+
+    views = [(*SYSTEM_VIEW[:2], str(candidate_link.SHIM))] * starts
+
+    def view(cudart: str | None) -> tuple[str, ...]:
+        return views.pop() if views else candidate_view(str(candidate_link.SHIM), cudart)
+
+    monkeypatch.setattr(candidate_link, "_view", view)
+    return views
+
+
 def test_a_sandbox_that_fails_one_start_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injected: the first start's view lacks the interpreter, later ones are whole (a start that
     failed once under load). The process starts again in the sandbox, which is not given up."""
@@ -202,12 +216,7 @@ def test_a_sandbox_that_fails_one_start_is_kept(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.setattr(candidate_link._isolation, "given_up", None)
     monkeypatch.setattr(candidate_link._isolation, "proven", False)
-    views = [(*SYSTEM_VIEW[:2], str(candidate_link.SHIM))]
-
-    def flaky_view(cudart: str | None) -> tuple[str, ...]:
-        return views.pop() if views else candidate_view(str(candidate_link.SHIM), cudart)
-
-    monkeypatch.setattr(candidate_link, "_view", flaky_view)
+    views = _views_that_break(monkeypatch, starts=1)
     process = CandidateProcess(None, 0, tmp_path, "flaky")
     try:
         process.wait_ready()
@@ -227,13 +236,7 @@ def test_a_sandbox_that_fails_until_a_start_outside_it_works_is_kept(
     monkeypatch.setattr(candidate_link._isolation, "given_up", None)
     monkeypatch.setattr(candidate_link._isolation, "proven", False)
     monkeypatch.setattr(candidate_link, "SANDBOX_RETRY_DELAYS_S", (0.0, 0.0))
-    broken = (*SYSTEM_VIEW[:2], str(candidate_link.SHIM))
-    views = [broken, broken, broken]
-
-    def passing_fault(cudart: str | None) -> tuple[str, ...]:
-        return views.pop() if views else candidate_view(str(candidate_link.SHIM), cudart)
-
-    monkeypatch.setattr(candidate_link, "_view", passing_fault)
+    views = _views_that_break(monkeypatch, starts=3)
     process = CandidateProcess(None, 0, tmp_path, "passing")
     try:
         process.wait_ready()
