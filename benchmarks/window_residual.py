@@ -12,8 +12,8 @@ worker around it), under variants that each change one step:
 * ``no_flush``: the judge does not flush the L2 before each call;
 * ``check_after``: nothing is enqueued behind the window's end while the call runs (its output check is
   enqueued once the window has ended);
-* ``no_barrier``: the candidate writes the end's token without a memory barrier
-  (``CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER``; see ``benchmarks/signal_cost.py``).
+* ``no_refill``: each slot's inputs are mixed (and its reference run) once; later windows reuse them, so the
+  judge's context writes no GBs of fresh inputs and reference outputs just before the call.
 
 Each row: the judge's time per call, the candidate stream's own events per call, the residual (their
 difference), calls per window and the round trip subtracted. Variants that weaken the judge are for this
@@ -44,7 +44,7 @@ from result_file import head_commit, write_result
 
 from optiml.errors import OptimlError
 
-VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after", "no_barrier")
+VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after", "no_refill")
 
 SPIN = """
 __device__ __forceinline__ void optiml_residual_spin(unsigned long long ns) {
@@ -75,8 +75,6 @@ def variant_patches(variant: str) -> Iterator[None]:
 
     from optiml.evaluate import harness
     from optiml.evaluate.arena import SharedBuffers
-    from optiml.evaluate.candidate_process import StreamMemoryOps
-    from optiml.evaluate.device_end import DeviceEnd
     from optiml.evaluate.judge import Judge, Window
 
     saved: list[tuple[Any, str, Any]] = []
@@ -93,8 +91,6 @@ def variant_patches(variant: str) -> Iterator[None]:
             return torch.zeros((), dtype=torch.bool, device=generator.device)
 
         patch(harness, "written_before_call", unsampled)
-    elif variant == "no_barrier":
-        patch(DeviceEnd, "write_flags", StreamMemoryOps.WRITE_NO_MEMORY_BARRIER)
     elif variant == "check_after":
         window = Judge.window
 
@@ -105,6 +101,16 @@ def variant_patches(variant: str) -> Iterator[None]:
             return dataclasses.replace(done, check=check())
 
         patch(Judge, "window", check_after)
+    elif variant == "no_refill":
+        fill = harness.FreshInputs.fill
+        filled: dict[int, Any] = {}
+
+        def fill_once(self: harness.FreshInputs, buffers: SharedBuffers) -> Any:
+            if id(buffers) not in filled:
+                filled[id(buffers)] = fill(self, buffers)
+            return filled[id(buffers)]
+
+        patch(harness.FreshInputs, "fill", fill_once)
     try:
         yield
     finally:

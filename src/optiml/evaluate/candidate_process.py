@@ -20,9 +20,8 @@ replies are only claims). Requests (``op``):
     workspace  {"inputs": SPEC}                              → {"bytes": N}   shapes only: no data
     bind       {"id": B, "inputs": SPEC, "outputs": SPEC, "workspace": [K, OFFSET, BYTES] | null}
     call       {"id": B} | {"ids": [B1, B2, …]}              → {"rc", "sync", "inner_ms", "l2", "host_us"}
-               optional "signal": [K, OFFSET, TOKEN, FLAGS]: write TOKEN to that 32-bit word of block K on
-               this process's stream behind the call's work, with ``cuStreamWriteValue32``'s FLAGS (0: after
-               a memory barrier; 1: none) (reply "signal": the driver's return code)
+               optional "signal": [K, OFFSET, TOKEN]: write TOKEN to that 32-bit word of block K on this
+               process's stream behind the call's work (reply "signal": the driver's return code)
     exit
 
 ``call`` with ``ids`` runs the bindings back to back on this process's stream, in order, and
@@ -134,7 +133,6 @@ class StreamMemoryOps:
 
     WAIT_EQ = 0x1  # CU_STREAM_WAIT_VALUE_EQ
     WRITE_DEFAULT = 0x0  # with a memory barrier: the stream's earlier writes are visible first
-    WRITE_NO_MEMORY_BARRIER = 0x1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
 
     def __init__(self, driver: Any | None = None) -> None:
         self.driver = driver if driver is not None else ctypes.CDLL("libcuda.so.1")
@@ -154,9 +152,9 @@ class StreamMemoryOps:
         """Enqueue on ``stream``: wait until the word at ``address`` equals ``value``."""
         return int(self._wait(stream, address, value, self.WAIT_EQ))
 
-    def write(self, stream: int | ctypes.c_void_p | None, address: int, value: int, flags: int = WRITE_DEFAULT) -> int:
+    def write(self, stream: int | ctypes.c_void_p | None, address: int, value: int) -> int:
         """Enqueue on ``stream``: write ``value`` to the word at ``address`` once the stream's earlier work is done."""
-        return int(self._write(stream, address, value, flags))
+        return int(self._write(stream, address, value, self.WRITE_DEFAULT))
 
 
 class _MemLocation(ctypes.Structure):
@@ -391,11 +389,11 @@ class Cuda:
     def empty_call(self, cycles: int | None) -> int:
         return self.kernels.launch(self.stream, cycles)
 
-    def signal(self, address: int, token: int, flags: int) -> int:
+    def signal(self, address: int, token: int) -> int:
         """Write ``token`` to the word at ``address`` on this process's stream, behind the call's work."""
         if self._signals is None:
             self._signals = StreamMemoryOps(self.kernels.driver)
-        return self._signals.write(self.stream, address, token, flags)
+        return self._signals.write(self.stream, address, token)
 
 
 class Binding:
@@ -527,16 +525,14 @@ class Runner:
         return reply
 
     # -- helpers -------------------------------------------------------------------------------
-    def _signal_word(self, request: dict[str, Any]) -> tuple[int, int, int] | None:
-        """The address, token and write flags of the request's ``signal`` ([block, offset, token, flags])."""
+    def _signal_word(self, request: dict[str, Any]) -> tuple[int, int] | None:
+        """The address and token of the request's ``signal`` ([block, offset, token]), if it names one."""
         if request.get("signal") is None:
             return None
-        block, offset, token, flags = (int(v) for v in request["signal"])
+        block, offset, token = (int(v) for v in request["signal"])
         if block not in self.blocks:
             raise Failure(f"the signal names block {block}, which was not mapped")
-        if flags not in (StreamMemoryOps.WRITE_DEFAULT, StreamMemoryOps.WRITE_NO_MEMORY_BARRIER):
-            raise Failure(f"the signal's write flags {flags} are not 0 or 1")
-        return self.blocks[block] + offset, token & 0xFFFFFFFF, flags
+        return self.blocks[block] + offset, token & 0xFFFFFFFF
 
     def _forward_all(self, bindings: list[Any], stream: ctypes.c_void_p | None) -> int:
         """Each binding's call in order on ``stream``; the first nonzero return code ends the run."""

@@ -33,9 +33,6 @@ from optiml.evaluate.candidate_process import DriverError, StreamMemoryOps
 class DeviceEnd:
     """The shared word, the driver's stream memory operations and the judge's releasing stream."""
 
-    #: the candidate's write of the token: after a memory barrier (the stream's earlier writes visible first)
-    write_flags = StreamMemoryOps.WRITE_DEFAULT
-
     def __init__(self, device: torch.device, directory: str) -> None:
         self.ops = StreamMemoryOps()
         self.block = Block(4, device, directory)
@@ -45,8 +42,8 @@ class DeviceEnd:
         self._last = 0
 
     def signal(self, token: int) -> list[int]:
-        """The request's ``signal`` field for ``token``: [block, offset, token, write flags]."""
-        return [self.block.id, 0, token, self.write_flags]
+        """The request's ``signal`` field for ``token``: [block, offset, token]."""
+        return [self.block.id, 0, token]
 
     def arm(self, stream: torch.cuda.Stream) -> int:
         """Enqueue on ``stream`` a wait for a fresh token (drawn from OS entropy, never the last one)."""

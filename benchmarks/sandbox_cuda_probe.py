@@ -1,0 +1,106 @@
+"""Can CUDA start inside the candidate sandbox, started from here? (issue 39) Many starts at once, both ways.
+
+Each start runs ``python -I -S`` that loads ``libcudart`` and calls ``cudaSetDevice(0)`` and
+``cudaMemGetInfo``, wrapped in the candidate sandbox (``optiml.integrity.candidate_sandbox``:
+own user, pid, network, IPC and mount namespaces, the candidate's view) or not, ``--concurrency``
+at a time. Per setup: how many failed, with what CUDA error, how long the slowest start took, and what
+a start saw (entries of ``/sys``, ``/proc/driver/nvidia``, ``/dev``, ``/dev/shm``, ``/proc``; which
+device nodes it could open; its uid).
+
+In the product the judge starts candidates from inside its own sandbox (``optiml.integrity.sandbox``);
+this probe starts them from the calling process, i.e. as a judge on a host without the judge's sandbox
+would. Measured (H100, 2026-12-05, ``sandbox_cuda_probe_h100.json``, run as root): every sandboxed start
+failed with CUDA error 304 (cudaErrorOperatingSystem) — device nodes all opened, uid 65534 — at any
+concurrency (1 to 48 at once, with and without a matmul loop on the GPU), while every unconfined start worked.
+
+    PYTHONPATH=src python3 benchmarks/sandbox_cuda_probe.py --out OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from result_file import head_commit, write_result
+
+from optiml.evaluate import cudart
+from optiml.integrity import candidate_sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEN = ("/sys", "/proc/driver/nvidia", "/dev", "/dev/shm", "/proc")
+START = r"""
+import ctypes, json, os, sys
+runtime = ctypes.CDLL(sys.argv[1])
+code = runtime.cudaSetDevice(0)
+free, total = ctypes.c_size_t(), ctypes.c_size_t()
+info = runtime.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)) if code == 0 else -1
+seen = {p: len(os.listdir(p)) if os.path.isdir(p) else -1 for p in json.loads(sys.argv[2])}
+opens = {}
+for name in sorted(os.listdir("/dev")):
+    try:
+        os.close(os.open("/dev/" + name, os.O_RDWR))
+        opens[name] = "ok"
+    except OSError as error:
+        opens[name] = error.errno
+print(json.dumps({"rc": code, "mem_info_rc": info, "seen": seen, "opens": opens, "uid": os.getuid()}))
+"""
+
+
+def start(library: str, sandboxed: bool, view: tuple[str, ...]) -> dict[str, Any]:
+    """One start of CUDA, in the candidate sandbox or not: what it returned and saw, and how long it took."""
+    with tempfile.TemporaryDirectory(prefix="optiml-cuda-probe-") as scratch:
+        root = Path(scratch)
+        argv = [os.path.realpath(sys.executable), "-I", "-S", "-c", START, library, json.dumps(SEEN)]
+        if sandboxed:
+            candidate_sandbox.prepare(root / "candidate", root / "stage", view)
+            argv = candidate_sandbox.candidate_argv(argv, root / "candidate", root / "stage", view)
+        began = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        lines = done.stdout.strip().splitlines()
+        if lines and lines[-1].startswith("{"):
+            row: dict[str, Any] = json.loads(lines[-1])
+        else:
+            row = {"rc": f"exit {done.returncode}", "stderr": done.stderr[-300:]}
+        row["seconds"] = round(time.perf_counter() - began, 2)
+        return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", default="1,16", help="comma-separated starts at once")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sandbox_cuda_probe.json")
+    parser.add_argument("--commit", default=None)
+    args = parser.parse_args()
+    library = cudart.library_path()
+    if library is None:
+        raise SystemExit("error: no CUDA runtime library found: this probe starts CUDA")
+    view = candidate_sandbox.candidate_view(candidate_sandbox.__file__, library)
+    setups: dict[str, Any] = {}
+    for sandboxed in (True, False):
+        for concurrency in (int(v) for v in args.concurrency.split(",") if v):
+            count = max(concurrency, 8)
+            with ThreadPoolExecutor(concurrency) as pool:
+                rows = list(pool.map(start, [library] * count, [sandboxed] * count, [view] * count))
+            failed = [row for row in rows if row["rc"] != 0]
+            name = f"{'sandboxed' if sandboxed else 'unconfined'}_{concurrency}_at_once"
+            setups[name] = {
+                "starts": len(rows),
+                "failed": len(failed),
+                "errors": sorted({str(row["rc"]) for row in failed}),
+                "slowest_s": max(row["seconds"] for row in rows),
+                "a_start": failed[0] if failed else rows[0],
+            }
+            print(name, json.dumps(setups[name])[:600], flush=True)
+    write_result(args.out, "sandbox_cuda_probe", head_commit(args.commit), setups=setups)
+
+
+if __name__ == "__main__":
+    main()
