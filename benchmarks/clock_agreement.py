@@ -216,6 +216,7 @@ def main() -> None:
         task = load_task(path)
         kernel, source, bench_ms, store = kernel_for(task, path, from_bench, given, args.template_root)
         row: dict[str, Any] = {"task": task.name, "file": str(path.resolve()), "kernel": source, "bench_ms": bench_ms}
+        row["commit"] = commit  # a resumed run's rows may come from several commits
         if kernel is not None:
             try:
                 row.update(judge(task, kernel))
