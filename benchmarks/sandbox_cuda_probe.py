@@ -12,6 +12,10 @@ this probe starts them from the calling process, i.e. as a judge on a host witho
 would. Measured (H100, 2026-12-05, ``sandbox_cuda_probe_h100.json``, run as root): every sandboxed start
 failed with CUDA error 304 (cudaErrorOperatingSystem) — device nodes all opened, uid 65534 — at any
 concurrency (1 to 48 at once, with and without a matmul loop on the GPU), while every unconfined start worked.
+The lead: inside the judge's sandbox the bind of ``/proc/driver/nvidia`` into a nested user namespace may be
+refused (the view marks it optional), and drivers of the 570 series and later are reported to fail their
+start with this error over ``/proc`` paths they expect (thread names under ``/proc/self/task``, the
+driver's ``/proc`` folders); so the probe also starts the sandbox without that folder.
 
     PYTHONPATH=src python3 benchmarks/sandbox_cuda_probe.py --out OUT.json
 """
@@ -82,15 +86,20 @@ def main() -> None:
     library = cudart.library_path()
     if library is None:
         raise SystemExit("error: no CUDA runtime library found: this probe starts CUDA")
-    view = candidate_sandbox.candidate_view(candidate_sandbox.__file__, library)
+    full = candidate_sandbox.candidate_view(candidate_sandbox.__file__, library)
+    views = {  # the sandbox's view, and the same without the driver's /proc folder (a bind a nested sandbox may lose)
+        "sandboxed": full,
+        "sandboxed_without_proc_driver": tuple(p for p in full if p.removeprefix("?") != "/proc/driver/nvidia"),
+        "unconfined": (),
+    }
     setups: dict[str, Any] = {}
-    for sandboxed in (True, False):
+    for setup, view in views.items():
         for concurrency in (int(v) for v in args.concurrency.split(",") if v):
             count = max(concurrency, 8)
             with ThreadPoolExecutor(concurrency) as pool:
-                rows = list(pool.map(start, [library] * count, [sandboxed] * count, [view] * count))
+                rows = list(pool.map(start, [library] * count, [setup != "unconfined"] * count, [view] * count))
             failed = [row for row in rows if row["rc"] != 0]
-            name = f"{'sandboxed' if sandboxed else 'unconfined'}_{concurrency}_at_once"
+            name = f"{setup}_{concurrency}_at_once"
             setups[name] = {
                 "starts": len(rows),
                 "failed": len(failed),
