@@ -116,6 +116,8 @@ def judge(task: Task, kernel: KernelSource, window_end: str = "auto") -> dict[st
         "judge_message": result.message.splitlines()[0] if result.message else "",
         "judge_ms": result.time_ms if result.ok else None,
         "judge_eager_ms": eager.median_ms if eager is not None else None,
+        # the physics floor of the task's first timing case: bytes / measured bandwidth, or flops / the compute roof
+        "floor_ms": result.floor_ms,
         "judge_wall_s": round(time.perf_counter() - begin, 1),
     }
 
@@ -146,6 +148,11 @@ def user_figures(user: UserClockResult, judge_ms: float | None) -> dict[str, Any
     return figures
 
 
+def roofline_fraction(floor_ms: float | None, ms: float | None) -> float | None:
+    """The share of the physics floor a time reaches (1.0: at the floor), where both are known."""
+    return floor_ms / ms if floor_ms and ms else None
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The issue's figures over the tasks with both clocks: median ratio within ±5 %, every one within ±10 %."""
     done: dict[str, Any] = {"tasks": len(rows)}
@@ -159,6 +166,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     residuals = [r["judge_residual_ms"] for r in rows if r.get("judge_residual_ms") is not None]
     if residuals:
         done["median_judge_residual_ms"] = statistics.median(residuals)
+    fractions = [r["roofline_fraction_user"] for r in rows if r.get("roofline_fraction_user") is not None]
+    if fractions:
+        done["median_roofline_fraction_user"] = statistics.median(fractions)
     ratios = [r["ratio"] for r in rows if r.get("ratio") is not None]
     done["over_4gib"] = sum(1 for r in rows if r.get("over_4gib") and r.get("ratio") is not None)
     done["median_within_5pct"] = bool(ratios) and abs(statistics.median(ratios) - 1.0) <= 0.05
@@ -232,6 +242,7 @@ def main() -> None:
                     row.update(judge_ms_host_end=None, judge_status_host_end=f"error: {str(exc).splitlines()[0]}")
             user = measure_kernel(task, kernel, options, store)  # the store labels the export with its verification
             row.update(user_figures(user, row["judge_ms"]))
+            row["roofline_fraction_user"] = roofline_fraction(row.get("floor_ms"), row.get("user_ms"))
             row["ratio_host_end"] = agreement(row.get("judge_ms_host_end"), user, "cold")
         rows.append(row)
         shown = ("task", "judge_window_end", "judge_ms", "user_ms", "ratio", "ratio_host_end", "kernelbench_passed")

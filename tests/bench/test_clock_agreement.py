@@ -78,6 +78,19 @@ def test_the_summary_holds_the_issue_s_targets(script: ModuleType) -> None:
     assert done["median_within_5pct"] and done["all_within_10pct"]
     assert done["kernelbench_passed"] == 2 and done["not_measured"] == ["d"]
     assert "median_ratio_host_end" not in done and "median_judge_residual_ms" not in done
+    assert "median_roofline_fraction_user" not in done
+
+
+def test_the_roofline_share_is_the_floor_over_the_user_s_time(script: ModuleType) -> None:
+    assert script.roofline_fraction(0.9, 1.0) == pytest.approx(0.9)
+    assert script.roofline_fraction(None, 1.0) is None and script.roofline_fraction(0.9, None) is None
+    rows = [
+        {"task": "a", "ratio": 1.0, "roofline_fraction_user": 0.8},
+        {"task": "b", "ratio": 1.0, "roofline_fraction_user": 0.95},
+        {"task": "c", "ratio": 1.0, "roofline_fraction_user": 0.5},
+        {"task": "d", "ratio": None, "roofline_fraction_user": None},
+    ]
+    assert script.summary(rows)["median_roofline_fraction_user"] == pytest.approx(0.8)
     rows[2]["ratio"] = 1.12
     assert not script.summary(rows)["all_within_10pct"]
 
