@@ -10,7 +10,7 @@ import pytest
 
 from optiml.errors import StoreError
 from optiml.kernel.source import KernelSource
-from optiml.store import EDIT_DUPLICATE, EDIT_NOT_APPLIED, EDIT_UNTRIED, NodeRecord, RunStore
+from optiml.store import EDIT_DUPLICATE, EDIT_NOT_APPLIED, EDIT_UNTRIED, SCHEMA_VERSION, NodeRecord, RunStore
 from optiml.values import (
     CompileDiagnostic,
     CompileResult,
@@ -205,3 +205,34 @@ def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:
         conn.execute("UPDATE schema_versions SET version = 99 WHERE component = 'runs'")
     with pytest.raises(StoreError, match="schema v99 was written by a newer OptiML"):
         RunStore(db)
+
+
+def test_a_stamp_another_process_writes_meanwhile_does_not_fail_the_open(tmp_path: Path) -> None:
+    """A search and a reader of its progress may both find a new store unstamped; the one that stamps second
+    must not fail on the other's stamp (seen once in CI: "UNIQUE constraint failed: schema_versions.component").
+    Here the other process's stamp lands right before this store's own."""
+    path = tmp_path / "runs.db"
+    raced: list[str] = []
+
+    def the_other_process_stamps_first(statement: str) -> None:
+        if statement.startswith("INSERT") and "schema_versions" in statement and not raced:
+            raced.append(statement)
+            other = sqlite3.connect(path, timeout=30)
+            with other:
+                other.execute("INSERT INTO schema_versions VALUES ('runs', ?)", (SCHEMA_VERSION,))
+            other.close()
+
+    class RacedStore(RunStore):
+        def _check_version(self) -> None:
+            self._conn.set_trace_callback(the_other_process_stamps_first)
+            try:
+                super()._check_version()
+            finally:
+                self._conn.set_trace_callback(None)
+
+    with RacedStore(path) as store:
+        assert store.runs() == []
+    assert raced
+    with RunStore(path) as store:
+        stamps = [tuple(row) for row in store._conn.execute("SELECT * FROM schema_versions")]
+    assert stamps == [("runs", SCHEMA_VERSION)]

@@ -224,11 +224,13 @@ class RunStore(SqliteDatabase):
             raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
 
     def _check_version(self) -> None:
+        """Stamp a new store with this schema version, or refuse one a newer OptiML wrote. Processes that open
+        a new store at once (a search and a reader of its progress) may both find it unstamped: the stamp is
+        an insert that yields to one already there, and the version is read after it."""
+        with self._conn:
+            self._conn.execute("INSERT OR IGNORE INTO schema_versions VALUES ('runs', ?)", (SCHEMA_VERSION,))
         row = self._conn.execute("SELECT version FROM schema_versions WHERE component = 'runs'").fetchone()
-        if row is None:
-            with self._conn:
-                self._conn.execute("INSERT INTO schema_versions VALUES ('runs', ?)", (SCHEMA_VERSION,))
-        elif row[0] > SCHEMA_VERSION:
+        if row[0] > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: run store schema v{row[0]} was written by a newer OptiML"
                 f" (this one reads v{SCHEMA_VERSION})"
