@@ -105,6 +105,13 @@ SPECS: dict[str, dict[str, Any]] = {
         body="self.c(x)",
         inputs="torch.randn(B, C, D, H, W)",
     ),
+    "few_in_many_out3d": dict(  # KernelBench's 59 in small: 3 input channels, a 3x3x1 kernel (K = 27), 24 outputs
+        sizes={"B": 2, "C": 3, "D": 5, "H": 6, "W": 4},
+        sets=[{"B": 1, "C": 3, "D": 3, "H": 7, "W": 2}],
+        init="        self.c = nn.Conv3d(C, 24, (3, 3, 1))",
+        body="self.c(x)",
+        inputs="torch.randn(B, C, D, H, W)",
+    ),
     "pointwise_relu": dict(
         init="        self.c = nn.Conv2d(C, 10, 1)",
         body="torch.relu(self.c(x))",
@@ -252,6 +259,7 @@ PLANS = {
     "conv1d": "conv[conv mul mul erf add mul]",
     "conv3d_groups": "conv[conv mul]",
     "depthwise_residual": "conv[conv add]",
+    "few_in_many_out3d": "conv[conv]",
     "pointwise_relu": "conv[conv relu]",
     "separable": "conv[conv] → conv[conv]",
     "conv_relu_maxpool": "conv[conv relu] → pool[max_pool]",
@@ -308,6 +316,20 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
         seeds = k.templates.of(group).seeds(group, FACTS)
         assert seeds[0] == k.default()[0] and 3 <= len(seeds) <= 4 and len(set(seeds)) == len(seeds)
         assert all(k.spaces[0].reason_invalid(s) is None for s in seeds), (name, seeds)
+
+
+def test_a_few_term_conv_with_many_outputs_is_also_seeded_with_an_implicit_gemm(tasks: dict[str, Task]) -> None:
+    """The stencil reads the input again for every output channel; with 16 or more of them an implicit GEMM is
+    timed beside it (KernelBench's 59). Depthwise convs and few outputs keep the stencil's seeds alone."""
+    seeds_of = {}
+    for name in ("few_in_many_out3d", "depthwise3d", "pointwise_relu"):
+        k = kernels_of(tasks, name)
+        group = k.plan.groups[0]
+        seeds_of[name] = k.templates.of(group).seeds(group, FACTS)
+    few = seeds_of["few_in_many_out3d"]
+    assert few[0].variant == "stencil" and few[1].variant == "implicit"
+    assert all(s.variant != "implicit" for s in seeds_of["depthwise3d"])  # one input channel a group
+    assert all(s.variant != "implicit" for s in seeds_of["pointwise_relu"])  # 10 output channels
 
 
 def test_the_stencil_tile_follows_the_output_plane() -> None:
@@ -570,6 +592,7 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
         "pointwise_relu",
         [GroupConfig.of("implicit", bm=32, bn=64, bk=16, tm=4, tn=8), GroupConfig.of("direct", threads=64)],
     ),
+    ("few_in_many_out3d", [GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4)]),  # K = 27: a partial k tile
     ("separable", [GroupConfig.of("direct", threads=64)]),
     ("conv_relu_maxpool", [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4)]),
     (

@@ -1011,6 +1011,22 @@ def _implicit_tile(prob: ConvProblem, m: int, n: int, sms: int) -> GroupConfig:
     return GroupConfig.of("implicit", bm=bm, bn=64, bk=8, tm=8, tn=4 if bm == 64 else 8)
 
 
+#: Output channels a group needs before a few-term conv also gets an implicit-GEMM seed beside the stencil
+STENCIL_GEMM_MIN_COUT = 16
+
+
+def _stencil_gemm_seed(prob: ConvProblem, space: Space, facts: DeviceFacts) -> list[GroupConfig]:
+    """An implicit-GEMM seed for a few-term conv that is not depthwise and has many output channels a group
+    (KernelBench's 59: 3 input channels, a 3x3x1 kernel, 64 outputs). The stencil holds one output channel's
+    weights in registers and reads the input tile again for every output channel; a GEMM tile reads it once for
+    64-128 of them. Which is faster is measured, not assumed: the seed is timed beside the stencil's."""
+    m, n, k = prob.gemm_sizes(prob.primary)
+    if k == _taps(prob.primary) or m < STENCIL_GEMM_MIN_COUT or "implicit" not in space.variants:
+        return []
+    config = _implicit_tile(prob, m, n, max(1, facts.sm_count))
+    return [config] if space.reason_invalid(config) is None else []
+
+
 def _stencil_rule(prob: ConvProblem, space: Space) -> GroupConfig | None:
     """The stencil's tile for the primary shape set's output plane, if the space has the variant and it fits."""
     if "stencil" not in space.variants:
@@ -1089,7 +1105,8 @@ class ConvTemplate:
         prob = self._problem(group)
         first = self.default(group, facts)
         if first.variant == "stencil":  # few terms per output
-            others = [*conv_stencil.alternatives(first), GroupConfig.of("direct", threads=256)]
+            others = [*_stencil_gemm_seed(prob, self.space(group, facts), facts), *conv_stencil.alternatives(first)]
+            others.append(GroupConfig.of("direct", threads=256))
         elif self.space(group, facts).variants[0] == "direct":  # too many taps for the table, or half transposed
             others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
         elif prob.transposed:  # the phases' GEMMs (SIMT, 3xTF32), or the direct kernel over the taps that divide
