@@ -157,3 +157,19 @@ def test_the_eval_block_carries_the_measurement_its_speedups_and_the_agreement()
     assert block["task"] == "silu" and block["verdict"]["passed"] is False  # on the CPU the export needs CUDA
     assert set(block["speedups"]) == {"eager", "eager_tf32", "compile", "fastest"}
     assert block["agreement"] is None  # no ModelNew time to compare the judge's with
+
+
+def test_the_roofline_share_is_on_the_headline_s_clock_with_the_judge_s_beside_it() -> None:
+    a = row("a", 3.0, user("a", 1.0, eager=2.0, default=1.5, compiled=1.2))
+    a.floor_ms = 0.9
+    failed = row("b", 1.0, UserClockResult(task="b", error="out of memory").to_dict())
+    failed.floor_ms = 0.5
+    judged = row("c", 2.0, None)
+    judged.floor_ms = 1.0
+    assert a.roofline_fraction == pytest.approx(0.9) and a.judge_roofline_fraction == pytest.approx(0.3)
+    assert failed.roofline_fraction is None and failed.judge_roofline_fraction == pytest.approx(0.5)
+    assert judged.roofline_fraction == pytest.approx(0.5) == judged.judge_roofline_fraction
+    metrics = suite_metrics([a, failed, judged])
+    assert metrics["median_roofline_fraction"] == pytest.approx(0.7)  # a's 0.9 and c's 0.5
+    assert metrics["judge_median_roofline_fraction"] == pytest.approx(0.5)  # 0.3, 0.5, 0.5
+    assert a.to_dict()["judge_roofline_fraction"] == pytest.approx(0.3)

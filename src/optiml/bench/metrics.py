@@ -109,9 +109,20 @@ class BenchRow:
 
     @property
     def roofline_fraction(self) -> float | None:
-        if not self.verified or not self.floor_ms or not self.best_ms:
+        """The share of the physics floor the kernel reaches, on the headline's clock: the user's process where
+        the row was measured there (None if that failed), else the judge's."""
+        if self.user_clock is not None:
+            return self._floor_share(self.user_ms)
+        return self.judge_roofline_fraction
+
+    @property
+    def judge_roofline_fraction(self) -> float | None:
+        return self._floor_share(self.best_ms)
+
+    def _floor_share(self, ms: float | None) -> float | None:
+        if not self.verified or not self.floor_ms or not ms:
             return None
-        return self.floor_ms / self.best_ms
+        return self.floor_ms / ms
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -123,6 +134,7 @@ class BenchRow:
             data["agreement"] = self.agreement
             data["kernelbench"] = self.kernelbench
         data["roofline_fraction"] = self.roofline_fraction
+        data["judge_roofline_fraction"] = self.judge_roofline_fraction
         return data
 
     @classmethod
@@ -145,6 +157,9 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
     fractions = [f for r in verified if (f := r.roofline_fraction) is not None]
     if fractions:
         metrics["median_roofline_fraction"] = statistics.median(fractions)
+    judged = [f for r in verified if (f := r.judge_roofline_fraction) is not None]
+    if on_user and judged:
+        metrics["judge_median_roofline_fraction"] = statistics.median(judged)
     if on_user:
         ratios = [a for r in on_user if (a := r.agreement) is not None]
         if ratios:
