@@ -15,9 +15,10 @@ one-thread ``_sleep`` (whether the residual follows bytes written, bytes touched
   event: the waiter's window minus the kernel stream's events, per kernel (no host hand-off, no other context);
 * ``watcher``: another process's stream does the same (the judge's place): its window holds the host hand-off
   too, so read it against the empty call's row. Three setups: ``plain`` (the kernel's process owns its
-  buffers), ``imported_buffers`` (the watcher owns them and the kernel's process maps them through CUDA IPC,
-  as the candidate's are), ``imported_and_refilled`` (the watcher also rewrites and poisons them before each
-  window, as the judge does).
+  buffers), ``imported_buffers`` (the watcher owns them and the kernel's process maps them — through torch's
+  CUDA IPC handles, not the judge's virtual-memory blocks shared by file descriptor: the same ownership, another
+  mapping, so a difference here is a lead for ``window_residual.py``, which runs the judge itself),
+  ``imported_and_refilled`` (the watcher also rewrites and poisons them before each window, as the judge does).
 
 Measured (H100, 2026-12-05, ``signal_cost_h100.json``, 6 GiB): the write costs 0.003 ms behind any kernel;
 a waiting stream of the same context sees it 0.025 ms after an empty call and 0.03–0.06 ms after the others;
@@ -157,7 +158,7 @@ def watcher(
     x = torch.randn(int(gib * (1 << 30)) // 4, device="cuda") if own_buffers or refill else None
     y = torch.empty_like(x) if x is not None else None
     if own_buffers:
-        exports.put((x, y))  # imported by the kernel's process through CUDA IPC, as the candidate's buffers are
+        exports.put((x, y))  # imported by the kernel's process through torch's CUDA IPC handles
     while (token := requests.get()) is not None:
         if refill and x is not None and y is not None:
             x.mul_(1.0)  # the judge's fresh inputs: every byte read and written
