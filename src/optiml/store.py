@@ -226,10 +226,14 @@ class RunStore(SqliteDatabase):
     def _check_version(self) -> None:
         """Stamp a new store with this schema version, or refuse one a newer OptiML wrote. Processes that open
         a new store at once (a search and a reader of its progress) may both find it unstamped: the stamp is
-        an insert that yields to one already there, and the version is read after it."""
-        with self._conn:
-            self._conn.execute("INSERT OR IGNORE INTO schema_versions VALUES ('runs', ?)", (SCHEMA_VERSION,))
-        row = self._conn.execute("SELECT version FROM schema_versions WHERE component = 'runs'").fetchone()
+        an insert that yields to one already there, and the version is read again after it. A stamped store
+        is only read (it may be on a read-only filesystem)."""
+        query = "SELECT version FROM schema_versions WHERE component = 'runs'"
+        row = self._conn.execute(query).fetchone()
+        if row is None:
+            with self._conn:
+                self._conn.execute("INSERT OR IGNORE INTO schema_versions VALUES ('runs', ?)", (SCHEMA_VERSION,))
+            row = self._conn.execute(query).fetchone()
         if row[0] > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: run store schema v{row[0]} was written by a newer OptiML"
