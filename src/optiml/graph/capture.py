@@ -23,6 +23,7 @@ from optiml.errors import TaskError
 from optiml.graph.decomps import decomposition_table
 from optiml.graph.ir import Graph, Node, TensorType, Value
 from optiml.graph.ops import ATEN_POINTWISE
+from optiml.graph.random_draws import RandomDrawError, replace_draws
 from optiml.graph.recurrent import RecurrentAttrs, RecurrentError, recurrent_as_one_op
 from optiml.task import Task
 
@@ -977,8 +978,16 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
         ) from exc
     gm.graph.eliminate_dead_code()
     _drop_overwritten_state(gm, list(held), task)
-    _refuse_random_ops(gm, task)
+    try:  # before any op is reported as one without a template (a dropout traces to aten.empty first)
+        replace_draws(gm, task, shape_set, _meta_bytes([*args, *state.values(), *held.values()]))
+    except RandomDrawError as exc:
+        raise UnsupportedOpError(f"{task.path.name}: {exc}") from None
     return _to_ir(gm, args, tensor_slots, keys, task)
+
+
+def _meta_bytes(values: list[Any]) -> int:
+    """What the tensors among ``values`` would take on a device (they are on the meta device)."""
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
 def _model_on_meta(runtime: TaskRunner, shape_set: int) -> torch.nn.Module:
@@ -992,26 +1001,6 @@ def _model_on_meta(runtime: TaskRunner, shape_set: int) -> torch.nn.Module:
         if not runs_on_the_cpu_instead(exc):
             raise
     return TaskRunner(runtime.task, "cpu").build_model(0, shape_set).to("meta")
-
-
-def _refuse_random_ops(gm: torch.fx.GraphModule, task: Task) -> None:
-    """An op that draws random numbers (``aten.bernoulli`` of a functional dropout, ``aten.rand_like``, …)
-    makes the reference differ on every call: refused with one line, before any is reported as an op
-    without a template (a dropout traces to ``aten.empty`` first, which would name the wrong op)."""
-    for node in gm.graph.nodes:
-        tags = getattr(node.target, "tags", ())
-        if node.op == "call_function" and torch.Tag.nondeterministic_seeded in tags:
-            name = node.target.__name__
-            hint = (
-                " (a dropout in training mode: OPTIML = {'mode': 'eval'} runs the reference in eval mode, where "
-                "it is the identity)"
-                if name.startswith(("bernoulli", "native_dropout"))
-                else ""
-            )
-            raise UnsupportedOpError(
-                f"{task.path.name}: Model.forward draws random numbers (aten.{name}): its output differs on every "
-                f"call, so no kernel can be verified against it{hint}"
-            )
 
 
 @contextlib.contextmanager
