@@ -69,3 +69,14 @@ def test_the_cpu_check_runs_once_per_task_file_and_shape_set(tmp_path: Path, mon
     capture_all(task)
     capture_all(task)
     assert sorted(calls) == list(range(task.num_shape_sets))  # each shape set checked once
+
+
+def test_the_cpu_check_leaves_the_caller_s_generator_as_it_was(tmp_path: Path) -> None:
+    import torch
+
+    task = _task(tmp_path, "faint_rng", "x + 1e-9 * torch.randn_like(x)")
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    assert random_draws._moved_share(task, 0) < random_draws.SHARE_OF_TOLERANCE
+    assert torch.equal(torch.rand(3), expected)

@@ -109,12 +109,13 @@ def _moved_share(task: Task, shape_set: int) -> float:
     from optiml.task_runtime import TaskRunner
 
     runner = TaskRunner(task, "cpu")
-    args = runner.make_args(0, shape_set)
-    model = runner.build_model(0, shape_set)
     runs = []
-    for seed in (1, 2):
-        torch.manual_seed(seed)
-        runs.append(runner.run_reference(model, args))
+    with torch.random.fork_rng(devices=[]):  # the caller's generator is left as it was (the runner seeds it)
+        args = runner.make_args(0, shape_set)
+        model = runner.build_model(0, shape_set)
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            runs.append(runner.run_reference(model, args))
     worst = 0.0
     for first, second in zip(*runs, strict=True):
         if first.shape != second.shape or first.dtype != second.dtype:
