@@ -3,14 +3,13 @@ and the summary against issue 38's targets."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from benchmark_scripts import benchmark_module
 from optiml.kernel.source import KernelSource
 from optiml.store import NodeRecord, RunStore
 from optiml.task import load_task
@@ -22,11 +21,7 @@ GiB = 1 << 30
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("clock_agreement")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return benchmark_module("clock_agreement")
 
 
 def bench_folder(folder: Path, task: Path, kernel: KernelSource) -> None:

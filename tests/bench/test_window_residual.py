@@ -3,26 +3,18 @@ leaves the judge as it was once its evaluation is over."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from benchmark_scripts import benchmark_module
 from optiml.evaluate import harness, memory
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("window_residual")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return benchmark_module("window_residual")
 
 
 def test_a_wide_window_holds_more_short_calls_only_while_its_evaluation_runs(script: ModuleType) -> None:

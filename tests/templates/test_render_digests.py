@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
+from benchmark_scripts import benchmark_module
 from optiml.task import load_task
 from optiml.templates.kernels import template_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX = ROOT / "tasks" / "softmax.py"
-
-
-def benchmark_module(name: str) -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def render_digests() -> ModuleType:

@@ -1,0 +1,19 @@
+"""The scripts under ``benchmarks/`` as modules, for tests of their pure parts (no GPU)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """``benchmarks/NAME.py`` imported (it imports its neighbours, such as ``result_file``, by name)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
