@@ -979,15 +979,10 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     gm.graph.eliminate_dead_code()
     _drop_overwritten_state(gm, list(held), task)
     try:  # before any op is reported as one without a template (a dropout traces to aten.empty first)
-        replace_draws(gm, task, shape_set, _meta_bytes([*args, *state.values(), *held.values()]))
+        replace_draws(gm, task, shape_set, [*args, *state.values(), *held.values()])
     except RandomDrawError as exc:
         raise UnsupportedOpError(f"{task.path.name}: {exc}") from None
     return _to_ir(gm, args, tensor_slots, keys, task)
-
-
-def _meta_bytes(values: list[Any]) -> int:
-    """What the tensors among ``values`` would take on a device (they are on the meta device)."""
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
 def _model_on_meta(runtime: TaskRunner, shape_set: int) -> torch.nn.Module:

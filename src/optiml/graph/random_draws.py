@@ -17,7 +17,8 @@ too large to check on the CPU (:data:`CHECK_BYTES`), each in one line.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -48,9 +49,10 @@ def random_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     ]
 
 
-def replace_draws(gm: torch.fx.GraphModule, task: Task, shape_set: int, task_bytes: int) -> None:
+def replace_draws(gm: torch.fx.GraphModule, task: Task, shape_set: int, held: Sequence[Any]) -> None:
     """Replace ``gm``'s creation draws by their means once the output is shown not to depend on them; raise
-    :class:`RandomDrawError` for any other random op, or when it does (or cannot be checked)."""
+    :class:`RandomDrawError` for any other random op, or when it does (or cannot be checked). ``held``: the
+    traced inputs and parameters (on the meta device), whose size decides whether the CPU may run the check."""
     nodes = random_nodes(gm)
     if not nodes:
         return
@@ -68,6 +70,7 @@ def replace_draws(gm: torch.fx.GraphModule, task: Task, shape_set: int, task_byt
             f"can be verified against it{hint}"
         )
     drawn = ", ".join(sorted({f"aten.{name}" for _, name in named}))
+    task_bytes = sum(t.numel() * t.element_size() for t in held if isinstance(t, torch.Tensor))
     if task_bytes > CHECK_BYTES:
         raise RandomDrawError(
             f"Model.forward draws random numbers ({drawn}); whether its output depends on them is checked by "
