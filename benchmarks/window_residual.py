@@ -16,7 +16,9 @@ worker around it), under variants that each change one step:
   judge's context writes no GBs of fresh inputs and reference outputs just before the call;
 * ``wide_window``: a window's slots may hold 16 GiB instead of ``memory.WINDOW_BYTES`` (4 GiB), so short calls
   share a window's residual among up to three times as many calls (the 16 GiB budget read ~30 % slower per call
-  on 2026-12-02, ``window_budget_ab.json``, when the candidate still mapped the buffers with small pages).
+  on 2026-12-02, ``window_budget_ab.json``, when the candidate still mapped the buffers with small pages);
+* ``short_poll``: the candidate process polls for its next request 50 ms before it blocks (``POLL_S`` until
+  2026-12-05), so a window whose preparation took longer finds it asleep and waits for it to be woken.
 
 Each row: the judge's time per call, the candidate stream's own events per call, the residual (their
 difference), calls per window and the round trip subtracted. Variants that weaken the judge are for this
@@ -48,7 +50,8 @@ from result_file import head_commit, write_result
 from optiml.errors import OptimlError
 
 WIDE_WINDOW_BYTES = 16 * 2**30
-VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after", "no_refill", "wide_window")
+VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after", "no_refill", "wide_window", "short_poll")
+SHORT_POLL_S = 0.05  # the candidate process's poll before 2026-12-05 (evening)
 
 SPIN = """
 __device__ __forceinline__ void optiml_residual_spin(unsigned long long ns) {
@@ -120,6 +123,10 @@ def variant_patches(variant: str) -> Iterator[None]:
 
         patch(memory, "WINDOW_BYTES", WIDE_WINDOW_BYTES)
         patch(harness, "WINDOW_BYTES", WIDE_WINDOW_BYTES)
+    elif variant == "short_poll":
+        from optiml.evaluate import candidate_process
+
+        patch(candidate_process, "POLL_S", SHORT_POLL_S)
     try:
         yield
     finally:

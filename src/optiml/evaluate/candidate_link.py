@@ -36,6 +36,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from optiml.evaluate import candidate_process
 from optiml.integrity import candidate_sandbox
 from optiml.integrity.files import open_directory, tail_text
 from optiml.integrity.sandbox import scrub_environment
@@ -156,6 +157,7 @@ class CandidateProcess:
     def _start(self) -> None:
         argv = [os.path.realpath(sys.executable), "-I", "-S", str(SHIM)]
         argv += ["--cudart", self._cudart or "none", "--device", str(self._device)]
+        argv += ["--poll-s", repr(candidate_process.POLL_S)]
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self.sandboxed:
             view = _view(self._cudart)

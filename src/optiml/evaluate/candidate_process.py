@@ -64,12 +64,15 @@ SIGKILL = 9
 NON_BLOCKING = 0x01  # cudaStreamNonBlocking
 LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 IPC_LAZY_PEER_ACCESS = 0x01  # cudaIpcMemLazyEnablePeerAccess
-#: After each reply the process polls for the next request this long before it blocks: a timed
-#: window's request then finds it awake. Blocked, it would first have to be woken — on a virtual
-#: machine ~0.1-0.2 ms once it has idled past the hypervisor's halt polling, and every timed call
-#: idles that long while the judge writes the next inputs — which the calibration's short idles
-#: never pay.
-POLL_S = 0.05
+#: After each reply the process polls for the next request this long before it blocks (the judge passes
+#: it as ``--poll-s``): a timed window's request then finds it awake. Blocked, it would first have to be
+#: woken — on a virtual machine 0.1-0.3 ms once it has idled past the hypervisor's halt polling — inside
+#: the window, a cost the calibration's back-to-back empty calls never pay. The judge's preparation of a
+#: window (fresh inputs, references, poison, the previous window's check) takes tens of milliseconds for
+#: GB-sized slots: with 50 ms of polling, windows whose preparation took longer read 0.25-0.3 ms a window
+#: slow (H100, 2026-12-05, ``benchmarks/results/window_residual_poll_h100.json``). A second covers any
+#: preparation; the poll yields the CPU between looks, and a process that waits longer blocks.
+POLL_S = 1.0
 
 
 #: The calibration kernels: JIT-compiled by the driver for whatever GPU this is.
@@ -629,6 +632,8 @@ def _read_polled(fd: int, poll_s: float) -> bytes:
         except BlockingIOError:
             if time.perf_counter() > until:
                 select.select([fd], [], [])
+            else:
+                os.sched_yield()
 
 
 def _reply(fd: int, message: dict[str, Any]) -> None:
@@ -647,7 +652,8 @@ def main(argv: list[str]) -> int:
         _reply(reply_fd, {"ok": False, "error": f"the candidate process could not start CUDA: {exc}"})
         return 1
     fd_socket = socket.socket(fileno=int(options["--fd-socket"])) if "--fd-socket" in options else None
-    requests = polled_lines(0, POLL_S if cuda is not None else 0.0)  # host mode: no timing to spare
+    poll_s = float(options.get("--poll-s", POLL_S)) if cuda is not None else 0.0  # host mode: no timing to spare
+    requests = polled_lines(0, poll_s)
     return serve(cuda, requests, reply_fd, fd_socket)
 
 
