@@ -9,13 +9,13 @@ device nodes it could open; its uid).
 
 In the product the judge starts candidates from inside its own sandbox (``optiml.integrity.sandbox``);
 this probe starts them from the calling process, i.e. as a judge on a host without the judge's sandbox
-would. Measured (H100, 2026-12-05, ``sandbox_cuda_probe_h100.json``, run as root): every sandboxed start
-failed with CUDA error 304 (cudaErrorOperatingSystem) — device nodes all opened, uid 65534 — at any
-concurrency (1 to 48 at once, with and without a matmul loop on the GPU), while every unconfined start worked.
-The lead: inside the judge's sandbox the bind of ``/proc/driver/nvidia`` into a nested user namespace may be
-refused (the view marks it optional), and drivers of the 570 series and later are reported to fail their
-start with this error over ``/proc`` paths they expect (thread names under ``/proc/self/task``, the
-driver's ``/proc`` folders); so the probe also starts the sandbox without that folder.
+would. Measured (H100, 2026-12-05, ``sandbox_cuda_probe_h100.json`` and ``sandbox_cuda_probe_h100_2.json``,
+run as root): with a view of only the driver's ``/proc/driver/nvidia`` (or none of ``/proc``) every
+sandboxed start failed with CUDA error 304 (cudaErrorOperatingSystem) — device nodes all opened, uid
+65534 — at any concurrency, while every unconfined start worked. Drivers of the 570 series and later name
+their threads through ``/proc/self/task/TID/comm`` while starting and fail with this error where they
+cannot; the view now mounts a ``/proc`` of the candidate's own pid namespace (``sandboxed``), and
+``sandboxed_driver_folder_only`` keeps the former view for comparison.
 
     PYTHONPATH=src python3 benchmarks/sandbox_cuda_probe.py --out OUT.json
 """
@@ -87,9 +87,12 @@ def main() -> None:
     if library is None:
         raise SystemExit("error: no CUDA runtime library found: this probe starts CUDA")
     full = candidate_sandbox.candidate_view(candidate_sandbox.__file__, library)
-    views = {  # the sandbox's view, and the same without the driver's /proc folder (a bind a nested sandbox may lose)
+    own_proc = candidate_sandbox.OPTIONAL + candidate_sandbox.OWN_PROC
+    views = {  # the sandbox's view, and the former one: the driver's /proc folder instead of a /proc of its own
         "sandboxed": full,
-        "sandboxed_without_proc_driver": tuple(p for p in full if p.removeprefix("?") != "/proc/driver/nvidia"),
+        "sandboxed_driver_folder_only": tuple(
+            candidate_sandbox.OPTIONAL + "/proc/driver/nvidia" if p == own_proc else p for p in full
+        ),
         "unconfined": (),
     }
     setups: dict[str, Any] = {}

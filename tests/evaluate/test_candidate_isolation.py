@@ -177,6 +177,30 @@ def test_the_view_holds_optional_paths_where_they_can_be_mounted(tmp_path: Path)
     assert done.stdout.split() == ["True", "False", "False"]
 
 
+def test_a_view_of_proc_is_the_candidates_own(tmp_path: Path) -> None:
+    """``?/proc`` (what CUDA's driver needs) is a procfs of the candidate's pid namespace: it lists only the
+    candidate and its jail, not the judge, and the candidate may name its own thread there (as the driver does)."""
+    directory, stage = tmp_path / "candidate", tmp_path / "stage"
+    view = [*SYSTEM_VIEW, *python_view(), "?/proc"]
+    prepare(directory, stage, view)
+    check = (
+        "import os,sys; pids=sorted(p for p in os.listdir('/proc') if p.isdigit()); "
+        "open(f'/proc/self/task/{os.getpid()}/comm', 'w').write('named'); "
+        "print(pids == sorted({'1', str(os.getpid())}), os.path.exists('/proc/' + sys.argv[1]), "
+        "open('/proc/self/comm').read().strip())"
+    )
+    done = subprocess.run(
+        candidate_argv(
+            [os.path.realpath(sys.executable), "-I", "-S", "-c", check, str(os.getpid())], directory, stage, view
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "named"]
+
+
 def test_a_sandbox_that_breaks_the_start_is_given_up_and_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injected: a view without the interpreter. The process is started again unconfined, and
     from then on every candidate runs so — which the task notes say."""

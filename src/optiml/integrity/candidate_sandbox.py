@@ -7,13 +7,14 @@ The judge (inside its own sandbox, :mod:`optiml.integrity.sandbox`) starts every
         python -I -S jail.py --workdir DIR --stage STAGE --view PATH... -- python -I -S candidate_process.py …
 
 * **Its own pid namespace**: the judge, the calibration process and the other candidates do not
-  exist for it — no pid to signal or ptrace, no ``/proc`` at all — and whatever it starts dies
-  with it (``--kill-child``; ``setpriv --pdeathsig`` ends it if the judge dies).
+  exist for it — no pid to signal or ptrace; its ``/proc`` is a fresh one of its own namespace (on a
+  GPU, where CUDA needs one), listing only itself and its jail — and whatever it starts dies with it
+  (``--kill-child``; ``setpriv --pdeathsig`` ends it if the judge dies).
 * **Its own filesystem view** (:func:`candidate_view`): the system's libraries (``/usr``, ``/lib*``,
   ``/bin``), Python's standard library, the shim (``candidate_process.py`` alone, not the package),
-  ``libcudart``, the driver's libraries, ``/dev/nvidia*`` (and on a GPU ``/sys`` and
-  ``/proc/driver/nvidia``, which hold no process's data, and the ``LD_LIBRARY_PATH`` folders, where
-  a task's libraries may be found), and its own directory ``DIR``: no user
+  ``libcudart``, the driver's libraries, ``/dev/nvidia*`` (and on a GPU ``/sys``, its own ``/proc``
+  and the ``LD_LIBRARY_PATH`` folders, where a task's libraries may be found), and its own directory
+  ``DIR``: no user
   ``/tmp``, no home, no compile cache, no run store, no other kernel's files, no judge's folder.
 * **No network, its own SysV IPC.** CUDA IPC works across all of these (measured on the H200).
 
@@ -44,10 +45,13 @@ from optiml.integrity.sandbox import SYSTEM_VIEW
 
 JAIL = Path(__file__).resolve().with_name("jail.py")
 _PROBE_TIMEOUT_S = 20.0
-#: what a GPU may read beyond device nodes and libraries: topology and driver parameters, no process data
-#: (optional: a nested user namespace may be refused a bind of them, and CUDA starts without them)
 OPTIONAL = "?"  # jail.OPTIONAL: shown where it can be mounted, an empty folder where not
-GPU_SYSTEM_VIEW = (OPTIONAL + "/sys", OPTIONAL + "/proc/driver/nvidia")
+OWN_PROC = "/proc"  # jail.OWN_PROC: a procfs of the candidate's own pid namespace, never the host's
+#: what a GPU needs beyond device nodes and libraries: topology and driver parameters (``/sys``), and a
+#: ``/proc`` of the candidate's own pid namespace — its own processes, the driver's folders — without which
+#: CUDA fails to start with error 304 (every start, H100 2026-12-05, ``sandbox_cuda_probe_h100.json``); optional:
+#: where the kernel refuses the mount, the candidate runs unconfined (:class:`CandidateIsolation` says so)
+GPU_SYSTEM_VIEW = (OPTIONAL + "/sys", OPTIONAL + OWN_PROC)
 
 
 @dataclass(frozen=True)
@@ -154,12 +158,15 @@ def probe_candidate_isolation() -> CandidateIsolation:
     sees no other process and no file outside its view."""
     if shutil.which("unshare") is None:
         return CandidateIsolation(False, "candidate isolation unavailable: unshare (util-linux) not installed")
-    check = "import os,sys; sys.exit(0 if not os.path.exists('/proc/1') and not os.path.exists(sys.argv[1]) else 3)"
+    check = (  # its own /proc lists only itself and its jail (pid 1); the file outside the view is not there
+        "import os,sys; pids={p for p in (os.listdir('/proc') if os.path.isdir('/proc') else []) if p.isdigit()}; "
+        "sys.exit(0 if pids <= {'1', str(os.getpid())} and not os.path.exists(sys.argv[1]) else 3)"
+    )
     with tempfile.TemporaryDirectory(prefix="optiml-probe-") as tmp:
         root = Path(tmp).resolve()
         directory, stage, hidden = root / "candidate", root / "stage", root / "hidden"
         hidden.write_text("outside the view")
-        view = [*SYSTEM_VIEW, *python_view()]
+        view = [*SYSTEM_VIEW, *python_view(), OPTIONAL + OWN_PROC]
         try:
             prepare(directory, stage, view)
             done = subprocess.run(

@@ -12,7 +12,9 @@ the listed paths, read-only, plus ``DIR`` (writable), a private ``/tmp`` and ``/
 ``/dev/zero``, ``/dev/random``, ``/dev/urandom``: everything else — ``/etc/passwd``, home folders,
 other candidates, ``/proc`` — does not exist, so ``#include "/etc/passwd"`` or ``.incbin`` of a
 secret fails with "no such file". A listed symlink is recreated as a symlink and its target listed too.
-A path listed as ``?PATH`` is optional: where it cannot be mounted it stays an empty folder.
+A path listed as ``?PATH`` is optional: where it cannot be mounted it stays an empty folder. ``/proc`` itself
+listed is never the host's: it is a fresh ``proc`` of the jail's own pid namespace (its own processes only,
+writable where a process may write about itself, such as a thread's name) — what CUDA's driver needs to start.
 
 With ``--stage STAGE`` as well (a candidate process's jail, :mod:`optiml.evaluate.candidate_link`),
 the judge made the new root's folders and mount points beforehand (:func:`prepare_stage`): the jail
@@ -60,6 +62,8 @@ CAP_VERSION_3 = 0x20080522
 EXIT_JAIL_FAILED = 126
 SHM_SIZE = "size=256m,mode=1777"
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+#: a --view of exactly this path mounts a procfs of the jail's pid namespace, never the host's /proc
+OWN_PROC = "/proc"
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -260,7 +264,10 @@ def lay_out(stage: str, workdir: str, paths: Sequence[str], mount: bool) -> None
         if not os.path.isabs(path):
             raise ValueError(f"--view {listed}: not an absolute path")
         try:
-            expose(stage, path, seen, mount)
+            if path.rstrip("/") == OWN_PROC:
+                mount_own_proc(stage, mount)
+            else:
+                expose(stage, path, seen, mount)
         except OSError:
             if not optional:
                 raise
@@ -275,6 +282,16 @@ def lay_out(stage: str, workdir: str, paths: Sequence[str], mount: bool) -> None
     os.makedirs(inside, exist_ok=True)
     if mount:
         _mount(workdir, inside, None, MS_BIND)  # not recursive: the staged root stays out of its own view
+
+
+def mount_own_proc(stage: str, mount: bool) -> None:
+    """A ``proc`` of this process's pid namespace at ``/proc`` under ``stage`` (with ``mount`` off, only its
+    mount point). Not read-only: the CUDA driver (570 series on) names its threads through
+    ``/proc/self/task/TID/comm`` and fails its start with error 304 where it cannot."""
+    inside = _place(stage, OWN_PROC)
+    os.makedirs(inside, exist_ok=True)
+    if mount:
+        _mount("proc", inside, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def prepare_stage(stage: str, workdir: str, paths: Sequence[str]) -> None:
