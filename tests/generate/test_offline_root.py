@@ -111,11 +111,21 @@ def test_a_failed_candidate_never_wins_and_the_shipped_kernel_can() -> None:
     assert without.best is without.candidates[1]
 
 
-def test_no_verified_candidate_means_no_root() -> None:
+def test_no_verified_candidate_means_no_root_and_says_why_each_failed() -> None:
     task, naive = softmax()
-    evaluator = FakeEvaluator(lambda k, kernel: EvalResult(status=EvalStatus.COMPILE_ERROR, message="nvcc"))
+    evaluator = FakeEvaluator(
+        lambda k, kernel: (
+            EvalResult(status=EvalStatus.COMPILE_ERROR, message=f"nvcc: error {k}\nmore")
+            if k == 0
+            else EvalResult(status=EvalStatus.WRONG_ANSWER, message="max abs diff 0.5")
+        )
+    )
     root = generate_offline_root(task, evaluator, seeds=2, naive=naive)
     assert root.candidates and root.best is None
+    reason = root.failure_reason()
+    assert reason.startswith("no root candidate verified: ") and "\n" not in reason
+    assert f"{root.candidates[0].label}: compile_error (nvcc: error 0)" in reason
+    assert f"{root.candidates[1].label}: wrong_answer (max abs diff 0.5)" in reason
 
 
 def test_an_unsupported_op_is_an_error_and_the_shipped_kernel_is_still_evaluated() -> None:

@@ -264,7 +264,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         row.plan = offline.plan
         best = offline.best
         if best is None:
-            row.reason = offline.error or "no root candidate verified"
+            row.reason = offline.failure_reason()
             row.evaluations = len(offline.candidates)
             return row
         search = SearchConfig(

@@ -36,6 +36,17 @@ class OfflineRoot:
         verified = [c for c in self.candidates if c.result.ok and c.result.time_ms is not None]
         return min(verified, key=lambda c: c.result.time_ms or 0.0) if verified else None
 
+    def failure_reason(self) -> str:
+        """One line on why no candidate verified: the planner's refusal, else each candidate's status and
+        the first line of its message."""
+        if self.error or not self.candidates:
+            return self.error or "no template kernel"
+        parts = []
+        for c in self.candidates:
+            first = (c.result.message.strip().splitlines() or [""])[0][:160]
+            parts.append(f"{c.label}: {c.result.status.value}" + (f" ({first})" if first else ""))
+        return "no root candidate verified: " + "; ".join(parts)
+
     def summary(self) -> str:
         lines = [f"plan: {self.plan}" if self.plan else f"no template kernel: {self.error}"]
         for c in self.candidates:
