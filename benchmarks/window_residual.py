@@ -14,9 +14,8 @@ worker around it), under variants that each change one step:
   enqueued once the window has ended);
 * ``no_refill``: each slot's inputs are mixed (and its reference run) once; later windows reuse them, so the
   judge's context writes no GBs of fresh inputs and reference outputs just before the call;
-* ``wide_window``: a window's slots may hold 16 GiB instead of ``memory.WINDOW_BYTES`` (4 GiB), so short calls
-  share a window's residual among up to three times as many calls (the 16 GiB budget read ~30 % slower per call
-  on 2026-12-02, ``window_budget_ab.json``, when the candidate still mapped the buffers with small pages);
+* ``narrow_window``: a window's slots may hold 4 GiB (the budget until 2026-12-05) instead of
+  ``memory.WINDOW_BYTES`` (16 GiB), so short calls share a window's cost with fewer calls;
 * ``short_poll``: the candidate process polls for its next request 50 ms before it blocks (``POLL_S`` until
   2026-12-05), so a window whose preparation took longer finds it asleep and waits for it to be woken.
 
@@ -49,8 +48,8 @@ from result_file import head_commit, write_result
 
 from optiml.errors import OptimlError
 
-WIDE_WINDOW_BYTES = 16 * 2**30
-VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after", "no_refill", "wide_window", "short_poll")
+NARROW_WINDOW_BYTES = 4 * 2**30  # memory.WINDOW_BYTES until 2026-12-05
+VARIANTS = ("as_is", "host_end", "no_poison", "no_flush", "check_after", "no_refill", "narrow_window", "short_poll")
 SHORT_POLL_S = 0.05  # the candidate process's poll before 2026-12-05 (evening)
 
 SPIN = """
@@ -118,11 +117,11 @@ def variant_patches(variant: str) -> Iterator[None]:
             return filled[id(buffers)]
 
         patch(harness.FreshInputs, "fill", fill_once)
-    elif variant == "wide_window":
+    elif variant == "narrow_window":
         from optiml.evaluate import memory
 
-        patch(memory, "WINDOW_BYTES", WIDE_WINDOW_BYTES)
-        patch(harness, "WINDOW_BYTES", WIDE_WINDOW_BYTES)
+        patch(memory, "WINDOW_BYTES", NARROW_WINDOW_BYTES)
+        patch(harness, "WINDOW_BYTES", NARROW_WINDOW_BYTES)
     elif variant == "short_poll":
         from optiml.evaluate import candidate_process
 

@@ -17,14 +17,24 @@ def script() -> ModuleType:
     return benchmark_module("window_residual")
 
 
-def test_a_wide_window_holds_more_short_calls_only_while_its_evaluation_runs(script: ModuleType) -> None:
+def test_a_narrow_window_holds_fewer_short_calls_only_while_its_evaluation_runs(script: ModuleType) -> None:
     slot = 805 * 2**20  # a 268 MB-input task: input copies, outputs and a reference a call
-    narrow = harness.window_width(0.2, slot, None)
-    with script.variant_patches("wide_window"):
-        assert memory.window_bytes(80 * 2**30) == script.WIDE_WINDOW_BYTES
-        wide = harness.window_width(0.2, slot, None)
+    wide = harness.window_width(0.2, slot, None)
+    with script.variant_patches("narrow_window"):
+        assert memory.window_bytes(80 * 2**30) == script.NARROW_WINDOW_BYTES
+        narrow = harness.window_width(0.2, slot, None)
     assert narrow == 5 and wide == 15  # wanted: 3 ms of 0.2 ms calls
-    assert harness.window_width(0.2, slot, None) == narrow and memory.WINDOW_BYTES == 4 * 2**30
+    assert harness.window_width(0.2, slot, None) == wide and memory.WINDOW_BYTES == 16 * 2**30
+
+
+def test_short_poll_changes_the_candidates_poll_only_while_its_evaluation_runs(script: ModuleType) -> None:
+    from optiml.evaluate import candidate_process
+
+    long_poll = candidate_process.POLL_S
+    with script.variant_patches("short_poll"):
+        patched = candidate_process.POLL_S
+    restored = candidate_process.POLL_S
+    assert patched == script.SHORT_POLL_S < long_poll and restored == long_poll
 
 
 def test_no_refill_mixes_each_slot_once_and_reuses_its_reference(
@@ -46,7 +56,7 @@ def test_no_refill_mixes_each_slot_once_and_reuses_its_reference(
 
 
 def test_every_variant_is_known_and_an_unknown_one_changes_nothing(script: ModuleType) -> None:
-    assert set(script.VARIANTS) >= {"as_is", "no_refill", "wide_window"}
+    assert set(script.VARIANTS) >= {"as_is", "no_refill", "narrow_window", "short_poll"}
     before = (harness.FreshInputs.fill, harness.WINDOW_BYTES)
     with script.variant_patches("as_is"):
         assert (harness.FreshInputs.fill, harness.WINDOW_BYTES) == before

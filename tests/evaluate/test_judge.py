@@ -336,8 +336,9 @@ def test_every_call_of_a_window_is_checked(judge: Judge, runtime: TaskRuntime, l
         (0.15, 2**20, None, MAX_WINDOW_CALLS),  # 3 ms of work needs 20 calls: capped
         (1.0, 2**20, None, 3),  # ceil(3 / 1)
         (5.0, 2**20, None, 1),  # a call longer than the target is timed alone
-        (0.15, 3 * 2**30, None, 1),  # 4 GiB holds one 3 GiB slot
-        (0.15, 768 * 2**20, None, 5),  # and five 768 MiB ones (silu's 272 MB in, 272 out)
+        (0.15, 6 * 2**30, None, 2),  # 16 GiB holds two 6 GiB slots
+        (0.15, 768 * 2**20, None, MAX_WINDOW_CALLS),  # and more 768 MiB ones (silu's 272 MB in, 272 out) than wanted
+        (1.0, 768 * 2**20, None, 3),  # ceil(3 / 1) of them
         (0.15, 768 * 2**20, 8 * 2**30, 2),  # a quarter of 8 GiB free holds two
         (0.15, 64 * 2**30, None, 1),  # a slot over the budget: still one
         (0.0, 2**20, None, MAX_WINDOW_CALLS),  # a claim of no time at all

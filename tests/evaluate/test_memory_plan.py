@@ -23,7 +23,7 @@ def test_a_task_that_fits_keeps_every_cached_case() -> None:
 
 def test_a_timed_windows_slots_are_in_the_bound_and_scale_with_a_small_device() -> None:
     """A window's extra slots (its calls' own inputs, outputs and references) are held beside the
-    rest: the window's budget (4 GiB, a quarter of a small device, as the harness's window_width sizes
+    rest: the window's budget (16 GiB, a quarter of a small device, as the harness's window_width sizes
     it) less the first slot, the trial buffers; a case larger than the budget is timed alone."""
     small, case = 8 * 2**30, 100 * 2**20
     plan = plan_memory(small, case, timing_sets=2)

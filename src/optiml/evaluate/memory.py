@@ -13,8 +13,9 @@ L2-flush buffer, chunked comparison temporaries, the CUDA context). So the peak 
 
 and ``max_cases`` shrinks (down to one) until that fits in ``USABLE_FRACTION`` of the device:
 fewer cached copies, rebuilt on demand, when memory is short. With the defaults (up to 4 cases,
-2 timing sets) the stated bound is 8 × case_bytes + 6 GiB on an H200, i.e. at most 8× the task's
-footprint (inputs + outputs + reference outputs ≥ case_bytes) plus 6 GiB.
+2 timing sets) the stated bound is 8 × case_bytes + 18 GiB on an H200, i.e. at most 8× the task's
+footprint (inputs + outputs + reference outputs ≥ case_bytes) plus 18 GiB (on an 80 GiB card the
+window's quarter of the device caps it at ~20 GiB).
 
 Standard library and torch only (GPU worker side).
 """
@@ -29,11 +30,13 @@ import torch
 MAX_CASES = 4
 FIXED_OVERHEAD_BYTES = 2 * 2**30
 USABLE_FRACTION = 0.92
-#: A timed window's slots, all together (the harness's window_width). 16 GiB (sixteen ~0.8 GiB slots, meant to share
-#: the window's unexplained ~0.27 ms among more calls) read memory-bound kernels ~30 % *slower* than 4 GiB did, in an
-#: A/B on the H200 (silu 0.31 vs 0.23-0.24 ms, benchmarks/results/window_budget_ab.json, 2026-12-02): calls
-#: spread over more distinct memory cost more than the shared overhead saves.
-WINDOW_BYTES = 4 * 2**30
+#: A timed window's slots, all together (the harness's window_width): sixteen ~0.8 GiB slots, so a short call shares
+#: the window's own cost with up to 16 calls. On 2026-12-02 this budget read memory-bound kernels ~30 % slower than
+#: 4 GiB (``window_budget_ab.json``): preparing sixteen slots took the judge longer than the candidate process polled
+#: for its next request (50 ms), so it was asleep when the window began. With the poll at 1 s (candidate_process.POLL_S)
+#: 16 GiB reads faster per call than 4 GiB (H100, 2026-12-05, ``window_residual_poll_h100.json``: 40_LayerNorm
+#: 0.367 vs 0.388 ms, transpose 0.207 vs 0.215, against 0.348 and 0.195 on the candidate's own events).
+WINDOW_BYTES = 16 * 2**30
 
 
 def window_bytes(device_bytes: int) -> int:
