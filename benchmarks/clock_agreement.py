@@ -119,6 +119,10 @@ def judge(task: Task, kernel: KernelSource, window_end: str = "auto") -> dict[st
         # the physics floor of the task's first timing case: bytes / measured bandwidth, or flops / the compute roof
         "floor_ms": result.floor_ms,
         "judge_wall_s": round(time.perf_counter() - begin, 1),
+        # how the candidate process was confined (its sandbox, or unconfined and why): the task notes' line
+        "judge_isolation": next(
+            (n for n in result.task_notes if n.startswith(("candidate processes", "candidate isolation"))), None
+        ),
     }
 
 

@@ -186,5 +186,6 @@ def probe_candidate_isolation() -> CandidateIsolation:
     return CandidateIsolation(
         True,
         "candidate processes: own pid, network, IPC and mount namespaces; they see only system libraries, "
-        "Python's standard library, the CUDA runtime and driver, GPU device nodes and their own directory",
+        "Python's standard library, the CUDA runtime and driver, GPU device nodes, a /proc of their own namespace "
+        "and their own directory",
     )
