@@ -171,6 +171,36 @@ def test_cannot_write_outside_its_directory(recipe: str, workdir: Path, tmp_path
     assert "read-only except" in launch.report.filesystem
 
 
+NESTED_PROC = """
+import json, os, subprocess, sys, tempfile
+from pathlib import Path
+from optiml.integrity.candidate_sandbox import candidate_argv, prepare, python_view
+from optiml.integrity.sandbox import SYSTEM_VIEW
+result = {}
+try:
+    open(".optiml-proc/proc/sysrq-trigger", "w").write("h")
+    result["hidden_proc"] = "written"
+except OSError as exc:
+    result["hidden_proc"] = exc.strerror
+root = Path(tempfile.mkdtemp(dir="."))
+view = [*SYSTEM_VIEW, *python_view(), "?/proc"]
+prepare(root / "c", root / "s", view)
+check = "import os; print(sorted(p for p in os.listdir('/proc') if p.isdigit()) == ['1', str(os.getpid())])"
+argv = candidate_argv([os.path.realpath(sys.executable), "-I", "-S", "-c", check], root / "c", root / "s", view)
+done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+result["candidate_own_proc"] = done.stdout.strip() or done.stderr.strip()[-200:]
+print(json.dumps(result))
+"""
+
+
+def test_a_candidate_jail_nested_in_the_worker_gets_a_proc_the_worker_cannot_reach(workdir: Path) -> None:
+    """The worker's jail keeps a /proc in full view (the kernel's condition for a nested jail's own /proc,
+    which CUDA needs) where the worker itself cannot write through it."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    launch = _launch(NESTED_PROC, workdir, "unshare+jail", extra_env={"PYTHONPATH": src})
+    assert _json(launch) == {"hidden_proc": "Permission denied", "candidate_own_proc": "True"}
+
+
 def test_without_filesystem_isolation_the_write_succeeds_and_is_reported(workdir: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     launch = _launch(WRITE_BOTH, workdir, "none")

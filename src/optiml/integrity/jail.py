@@ -26,7 +26,10 @@ Steps, each fatal on failure (exit 126 with one line on stderr — a half-built 
 a candidate):
 
 1. mounts become private (nothing propagates back to the host);
-2. ``DIR`` is bind-mounted onto itself, so it stays writable;
+2. ``DIR`` is bind-mounted onto itself, so it stays writable; ``DIR/.optiml-proc`` holds a bind of the
+   fresh ``/proc`` with nothing mounted over it, behind a folder of mode 000 on a read-only tmpfs
+   (:func:`keep_proc_for_nested_jails`: a candidate's jail, nested in this one, may mount a ``/proc`` of
+   its own only where a ``/proc`` without covered parts is mounted here; this process cannot reach it);
 3. ``/dev/shm`` gets a private, size-limited tmpfs (no shared-memory channel to the host);
 4. every other mount is remounted read-only (``/proc`` is the fresh one ``--mount-proc`` made,
    whose ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` become read-only too);
@@ -64,6 +67,7 @@ SHM_SIZE = "size=256m,mode=1777"
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 #: a --view of exactly this path mounts a procfs of the jail's pid namespace, never the host's /proc
 OWN_PROC = "/proc"
+NESTED_PROC = ".optiml-proc"  # inside DIR: the bind of /proc that lets a nested jail mount a /proc of its own
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -140,9 +144,28 @@ def _remount_read_only(path: str) -> None:
     _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
+def keep_proc_for_nested_jails(workdir: str) -> None:
+    """A bind of ``/proc`` (before anything is mounted over its parts) at ``DIR/NESTED_PROC/proc``.
+
+    The kernel lets a user namespace mount a new ``proc`` only where a ``proc`` is already mounted in full
+    view; ``/proc`` itself will have ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` covered by read-only
+    binds, so without this bind a candidate's jail could not give the candidate a ``/proc`` of its own
+    (and CUDA does not start without one). The bind sits in a folder of mode 000 on a tmpfs that is made
+    read-only: once its capabilities are dropped, the worker cannot enter, chmod or unmount it, so it
+    cannot write the host's ``sysrq-trigger`` or sysctls through it."""
+    holder = os.path.join(workdir, NESTED_PROC)
+    os.makedirs(holder, exist_ok=True)
+    _mount("tmpfs", holder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000,size=16k")
+    inside = os.path.join(holder, "proc")
+    os.mkdir(inside)
+    _mount("/proc", inside, None, MS_BIND)
+    _mount(None, holder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000")
+
+
 def build_filesystem(workdir: str) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount(workdir, workdir, None, MS_BIND | MS_REC)
+    keep_proc_for_nested_jails(workdir)
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, SHM_SIZE)
     for name in PROC_READ_ONLY:
