@@ -1,7 +1,13 @@
-"""The jail's choice of which mounts to remount read-only."""
+"""The jail's choice of which mounts to remount read-only, and the /proc it keeps for nested jails."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optiml.integrity import jail
 from optiml.integrity.jail import parse, visible_mount_points
 
 # A container's mountinfo after `unshare --mount-proc`: a new /proc (63) stacked on the old one (45),
@@ -56,3 +62,42 @@ def test_arguments_with_and_without_a_view() -> None:
     assert parse(["--workdir", "/w", "--stage", "/s", "--", "true"]) is None  # a stage is only for a view
     assert parse(["--workdir", "/w", "--view", "/usr", "true"]) is None
     assert parse(["--view", "/usr", "--", "true"]) is None
+
+
+class _Umounts:
+    def __init__(self) -> None:
+        self.paths: list[bytes] = []
+
+    def umount2(self, path: bytes, flags: int) -> int:
+        self.paths.append(path)
+        return 0
+
+
+def test_a_refused_step_takes_the_kept_proc_down_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the read-only remount is refused, the tmpfs (and the /proc bind in it) is unmounted: a writable
+    /proc within the worker's reach would undo the read-only covers of /proc/sys and sysrq-trigger."""
+    mounts: list[tuple[Any, ...]] = []
+
+    def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+        if flags & jail.MS_REMOUNT:
+            raise OSError(1, "remount refused")
+        mounts.append((source, target, fstype))
+
+    umounts = _Umounts()
+    monkeypatch.setattr(jail, "_mount", mount)
+    monkeypatch.setattr(jail, "_libc", umounts)
+    jail.keep_proc_for_nested_jails(str(tmp_path))
+    holder = str(tmp_path / jail.NESTED_PROC)
+    assert mounts == [("tmpfs", holder, "tmpfs"), ("/proc", holder + "/proc", None)]
+    assert umounts.paths == [holder.encode()]
+
+
+def test_a_refused_tmpfs_leaves_the_worker_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: Any) -> None:
+        raise OSError(1, "no tmpfs here")
+
+    umounts = _Umounts()
+    monkeypatch.setattr(jail, "_mount", refuse)
+    monkeypatch.setattr(jail, "_libc", umounts)
+    jail.keep_proc_for_nested_jails(str(tmp_path))  # no exception: the jail goes on without it
+    assert umounts.paths == []

@@ -28,8 +28,8 @@ a candidate):
 1. mounts become private (nothing propagates back to the host);
 2. ``DIR`` is bind-mounted onto itself, so it stays writable; ``DIR/.optiml-proc`` holds a bind of the
    fresh ``/proc`` with nothing mounted over it, behind a folder of mode 000 on a read-only tmpfs
-   (:func:`keep_proc_for_nested_jails`: a candidate's jail, nested in this one, may mount a ``/proc`` of
-   its own only where a ``/proc`` without covered parts is mounted here; this process cannot reach it);
+   (:func:`keep_proc_for_nested_jails`, best effort: a candidate's jail, nested in this one, may mount a
+   ``/proc`` of its own only where a ``/proc`` without covered parts is mounted here; the worker cannot reach it);
 3. ``/dev/shm`` gets a private, size-limited tmpfs (no shared-memory channel to the host);
 4. every other mount is remounted read-only (``/proc`` is the fresh one ``--mount-proc`` made,
    whose ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` become read-only too);
@@ -152,14 +152,23 @@ def keep_proc_for_nested_jails(workdir: str) -> None:
     binds, so without this bind a candidate's jail could not give the candidate a ``/proc`` of its own
     (and CUDA does not start without one). The bind sits in a folder of mode 000 on a tmpfs that is made
     read-only: once its capabilities are dropped, the worker cannot enter, chmod or unmount it, so it
-    cannot write the host's ``sysrq-trigger`` or sysctls through it."""
+    cannot write the host's ``sysrq-trigger`` or sysctls through it.
+
+    Best effort: where a step is refused, whatever was mounted is taken down again and the worker runs as
+    before (a nested jail then finds no ``/proc`` to mount, and its candidate runs unconfined, said)."""
     holder = os.path.join(workdir, NESTED_PROC)
-    os.makedirs(holder, exist_ok=True)
-    _mount("tmpfs", holder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000,size=16k")
-    inside = os.path.join(holder, "proc")
-    os.mkdir(inside)
-    _mount("/proc", inside, None, MS_BIND)
-    _mount(None, holder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000")
+    try:
+        os.makedirs(holder, exist_ok=True)
+        _mount("tmpfs", holder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000,size=16k")
+    except OSError:
+        return
+    try:
+        inside = os.path.join(holder, "proc")
+        os.mkdir(inside)
+        _mount("/proc", inside, None, MS_BIND)
+        _mount(None, holder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000")
+    except OSError:
+        _libc.umount2(_bytes(holder), MNT_DETACH)  # the bind with it: never a writable /proc within reach
 
 
 def build_filesystem(workdir: str) -> None:
