@@ -15,7 +15,9 @@ sandboxed start failed with CUDA error 304 (cudaErrorOperatingSystem) — device
 65534 — at any concurrency, while every unconfined start worked. Drivers of the 570 series and later name
 their threads through ``/proc/self/task/TID/comm`` while starting and fail with this error where they
 cannot; the view now mounts a ``/proc`` of the candidate's own pid namespace (``sandboxed``), and
-``sandboxed_driver_folder_only`` keeps the former view for comparison.
+``sandboxed_driver_folder_only`` keeps the former view for comparison. ``nested`` starts the candidate sandbox
+from inside the worker's sandbox (``optiml.integrity.sandbox``), as the judge does: there the candidate's own
+``/proc`` needs the one the worker's jail keeps for it (``jail.keep_proc_for_nested_jails``).
 
     PYTHONPATH=src python3 benchmarks/sandbox_cuda_probe.py --out OUT.json
 """
@@ -36,7 +38,7 @@ from typing import Any
 from result_file import head_commit, write_result
 
 from optiml.evaluate import cudart
-from optiml.integrity import candidate_sandbox
+from optiml.integrity import candidate_sandbox, sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEN = ("/sys", "/proc/driver/nvidia", "/dev", "/dev/shm", "/proc")
@@ -58,16 +60,41 @@ print(json.dumps({"rc": code, "mem_info_rc": info, "seen": seen, "opens": opens,
 """
 
 
-def start(library: str, sandboxed: bool, view: tuple[str, ...]) -> dict[str, Any]:
-    """One start of CUDA, in the candidate sandbox or not: what it returned and saw, and how long it took."""
+#: run inside the worker's sandbox: the candidate sandbox started from there, as the judge starts it
+NESTED = r"""
+import json, subprocess, sys
+from pathlib import Path
+from optiml.integrity import candidate_sandbox, sandbox
+argv, view, root = json.loads(sys.argv[1]), json.loads(sys.argv[2]), Path.cwd()
+candidate_sandbox.prepare(root / "candidate", root / "stage", view)
+wrapped = candidate_sandbox.candidate_argv(argv, root / "candidate", root / "stage", view)
+done = subprocess.run(wrapped, capture_output=True, text=True, timeout=100)
+lines = done.stdout.strip().splitlines()
+print(lines[-1] if lines else json.dumps({"rc": f"exit {done.returncode}", "stderr": done.stderr[-300:]}))
+"""
+
+
+def start(library: str, mode: str, view: tuple[str, ...]) -> dict[str, Any]:
+    """One start of CUDA — ``mode`` "sandboxed" (the candidate sandbox, started from here), "nested" (the same,
+    started from inside the worker's sandbox, as the judge starts candidates) or "unconfined" — what it
+    returned and saw, and how long it took."""
     with tempfile.TemporaryDirectory(prefix="optiml-cuda-probe-") as scratch:
         root = Path(scratch)
         argv = [os.path.realpath(sys.executable), "-I", "-S", "-c", START, library, json.dumps(SEEN)]
-        if sandboxed:
+        env = None
+        if mode == "sandboxed":
             candidate_sandbox.prepare(root / "candidate", root / "stage", view)
             argv = candidate_sandbox.candidate_argv(argv, root / "candidate", root / "stage", view)
+        elif mode == "nested":
+            launch = sandbox.build_worker_launch(
+                [sys.executable, "-c", NESTED, json.dumps(argv), json.dumps(list(view))],
+                workdir=root,
+                limits=sandbox.ResourceLimits(),
+                extra_env={"PYTHONPATH": str(ROOT / "src")},
+            )
+            argv, env = launch.argv, launch.env
         began = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=root)
         lines = done.stdout.strip().splitlines()
         if lines and lines[-1].startswith("{"):
             row: dict[str, Any] = json.loads(lines[-1])
@@ -88,19 +115,19 @@ def main() -> None:
         raise SystemExit("error: no CUDA runtime library found: this probe starts CUDA")
     full = candidate_sandbox.candidate_view(candidate_sandbox.__file__, library)
     own_proc = candidate_sandbox.OPTIONAL + candidate_sandbox.OWN_PROC
+    former = tuple(candidate_sandbox.OPTIONAL + "/proc/driver/nvidia" if p == own_proc else p for p in full)
     views = {  # the sandbox's view, and the former one: the driver's /proc folder instead of a /proc of its own
-        "sandboxed": full,
-        "sandboxed_driver_folder_only": tuple(
-            candidate_sandbox.OPTIONAL + "/proc/driver/nvidia" if p == own_proc else p for p in full
-        ),
-        "unconfined": (),
+        "sandboxed": ("sandboxed", full),
+        "nested": ("nested", full),
+        "sandboxed_driver_folder_only": ("sandboxed", former),
+        "unconfined": ("unconfined", ()),
     }
     setups: dict[str, Any] = {}
-    for setup, view in views.items():
+    for setup, (mode, view) in views.items():
         for concurrency in (int(v) for v in args.concurrency.split(",") if v):
             count = max(concurrency, 8)
             with ThreadPoolExecutor(concurrency) as pool:
-                rows = list(pool.map(start, [library] * count, [setup != "unconfined"] * count, [view] * count))
+                rows = list(pool.map(start, [library] * count, [mode] * count, [view] * count))
             failed = [row for row in rows if row["rc"] != 0]
             name = f"{setup}_{concurrency}_at_once"
             setups[name] = {
