@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,6 +33,49 @@ MAX_PROBE_BYTES = 1 << 28
 ILL_CONDITIONED = 0.5
 
 
+@dataclass(frozen=True)
+class Float64Distance:
+    """How far one output of the task's reference is from float64: at most ``max_abs``, and at most ``worst``
+    times a tolerance ``atol + rtol·|exact|`` (the one :func:`float64_distances` was given)."""
+
+    max_abs: float
+    worst: float
+
+
+def float64_distances(
+    runtime: TaskRunner,
+    model: torch.nn.Module,
+    args: Sequence[Any],
+    outputs: Sequence[torch.Tensor],
+    atol: float,
+    rtol: float,
+) -> list[Float64Distance | None] | str:
+    """Per output, the reference's distance from the same model run in float64 on the same inputs (None for a
+    non-floating output); a one-line reason instead where it is not measured (too large, or the model does not
+    run in float64)."""
+    size = sum(t.numel() * t.element_size() for t in [*args, *outputs] if isinstance(t, torch.Tensor))
+    if size > MAX_PROBE_BYTES:
+        return f"inputs and outputs take {size / 1e6:.0f} MB; the float64 run is skipped"
+    try:
+        exact = runtime.run_reference(copy.deepcopy(model).double(), [_double(a) for a in args])
+    except (TaskError, RuntimeError, TypeError) as exc:
+        cause = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        return f"the reference does not run in float64: {cause}"
+    found: list[Float64Distance | None] = []
+    for given, wide in zip(outputs, exact, strict=False):
+        if not given.is_floating_point() or given.shape != wide.shape:
+            found.append(None)
+            continue
+        difference = (given.double() - wide).abs()
+        finite = torch.isfinite(difference)
+        if not bool(finite.any()):
+            found.append(None)
+            continue
+        worst = float((difference / (atol + rtol * wide.abs()))[finite].max())
+        found.append(Float64Distance(float(difference[finite].max()), worst))
+    return found
+
+
 def conditioning_notes(
     runtime: TaskRunner, model: torch.nn.Module, args: Sequence[Any], outputs: Sequence[torch.Tensor]
 ) -> list[str]:
@@ -40,28 +84,18 @@ def conditioning_notes(
     tolerance = KERNELBENCH_TOLERANCES.get(precision)
     if tolerance is None or not any(o.is_floating_point() for o in outputs):
         return []
-    size = sum(t.numel() * t.element_size() for t in [*args, *outputs] if isinstance(t, torch.Tensor))
-    if size > MAX_PROBE_BYTES:
-        return [f"conditioning: not measured (inputs and outputs take {size / 1e6:.0f} MB; the float64 run is skipped)"]
-    try:
-        exact = runtime.run_reference(copy.deepcopy(model).double(), [_double(a) for a in args])
-    except (TaskError, RuntimeError, TypeError) as exc:
-        cause = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        return [f"conditioning: not measured (the reference does not run in float64: {cause})"]
+    distances = float64_distances(runtime, model, args, outputs, tolerance, tolerance)
+    if isinstance(distances, str):
+        return [f"conditioning: not measured ({distances})"]
     notes = []
-    for index, (given, wide) in enumerate(zip(outputs, exact, strict=False)):
-        if not given.is_floating_point() or given.shape != wide.shape:
+    for index, distance in enumerate(distances):
+        if distance is None:
             continue
-        difference = (given.double() - wide).abs()
-        finite = torch.isfinite(difference)
-        if not bool(finite.any()):
-            continue
-        worst = float((difference / (tolerance + tolerance * wide.abs()))[finite].max())
         note = (
-            f"output {index}: the {precision} reference is {float(difference[finite].max()):.3g} from float64 at "
-            f"most, {worst:.2g}× KernelBench's tolerance (atol = rtol = {tolerance:g})"
+            f"output {index}: the {precision} reference is {distance.max_abs:.3g} from float64 at "
+            f"most, {distance.worst:.2g}× KernelBench's tolerance (atol = rtol = {tolerance:g})"
         )
-        if worst > ILL_CONDITIONED:
+        if distance.worst > ILL_CONDITIONED:
             note += ": ill-conditioned — a kernel as accurate as the reference can still fail KernelBench's check"
         notes.append(note)
     return notes

@@ -24,7 +24,7 @@ import torch
 
 from optiml.errors import TaskError
 from optiml.evaluate import sensitivity
-from optiml.evaluate.conditioning import conditioning_notes
+from optiml.evaluate.conditioning import ILL_CONDITIONED, conditioning_notes, float64_distances
 from optiml.evaluate.memory import MemoryPlan, device_bytes, peak_bytes, plan_memory, used_bytes
 from optiml.evaluate.tolerance import Tolerance, decide
 from optiml.task import SIGNED_DISTRIBUTIONS, Task
@@ -181,27 +181,45 @@ class TaskRuntime(TaskRunner):
             self.notes.append(note)
 
     def tolerance(
-        self, args: Sequence[Any], expected: Sequence[torch.Tensor], shape_set: int, distribution: str
+        self,
+        args: Sequence[Any],
+        expected: Sequence[torch.Tensor],
+        shape_set: int,
+        distribution: str,
+        model: torch.nn.Module | None = None,
+        forward_args: Sequence[Any] = (),
     ) -> Tolerance:
-        """The tolerance of every case of (shape set, distribution), decided on the first one built."""
+        """The tolerance of every case of (shape set, distribution), decided on the first one built (with its
+        ``model`` and ``forward_args``, also on how far its reference is from float64)."""
         key = (shape_set, distribution)
         if self.device.type == "meta":  # shapes only (problem_bytes, meta checks): no values to size by
             return Tolerance(tuple(self.task.meta.atol for _ in expected), self.task.meta.rtol)
         if key not in self._tolerances:
             meta = self.task.meta
             where = f"shape set {shape_set}, {distribution} inputs"
-            decided = decide(args, expected, meta.atol, meta.rtol, distribution, where)
+            rounding = self._ill_conditioned(model, forward_args, expected) if model is not None else []
+            decided = decide(args, expected, meta.atol, meta.rtol, distribution, where, rounding=rounding)
             self._tolerances[key] = decided
             for note in decided.notes:
                 self._note(note)
         return self._tolerances[key]
+
+    def _ill_conditioned(
+        self, model: torch.nn.Module, args: Sequence[Any], expected: Sequence[torch.Tensor]
+    ) -> list[tuple[float, float] | None]:
+        """Per output, (distance from float64, in tolerances) where the reference is ill-conditioned."""
+        meta = self.task.meta
+        distances = float64_distances(self, model, args, expected, meta.atol, meta.rtol)
+        if isinstance(distances, str):  # not measured (too large, no float64 run): the task's tolerance stands
+            return []
+        return [(d.max_abs, d.worst) if d is not None and d.worst > ILL_CONDITIONED else None for d in distances]
 
     def _build_case(self, seed: int, shape_set: int, distribution: str) -> Case:
         args = self.make_args(seed, shape_set, distribution)
         model = self.build_model(seed, shape_set)
         expected = self.run_reference(model, args)
         params = [t.detach() for t in model.state_dict().values()]
-        tolerance = self.tolerance([*args, *params], expected, shape_set, distribution)
+        tolerance = self.tolerance([*args, *params], expected, shape_set, distribution, model, args)
         return Case(seed, shape_set, distribution, args, params, expected, model, tolerance.atol, tolerance.rtol)
 
 
