@@ -13,7 +13,7 @@ import torch
 
 from optiml.evaluate.checks import compare
 from optiml.evaluate.runtime import TaskRuntime, check_task
-from optiml.evaluate.tolerance import decide
+from optiml.evaluate.tolerance import Float64Distance, decide
 from optiml.task import load_task
 
 HEADER = "import torch\nimport torch.nn as nn\n"
@@ -130,13 +130,13 @@ def test_an_ill_conditioned_reference_widens_atol_by_twice_its_distance_from_flo
     generator = torch.Generator().manual_seed(3)
     x = torch.rand(4096, generator=generator) + 1.0  # positive: no signed-sum adjustment
     ref = torch.exp(x)  # not an input, not a constant: nothing trivial passes a few 1e-3
-    decided = decide([x], [ref], 1e-4, 1e-4, "native", "here", rounding=[(5e-4, 4.2)])
+    decided = decide([x], [ref], 1e-4, 1e-4, "native", "here", rounding=[Float64Distance(5e-4, 4.2)])
     assert decided.atol == (pytest.approx(1e-4 + 2 * 5e-4),)
     (note,) = decided.notes
     assert note.startswith("output 0 (here): the reference is 0.0005 from float64 (4.2x the tolerance)")
     # a distance the (signed-sum) tolerance already covers, or none measured, leaves it as it was
     signed = torch.randn(4096, generator=generator) * 1000
-    covered = decide([signed], [signed * 2], 1e-4, 1e-4, "normal", "here", rounding=[(1e-3, 5.0)])
+    covered = decide([signed], [signed * 2], 1e-4, 1e-4, "normal", "here", rounding=[Float64Distance(1e-3, 5.0)])
     assert covered.atol[0] > 1e-1 and not any("float64" in n for n in covered.notes)
     assert decide([x], [ref], 1e-4, 1e-4, "native", "here", rounding=[None]).atol == (1e-4,)
 
@@ -144,6 +144,6 @@ def test_an_ill_conditioned_reference_widens_atol_by_twice_its_distance_from_flo
 def test_a_widened_atol_that_lets_a_trivial_output_pass_is_tightened_again() -> None:
     x = torch.linspace(1.0, 2.0, 4096)
     ref = x + 1e-3  # within 2e-3 of its input
-    decided = decide([x], [ref], 1e-4, 1e-4, "native", "here", rounding=[(1e-3, 9.0)])
+    decided = decide([x], [ref], 1e-4, 1e-4, "native", "here", rounding=[Float64Distance(1e-3, 9.0)])
     assert decided.atol == (pytest.approx(1e-4 * float(ref.abs().max())),)
     assert any("input 0 unchanged passed" in n for n in decided.notes)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from optiml.errors import TaskError
+from optiml.evaluate.tolerance import ILL_CONDITIONED, Float64Distance
 from optiml.task_runtime import TaskRunner
 
 #: KernelBench's ``atol = rtol`` per precision; ``optiml.bench.user_clock_child.TOLERANCES`` holds the same (that
@@ -28,18 +28,6 @@ KERNELBENCH_TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 #: above this many bytes of inputs and outputs the float64 run (twice the memory, several times the time on
 #: a CPU) is skipped: deep models, where conditioning matters, have small inputs
 MAX_PROBE_BYTES = 1 << 28
-#: a reference this many tolerances from float64 is called ill-conditioned: another correct rounding can
-#: differ from it by about as much again, so the two meet the tolerance only by luck
-ILL_CONDITIONED = 0.5
-
-
-@dataclass(frozen=True)
-class Float64Distance:
-    """How far one output of the task's reference is from float64: at most ``max_abs``, and at most ``worst``
-    times a tolerance ``atol + rtol·|exact|`` (the one :func:`float64_distances` was given)."""
-
-    max_abs: float
-    worst: float
 
 
 def float64_distances(

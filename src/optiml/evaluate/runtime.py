@@ -24,9 +24,9 @@ import torch
 
 from optiml.errors import TaskError
 from optiml.evaluate import sensitivity
-from optiml.evaluate.conditioning import ILL_CONDITIONED, conditioning_notes, float64_distances
+from optiml.evaluate.conditioning import conditioning_notes, float64_distances
 from optiml.evaluate.memory import MemoryPlan, device_bytes, peak_bytes, plan_memory, used_bytes
-from optiml.evaluate.tolerance import Tolerance, decide
+from optiml.evaluate.tolerance import Float64Distance, Tolerance, decide
 from optiml.task import SIGNED_DISTRIBUTIONS, Task
 from optiml.task_runtime import TaskRunner, runs_on_the_cpu_instead, smallest_shape_set
 
@@ -197,22 +197,20 @@ class TaskRuntime(TaskRunner):
         if key not in self._tolerances:
             meta = self.task.meta
             where = f"shape set {shape_set}, {distribution} inputs"
-            rounding = self._ill_conditioned(model, forward_args, expected) if model is not None else []
+            rounding = self._float64_distances(model, forward_args, expected) if model is not None else []
             decided = decide(args, expected, meta.atol, meta.rtol, distribution, where, rounding=rounding)
             self._tolerances[key] = decided
             for note in decided.notes:
                 self._note(note)
         return self._tolerances[key]
 
-    def _ill_conditioned(
+    def _float64_distances(
         self, model: torch.nn.Module, args: Sequence[Any], expected: Sequence[torch.Tensor]
-    ) -> list[tuple[float, float] | None]:
-        """Per output, (distance from float64, in tolerances) where the reference is ill-conditioned."""
-        meta = self.task.meta
-        distances = float64_distances(self, model, args, expected, meta.atol, meta.rtol)
-        if isinstance(distances, str):  # not measured (too large, no float64 run): the task's tolerance stands
-            return []
-        return [(d.max_abs, d.worst) if d is not None and d.worst > ILL_CONDITIONED else None for d in distances]
+    ) -> list[Float64Distance | None]:
+        """Per output, how far the reference is from float64; none where not measured (too large, no float64 run):
+        the task's tolerance then stands."""
+        distances = float64_distances(self, model, args, expected, self.task.meta.atol, self.task.meta.rtol)
+        return [] if isinstance(distances, str) else distances
 
     def _build_case(self, seed: int, shape_set: int, distribution: str) -> Case:
         args = self.make_args(seed, shape_set, distribution)

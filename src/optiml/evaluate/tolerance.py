@@ -32,6 +32,21 @@ import torch
 from optiml.evaluate.checks import CHUNK_ELEMENTS, bad_mask, chunks
 from optiml.task import SIGNED_DISTRIBUTIONS
 
+#: a reference this many tolerances from float64 is called ill-conditioned: another correct rounding can
+#: differ from it by about as much again, so the two meet the tolerance only by luck
+ILL_CONDITIONED = 0.5
+
+
+@dataclass(frozen=True)
+class Float64Distance:
+    """How far one output of the task's reference is from float64: at most ``max_abs``, and at most ``worst``
+    times a tolerance ``atol + rtol·|exact|`` (measured by
+    :func:`optiml.evaluate.conditioning.float64_distances`)."""
+
+    max_abs: float
+    worst: float
+
+
 #: (name, values of a flat chunk [lo, hi) shaped like the reference's chunk)
 _Trivial = tuple[str, Callable[[torch.Tensor, int, int], torch.Tensor]]
 
@@ -60,13 +75,13 @@ def decide(
     distribution: str,
     where: str,
     chunk: int = CHUNK_ELEMENTS,
-    rounding: Sequence[tuple[float, float] | None] = (),
+    rounding: Sequence[Float64Distance | None] = (),
 ) -> Tolerance:
     """The tolerance for cases of one (shape set, distribution), from one such case's inputs and outputs.
 
-    ``where`` names the case in notes (e.g. ``"shape set 0, native inputs"``). ``rounding``: per output, for an
-    ill-conditioned reference, its distance from float64 (at most, and at most how many tolerances); None or
-    missing where it is not (adjustment 3).
+    ``where`` names the case in notes (e.g. ``"shape set 0, native inputs"``). ``rounding``: per output, the
+    reference's distance from float64 where it was measured (None or missing where not); beyond
+    ``ILL_CONDITIONED`` tolerances it widens atol (adjustment 3).
     """
     atols: list[float] = []
     notes: list[str] = []
@@ -84,13 +99,13 @@ def decide(
                 "signed values cancel, so fp32 rounding scales with the operands)"
             )
         spread = rounding[index] if index < len(rounding) else None
-        if spread is not None and atol + 2 * spread[0] > chosen:
-            distance, times = spread
-            widened = atol + 2 * distance
+        if spread is not None and spread.worst > ILL_CONDITIONED and atol + 2 * spread.max_abs > chosen:
+            widened = atol + 2 * spread.max_abs
             notes.append(
-                f"output {index} ({where}): the reference is {distance:.3g} from float64 ({times:.2g}x the "
-                f"tolerance): ill-conditioned, another correct rounding lands as far on the other side; atol "
-                f"{chosen:.3g} -> {widened:.3g} (the task's plus twice that; KernelBench's check keeps its own)"
+                f"output {index} ({where}): the reference is {spread.max_abs:.3g} from float64 "
+                f"({spread.worst:.2g}x the tolerance): ill-conditioned, another correct rounding lands as far on the "
+                f"other side; atol {chosen:.3g} -> {widened:.3g} (the task's plus twice that; KernelBench's check "
+                "keeps its own)"
             )
             chosen = widened
         candidates = _trivial_outputs(args, ref, size)
