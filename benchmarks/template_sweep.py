@@ -9,11 +9,16 @@ shape set, checked against the reference at the task's tolerance, and timed with
 ``--reps`` calls after warm-up). Eager PyTorch is timed the same way with TF32 off (exact fp32, what
 the harness verifies against) and, for fp32 tasks, with PyTorch's default (TF32 convolutions). Prints
 each task's fastest configurations and the planner's default with their speedup over eager.
+
+``--member-wise-stores`` adds, for every configuration, the same source with each vector pack stored the way
+it was before ``optiml_store_pack`` (a plain pack assignment, which nvcc compiles to one store per element):
+the two store forms side by side in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -26,6 +31,7 @@ from result_file import write_result
 
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.kernel.compiler import Compiler, CompilerConfig
+from optiml.kernel.source import KernelSource
 from optiml.task import load_task
 from optiml.templates.base import GroupConfig
 from optiml.templates.kernels import TemplateKernels
@@ -35,6 +41,14 @@ def legal_configs(kernels: TemplateKernels, variants: list[str], limit: int) -> 
     """The first kernel's legal configurations of ``variants`` (all of its variants when empty)."""
     wanted = variants or list(kernels.spaces[0].variants)
     return [c for v in wanted if v in kernels.spaces[0].variants for c in configs_of(kernels, v, limit)][:limit]
+
+
+_PACK_STORE = re.compile(r"optiml_store_pack<([^,>]+), VEC>\((.+), (so\d+)\);")
+
+
+def member_wise_stores(source: KernelSource) -> KernelSource:
+    """``source`` with every ``optiml_store_pack`` call written as a plain pack assignment."""
+    return source.with_code(_PACK_STORE.sub(r"*reinterpret_cast<OptimlPack<\1, VEC>*>(\2) = \3;", source.code))
 
 
 def eager_ms(model: torch.nn.Module, args: list[Any], reps: int, tf32: bool) -> float:
@@ -48,15 +62,24 @@ def eager_ms(model: torch.nn.Module, args: list[Any], reps: int, tf32: bool) -> 
         torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def sweep(path: Path, compiler: Compiler, variants: list[str], reps: int, limit: int) -> dict[str, Any]:
+def sweep(
+    path: Path, compiler: Compiler, variants: list[str], reps: int, limit: int, ab_stores: bool = False
+) -> dict[str, Any]:
     task = load_task(path)
     kernels = TemplateKernels.for_task(task)
     default = kernels.default()
     configs = legal_configs(kernels, variants, limit)
     if default[0] not in configs:
         configs.insert(0, default[0])
+    sources = [kernels.render([c, *default[1:]]) for c in configs]
+    labels = [c.label() for c in configs]
+    defaults = [c == default[0] for c in configs]
+    if ab_stores:
+        sources += [member_wise_stores(s) for s in sources]
+        labels += [f"{label} member-wise stores" for label in labels]
+        defaults += [False] * len(configs)
     start = time.perf_counter()
-    built = compiler.compile_many([kernels.render([c, *default[1:]]) for c in configs])
+    built = compiler.compile_many(sources)
     compile_s = time.perf_counter() - start
     runtime = TaskRuntime(task, "cuda")
     case = runtime.case(0, 0)
@@ -64,8 +87,8 @@ def sweep(path: Path, compiler: Compiler, variants: list[str], reps: int, limit:
     fast = eager_ms(case.model, case.args, reps, tf32=True) if task.meta.dtype == "float32" else None
     stream = torch.cuda.current_stream()
     rows = []
-    for config, result in zip(configs, built, strict=True):
-        row: dict[str, Any] = {"config": config.label(), "default": config == default[0]}
+    for label, is_default, result in zip(labels, defaults, built, strict=True):
+        row: dict[str, Any] = {"config": label, "default": is_default}
         if not result.ok:
             rows.append({**row, "status": "compile_error", "message": result.error_summary(3)[:300]})
             continue
@@ -90,11 +113,14 @@ def sweep(path: Path, compiler: Compiler, variants: list[str], reps: int, limit:
     timed = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["ms"])
     default_row = next((r for r in rows if r["default"]), None)
     tf32_note = f", eager with TF32 {fast:.4f} ms" if fast is not None else ""
-    print(f"\n{path.stem}: eager {exact:.4f} ms{tf32_note}, {len(configs)} configs, compile {compile_s:.1f} s")
+    print(f"\n{path.stem}: eager {exact:.4f} ms{tf32_note}, {len(sources)} sources, compile {compile_s:.1f} s")
     for r in timed[:8]:
         print(f"  {r['vs_eager']:6.3f}x eager  {r['ms']:.4f} ms  {r['config']}")
     if default_row:
         print(f"  default: {default_row.get('vs_eager')} {default_row['config']} {default_row.get('message', '')}")
+        before = next((r for r in rows if r["config"] == f"{default_row['config']} member-wise stores"), None)
+        if before:
+            print(f"  default, member-wise stores: {before.get('vs_eager')} {before.get('message', '')}")
     for r in [r for r in rows if r["status"] != "ok"][:5]:
         print(f"  FAILED {r['status']} {r['config']}: {r.get('message', '')[:200]}")
     return {
@@ -116,6 +142,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=64, help="at most this many configurations per task")
     parser.add_argument("--out", type=Path, default=Path("template_sweep.json"))
     parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--member-wise-stores", action="store_true", help="also time plain pack stores")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("template_sweep: no CUDA GPU", file=sys.stderr)
@@ -125,7 +152,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         compiler = Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache"))
         for path in args.tasks:
-            results.append(sweep(path, compiler, variants, args.reps, args.limit))
+            results.append(sweep(path, compiler, variants, args.reps, args.limit, args.member_wise_stores))
             write_result(args.out, "template_sweep", args.commit, tasks=results)
     return 0
 

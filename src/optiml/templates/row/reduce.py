@@ -635,9 +635,7 @@ class _Renderer:
         for o in self.full_outs:
             k = self.p.outputs.index(o)
             ctype = self.ctx.outputs[k].ctype
-            out.append(
-                f"*reinterpret_cast<OptimlPack<{ctype}, VEC>*>(p.o{k} + b_o{k} + ({r1}) * p.o{k}_r1 + ({e})) = so{k};"
-            )
+            out.append(f"optiml_store_pack<{ctype}, VEC>(p.o{k} + b_o{k} + ({r1}) * p.o{k}_r1 + ({e}), so{k});")
         return out
 
     def store_full(self, values: list[str], j: int | None) -> list[str]:
