@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,77 @@ def test_evaluator_without_a_gpu_says_so_in_one_line() -> None:
     task = load_task(ROOT / "tasks" / "silu.py")
     with Evaluator(task) as evaluator, pytest.raises(NoGPUError, match="no CUDA GPU"):
         evaluator.prepare()
+
+
+def test_out_of_gpu_memory_tells_the_cards_memory_from_other_failures() -> None:
+    from optiml.evaluate.cudart import CudaError
+    from optiml.evaluate.worker import out_of_gpu_memory
+
+    class OutOfMemoryError(RuntimeError):  # PyTorch's type, by name: torch.OutOfMemoryError
+        pass
+
+    assert out_of_gpu_memory(OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB."))
+    assert out_of_gpu_memory(CudaError("cuMemCreate", 2))
+    assert out_of_gpu_memory(RuntimeError("CUDA error: out of memory"))
+    assert not out_of_gpu_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not out_of_gpu_memory(ValueError("bad shape"))
+
+
+OOM_WORKER = r"""
+import json, sys
+for line in sys.stdin:
+    op = json.loads(line)["op"]
+    if op == "shutdown":
+        break
+    if op == "prepare":
+        reply = {"ok": True, "result": {"reference": {}, "input_bytes": 8, "output_bytes": 8, "flops": None,
+                                        "bandwidth": 1e12, "seconds": 0.0}}
+    elif OUT_OF_MEMORY:
+        error = "the judge ran out of GPU memory: OutOfMemoryError: CUDA out of memory."
+        sys.stdout.write(json.dumps({"ok": False, "error": error, "kind": "gpu_memory", "fatal": True}) + "\n")
+        sys.stdout.flush()
+        sys.exit(3)
+    else:
+        reply = {"ok": True, "result": {"evaluation": {"status": "ok", "message": "judged"}}}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+"""
+
+
+def _evaluate_beside_a_judge_out_of_memory(times: int) -> tuple[Any, WorkerClient]:
+    """Evaluate the naive silu kernel with a worker whose first ``times`` starts run out of GPU memory."""
+    from optiml.evaluate.config import EvalConfig
+    from optiml.kernel.source import KernelSource
+
+    starts: list[Path] = []
+
+    def launch(argv: list[str], workdir: Path) -> WorkerLaunch:
+        starts.append(workdir)
+        script = OOM_WORKER.replace("OUT_OF_MEMORY", str(len(starts) <= times))
+        (workdir / "oom_worker.py").write_text(script)
+        return build_worker_launch(
+            [sys.executable, str(workdir / "oom_worker.py")], workdir=workdir, limits=ResourceLimits()
+        )
+
+    worker = WorkerClient(launch=launch)
+    task = load_task(ROOT / "tasks" / "silu.py")
+    with Evaluator(task, EvalConfig(screen=False), worker=worker, peak_flops=0) as evaluator:
+        result = evaluator.evaluate(KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu"))
+    return result, worker
+
+
+@pytest.mark.nvcc
+def test_an_evaluation_the_judge_ran_out_of_memory_for_is_asked_again_on_a_fresh_worker() -> None:
+    result, worker = _evaluate_beside_a_judge_out_of_memory(times=1)
+    assert result.status.value == "ok" and result.message == "judged"
+    assert worker.starts == 2
+
+
+@pytest.mark.nvcc
+def test_a_judge_out_of_memory_twice_is_a_runtime_error_that_says_so() -> None:
+    from optiml.evaluate.evaluator import GPU_MEMORY_RETRIED
+
+    result, worker = _evaluate_beside_a_judge_out_of_memory(times=2)
+    assert result.status.value == "runtime_error"
+    assert result.message.startswith("the judge ran out of GPU memory") and GPU_MEMORY_RETRIED in result.message
+    assert worker.starts == 2

@@ -20,7 +20,7 @@ from typing import Any
 from optiml.errors import NoGPUError, TaskError, WorkerError
 from optiml.evaluate.client import WorkerClient, WorkerCrashed, WorkerReplyError, WorkerTimeout
 from optiml.evaluate.config import EvalConfig
-from optiml.evaluate.wire import KIND_NO_GPU, KIND_TASK
+from optiml.evaluate.wire import KIND_GPU_MEMORY, KIND_NO_GPU, KIND_TASK
 from optiml.integrity.screen import is_fp32_strict, screen_kernel
 from optiml.kernel.compiler import Compiler, CompilerConfig
 from optiml.kernel.source import KernelSource
@@ -87,6 +87,12 @@ def compile_check(task: Task, kernel: KernelSource, compiler: Compiler, *, scree
     result.phase_seconds["compile"] = round(compiled.seconds, 4)
     result.phase_seconds["total"] = round(time.perf_counter() - start, 4)
     return redact_value(result)
+
+
+#: Said after a judge's out-of-memory error that a fresh worker met again.
+GPU_MEMORY_RETRIED = (
+    "twice, the second time on a fresh worker: the card's memory is held by another process, or by this candidate's"
+)
 
 
 class Evaluator:
@@ -305,20 +311,7 @@ class Evaluator:
                 self.facts = None
                 self._prepare_locked()
             try:
-                reply = self.worker.request(
-                    {
-                        "op": "evaluate",
-                        "task": str(self.task.path),
-                        "so": compiled.so_path,
-                        "config": self.config.to_dict(),
-                        "peaks": {
-                            "bandwidth": self.facts.bandwidth if self.facts else 0.0,
-                            "flops": self.peak_flops or 0.0,
-                        },
-                        "incumbent": asdict(self.incumbent) if self.incumbent is not None else None,
-                    },
-                    timeout_s=self.config.timeout_s,
-                )
+                reply = self._judge(compiled.so_path)
             except WorkerTimeout as exc:  # the client killed the worker: the next request prepares afresh
                 result.status, result.message = EvalStatus.TIMEOUT, str(exc)
                 return result
@@ -328,6 +321,8 @@ class Evaluator:
             except WorkerReplyError as exc:
                 result.status = EvalStatus(exc.reply.status) if exc.reply.status else EvalStatus.RUNTIME_ERROR
                 result.message = str(exc)
+                if exc.reply.kind == KIND_GPU_MEMORY:
+                    result.message += f" ({GPU_MEMORY_RETRIED})"
                 return result
         self._take_judged(result, EvalResult.from_dict(reply["evaluation"]))
         faster = result.timing is not None and (
@@ -338,6 +333,34 @@ class Evaluator:
         if compiled.binary_digest:
             self._by_binary[compiled.binary_digest] = result
         return result
+
+    def _judge(self, so_path: str) -> dict[str, Any]:
+        """The judge's reply on the shared object at ``so_path`` (the GPU lock held, the task prepared). A judge
+        that ran out of GPU memory is asked once more: after such a reply its worker is gone, and with it the
+        candidate process that may have held the memory, so the retry prepares on a fresh worker."""
+        try:
+            return self._request_evaluation(so_path)
+        except WorkerReplyError as exc:
+            if exc.reply.kind != KIND_GPU_MEMORY:
+                raise
+        self._prepare_locked()
+        return self._request_evaluation(so_path)
+
+    def _request_evaluation(self, so_path: str) -> dict[str, Any]:
+        return self.worker.request(
+            {
+                "op": "evaluate",
+                "task": str(self.task.path),
+                "so": so_path,
+                "config": self.config.to_dict(),
+                "peaks": {
+                    "bandwidth": self.facts.bandwidth if self.facts else 0.0,
+                    "flops": self.peak_flops or 0.0,
+                },
+                "incumbent": asdict(self.incumbent) if self.incumbent is not None else None,
+            },
+            timeout_s=self.config.timeout_s,
+        )
 
     @staticmethod
     def _take_judged(result: EvalResult, judged: EvalResult) -> None:

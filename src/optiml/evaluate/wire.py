@@ -5,8 +5,9 @@ A request is ``{"op": ..., ...}``. A reply is ``{"ok": true, "result": {...}}`` 
 ``"fatal": true``, which means the judge's own CUDA context is unusable and the worker exits
 right after the reply (the client then reaps it, and the next request starts a fresh worker).
 ``kind`` says which of the orchestrator's errors a failure is: :data:`KIND_TASK` (the task file
-is broken) or :data:`KIND_NO_GPU` (the worker sees no CUDA device); a candidate's fault carries
-its :class:`~optiml.values.EvalStatus` value in ``status`` instead.
+is broken), :data:`KIND_NO_GPU` (the worker sees no CUDA device) or :data:`KIND_GPU_MEMORY` (the judge
+itself could not get GPU memory: the card is shared, or the candidate's process holds it); a candidate's
+fault carries its :class:`~optiml.values.EvalStatus` value in ``status`` instead.
 
 Standard library only: the GPU worker imports it.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 KIND_TASK = "task"
 KIND_NO_GPU = "no_gpu"
+KIND_GPU_MEMORY = "gpu_memory"
 
 
 def success(result: dict[str, Any], *, fatal: bool = False) -> dict[str, Any]:

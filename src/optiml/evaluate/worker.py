@@ -64,7 +64,7 @@ from optiml.evaluate.judge import CandidateSession, Judge, set_dumpable
 from optiml.evaluate.memory import reset_peak
 from optiml.evaluate.runtime import TaskRuntime
 from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
-from optiml.evaluate.wire import KIND_NO_GPU, KIND_TASK, encode, failure, success
+from optiml.evaluate.wire import KIND_GPU_MEMORY, KIND_NO_GPU, KIND_TASK, encode, failure, success
 from optiml.task import Task, load_task
 from optiml.task_runtime import torch_default_precision
 from optiml.values import TimingStats
@@ -334,6 +334,17 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
         worker.judge.close()  # the spare candidate process dies with the judge
 
 
+#: What PyTorch, the CUDA runtime and the driver say when an allocation finds the card full.
+_OUT_OF_MEMORY = ("out of memory", "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY")
+
+
+def out_of_gpu_memory(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in the judge's own code, is the GPU's memory running out (PyTorch's
+    ``OutOfMemoryError``, a CUDA error 2 from the runtime or the driver) rather than a harness bug."""
+    text = f"{type(exc).__name__}: {exc}"
+    return type(exc).__name__ == "OutOfMemoryError" or any(marker in text for marker in _OUT_OF_MEMORY)
+
+
 def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
     handlers = {
         "hello": worker.hello,
@@ -360,6 +371,9 @@ def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
         try:
             result = handler(request)
         except TaskError as exc:
+            if out_of_gpu_memory(exc):  # the task's inputs or reference did not fit beside what holds the card
+                _reply(replies, failure(f"the judge ran out of GPU memory: {exc}", kind=KIND_GPU_MEMORY, fatal=True))
+                return EXIT_FATAL
             _reply(replies, failure(str(exc), kind=KIND_TASK))
             continue
         except CandidateFailure as fault:
@@ -370,7 +384,11 @@ def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
             continue
         except Exception as exc:  # a harness bug must not take the orchestrator down with it
             traceback.print_exc(file=sys.stderr)
-            _reply(replies, failure(f"worker error: {type(exc).__name__}: {exc}", fatal=True))
+            if out_of_gpu_memory(exc):  # the judge's own allocation: not the candidate's verdict
+                error = f"the judge ran out of GPU memory: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                _reply(replies, failure(error, kind=KIND_GPU_MEMORY, fatal=True))
+            else:
+                _reply(replies, failure(f"worker error: {type(exc).__name__}: {exc}", fatal=True))
             return EXIT_FATAL
         _reply(replies, success(result, fatal=worker.unusable))
         if worker.unusable:
