@@ -52,6 +52,7 @@ import torch
 from optiml.errors import TaskError
 from optiml.evaluate.candidate_link import candidates_confined, isolation_note, require_isolation
 from optiml.evaluate.config import EvalConfig
+from optiml.evaluate.cudart import CudaError
 from optiml.evaluate.harness import (
     CandidateFailure,
     CaseSeeds,
@@ -334,15 +335,22 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
         worker.judge.close()  # the spare candidate process dies with the judge
 
 
-#: What PyTorch, the CUDA runtime and the driver say when an allocation finds the card full.
+#: What PyTorch, the runtime and the driver say when an allocation finds the card full (in the text of an error that
+#: wraps one, such as a task's failing ``get_inputs``).
 _OUT_OF_MEMORY = ("out of memory", "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY")
 
 
 def out_of_gpu_memory(exc: BaseException) -> bool:
     """Whether ``exc``, raised in the judge's own code, is the GPU's memory running out (PyTorch's
     ``OutOfMemoryError``, a CUDA error 2 from the runtime or the driver) rather than a harness bug."""
-    text = f"{type(exc).__name__}: {exc}"
-    return type(exc).__name__ == "OutOfMemoryError" or any(marker in text for marker in _OUT_OF_MEMORY)
+    if isinstance(exc, CudaError):
+        return exc.out_of_memory
+    return type(exc).__name__ == "OutOfMemoryError" or any(marker in str(exc) for marker in _OUT_OF_MEMORY)
+
+
+def _out_of_gpu_memory_reply(cause: str) -> dict[str, Any]:
+    """The fatal reply for the judge's own allocation failing (the orchestrator asks once more on a fresh worker)."""
+    return failure(f"the judge ran out of GPU memory: {cause}", kind=KIND_GPU_MEMORY, fatal=True)
 
 
 def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
@@ -372,7 +380,7 @@ def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
             result = handler(request)
         except TaskError as exc:
             if out_of_gpu_memory(exc):  # the task's inputs or reference did not fit beside what holds the card
-                _reply(replies, failure(f"the judge ran out of GPU memory: {exc}", kind=KIND_GPU_MEMORY, fatal=True))
+                _reply(replies, _out_of_gpu_memory_reply(str(exc)))
                 return EXIT_FATAL
             _reply(replies, failure(str(exc), kind=KIND_TASK))
             continue
@@ -385,8 +393,7 @@ def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
         except Exception as exc:  # a harness bug must not take the orchestrator down with it
             traceback.print_exc(file=sys.stderr)
             if out_of_gpu_memory(exc):  # the judge's own allocation: not the candidate's verdict
-                error = f"the judge ran out of GPU memory: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-                _reply(replies, failure(error, kind=KIND_GPU_MEMORY, fatal=True))
+                _reply(replies, _out_of_gpu_memory_reply(f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
             else:
                 _reply(replies, failure(f"worker error: {type(exc).__name__}: {exc}", fatal=True))
             return EXIT_FATAL
