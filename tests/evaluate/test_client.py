@@ -138,7 +138,8 @@ for line in sys.stdin:
                                         "bandwidth": 1e12, "seconds": 0.0}}
     elif OUT_OF_MEMORY:
         error = "the judge ran out of GPU memory: OutOfMemoryError: CUDA out of memory."
-        sys.stdout.write(json.dumps({"ok": False, "error": error, "kind": "gpu_memory", "fatal": True}) + "\n")
+        reply = {"ok": False, "error": error, "status": "out_of_memory", "kind": "gpu_memory", "fatal": True}
+        sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
         sys.exit(3)
     else:
@@ -178,10 +179,10 @@ def test_an_evaluation_the_judge_ran_out_of_memory_for_is_asked_again_on_a_fresh
 
 
 @pytest.mark.nvcc
-def test_a_judge_out_of_memory_twice_is_a_runtime_error_that_says_so() -> None:
+def test_a_judge_out_of_memory_twice_is_the_candidates_out_of_memory_verdict_that_says_so() -> None:
     from optiml.evaluate.evaluator import GPU_MEMORY_RETRIED
 
     result, worker = _evaluate_beside_a_judge_out_of_memory(times=2)
-    assert result.status.value == "runtime_error"
+    assert result.status.value == "out_of_memory"
     assert result.message.startswith("the judge ran out of GPU memory") and GPU_MEMORY_RETRIED in result.message
     assert worker.starts == 2

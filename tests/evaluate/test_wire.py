@@ -25,7 +25,7 @@ from optiml.values import CompileResult, EvalStatus, TimingStats
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The worker's own request loop (optiml.evaluate.worker._serve) around a stub worker. The stub's
-#: evaluate answers from the shared object's name: "ok", "slow_wrong", "fatal", "crash_status".
+#: evaluate answers from the shared object's name: "ok", "slow_wrong", "fatal", "crash_status", "judge_oom".
 STUB_WORKER = r"""
 import sys
 import time
@@ -58,6 +58,9 @@ class StubWorker:
             time.sleep(0.3)
         if name == "crash_status":
             raise CandidateFailure(EvalStatus.OUT_OF_MEMORY, "the candidate ran the judge out of memory", fatal=True)
+        if name == "judge_oom":  # the judge's own allocation, as the harness lets it go up
+            import torch
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         trials = (TrialCheck(seed=1, shape_set=0, distribution="normal", passed=True),)
         result = EvalResult(EvalStatus.OK, verify=VerifyReport(passed=True, trials=trials),
                             timing=TimingStats.from_samples([1.0, 1.0, 1.0]), floor_ms=0.01,
@@ -169,6 +172,17 @@ def test_after_a_fatal_verdict_the_next_candidate_gets_a_fresh_prepared_worker()
         assert failed.status is EvalStatus.OUT_OF_MEMORY and "out of memory" in failed.message
         assert evaluator.evaluate(KernelSource("// ok\n")).ok
         assert evaluator.worker.starts == 3
+
+
+def test_the_judges_own_out_of_memory_is_asked_again_then_stands_as_the_candidates_out_of_memory() -> None:
+    from optiml.evaluate.evaluator import GPU_MEMORY_RETRIED
+
+    with _evaluator() as evaluator:
+        failed = evaluator.evaluate(KernelSource("// judge_oom\n"))
+        assert failed.status is EvalStatus.OUT_OF_MEMORY and GPU_MEMORY_RETRIED in failed.message
+        assert failed.message.startswith("the judge ran out of GPU memory: OutOfMemoryError: CUDA out of memory.")
+        assert evaluator.worker.starts == 2  # the second try ran on a fresh worker
+        assert evaluator.evaluate(KernelSource("// ok\n")).ok
 
 
 def test_a_worker_without_a_gpu_and_a_broken_task_are_told_apart_by_kind() -> None:

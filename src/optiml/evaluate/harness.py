@@ -589,10 +589,7 @@ def evaluate_candidate(
         result.phase_seconds["recheck"] = _lap(clock)
     except CandidateFailure as failure:
         result.status, result.message, judged.fatal = failure.status, failure.message, failure.fatal
-    except torch.cuda.OutOfMemoryError as exc:
-        result.status, result.message = EvalStatus.OUT_OF_MEMORY, str(exc).splitlines()[0]
-        judged.fatal = True
-    finally:
+    finally:  # the judge's own OutOfMemoryError goes up to the worker: asked again on a fresh one, never a verdict here
         if session is not None:
             clock = time.perf_counter()
             session.close()  # kills the candidate process; it is reaped (its CUDA context torn down) off this path

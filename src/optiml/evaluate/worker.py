@@ -68,7 +68,7 @@ from optiml.evaluate.timing import DeviceTimer, StopRule, TimedCall, run_trials
 from optiml.evaluate.wire import KIND_GPU_MEMORY, KIND_NO_GPU, KIND_TASK, encode, failure, success
 from optiml.task import Task, load_task
 from optiml.task_runtime import torch_default_precision
-from optiml.values import TimingStats
+from optiml.values import EvalStatus, TimingStats
 
 EXIT_FATAL = 3
 
@@ -349,8 +349,14 @@ def out_of_gpu_memory(exc: BaseException) -> bool:
 
 
 def _out_of_gpu_memory_reply(cause: str) -> dict[str, Any]:
-    """The fatal reply for the judge's own allocation failing (the orchestrator asks once more on a fresh worker)."""
-    return failure(f"the judge ran out of GPU memory: {cause}", kind=KIND_GPU_MEMORY, fatal=True)
+    """The fatal reply for the judge's own allocation failing: the orchestrator asks once more on a fresh worker, and
+    a second such reply stands as the candidate's out-of-memory verdict (its process may be what holds the card)."""
+    return failure(
+        f"the judge ran out of GPU memory: {cause}",
+        status=EvalStatus.OUT_OF_MEMORY.value,
+        kind=KIND_GPU_MEMORY,
+        fatal=True,
+    )
 
 
 def _serve(worker: Worker, requests: IO[str], replies: IO[str]) -> int:
