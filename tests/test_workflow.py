@@ -216,6 +216,9 @@ def test_the_bench_job_runs_the_workflow_over_the_sessions_assembly(
     assert judged.prepared == 1 and worker.stopped == 0  # the bench thread keeps its worker for the next task
     assert row.status == "verified" and row.device == "Fake GPU" and row.root.startswith("template ")
     assert row.baselines_ms == {"eager": 3.0} and row.evaluations <= 10 and row.run_id
+    assert list(row.phases_s) == ["prepare", "roots", "search"]  # no user clock asked for
+    assert all(seconds >= 0.0 for seconds in row.phases_s.values())
+    assert sum(row.phases_s.values()) == pytest.approx(row.wall_s, abs=0.3)
     with RunStore(tmp_path / "runs.db") as runs:
         assert runs.get_run(row.run_id).task_name == "silu"
 

@@ -47,6 +47,9 @@ class BenchRow:
     gpu: int | None = None
     device: str = ""  # the GPU's name as its worker reports it: every time in the row is from it
     wall_s: float = 0.0
+    # where the row's wall time went: "prepare" (task, references, calibration), "roots" (the template seeds'
+    # evaluations), "search", "user_clock"
+    phases_s: dict[str, float] = field(default_factory=dict)
     cost_usd: float = 0.0
     # the user's process (UserClockResult.to_dict()); None: not measured there
     user_clock: dict[str, Any] | None = None

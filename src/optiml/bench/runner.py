@@ -219,6 +219,18 @@ def run_bench(
     return [rows[p.resolve()] for p in paths if p.resolve() in rows]
 
 
+class _Laps:
+    """Writes the seconds since the previous lap into ``phases`` under each lap's name."""
+
+    def __init__(self, phases: dict[str, float], start: float) -> None:
+        self.phases, self.last = phases, start
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self.last, 1)
+        self.last = now
+
+
 def _version() -> str:
     try:
         return metadata.version("optiml")
@@ -258,9 +270,12 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         facts = flow.prepare()
         row_device = str(worker.request({"op": "hello"}, timeout_s=60).get("name", ""))
         row = BenchRow(task=task.name, file=str(path), status="no kernel", device=row_device)
+        lap = _Laps(row.phases_s, start)
+        lap("prepare")
         row.baselines_ms = {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
         row.floor_ms = facts.floor_ms  # bytes / measured bandwidth, and flops / the compute roof
         offline = flow.root_candidates(seeds=config.seeds).offline
+        lap("roots")
         row.plan = offline.plan
         best = offline.best
         if best is None:
@@ -275,6 +290,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
             ),
         )
         outcome = flow.search(best.kernel, out_dir / "runs.db", search)
+        lap("search")
         row.status = "verified"
         row.root = best.label
         row.best_ms = outcome.best_timing.median_ms
@@ -291,6 +307,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
             row.user_clock = measure_for_bench(
                 task, outcome.best_kernel, store_path, gpu, config.torch_compile, worker, footprint
             )
+            lap("user_clock")
         row.wall_s = round(time.perf_counter() - start, 1)
         return row
 
