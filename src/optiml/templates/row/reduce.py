@@ -11,6 +11,10 @@ structural choice of how threads share a row:
   an outer dim (``x.max(dim=0)``, softmax over channels) read coalesced rows of the tensor.
 * ``col_split`` — the same with ``lanes`` threads sharing each column (strided along it, combined
   in shared memory): outer-dim reductions with too few columns to fill the GPU.
+* ``col_cached`` — ``col`` with the thread's column held in ``items`` registers between passes: a norm
+  or softmax over a short outer dim (RMSNorm over the 64 channels of NCHW) reads its input once, not
+  once a pass. Offered where the column fits (at most 64 registers over its leaves) and is read more
+  than once.
 
 Knobs: ``threads``, ``vec`` (elements per 16-byte access along the row, used when run-time
 alignment allows, else scalar), ``items`` (row elements each thread keeps in registers between
@@ -123,6 +127,8 @@ class RowTemplate:
         else:
             knobs["col"] = {"threads": (64, 128, 256, 512)}
             knobs["col_split"] = {"threads": (128, 256, 512, 1024), "lanes": (4, 8, 16, 32)}
+            if _column_items(prog, lay):
+                knobs["col_cached"] = {"threads": (64, 128, 256, 512), "items": (8, 16, 32, 64)}
 
         if prog.cat_dims:  # a fused cat reads each element where its part is: no register caches of a row
             for knob in knobs.values():
@@ -186,6 +192,9 @@ class RowTemplate:
                 options.append(GroupConfig.of("warp_row", threads=256, vec=vec, items=0))
             options.append(GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=8))
         else:
+            items = _column_items(prog, lay)
+            if items:  # read once into registers where the column is read in several passes
+                options.append(GroupConfig.of("col_cached", threads=256, items=items))
             options += [
                 GroupConfig.of("col_split", threads=256, lanes=8),
                 GroupConfig.of("col_split", threads=512, lanes=16),
@@ -208,6 +217,22 @@ class RowTemplate:
             raise TemplateError(reason)
         prog = self.program(group)
         return _Renderer(prog, layout_of(prog), config, ctx).render()
+
+
+def _column_items(prog: RowProgram, lay: Layout) -> int:
+    """The registers a thread of ``col_cached`` needs to hold its column (a power of two), or 0 where that
+    variant does not suit the group: rows reduced (not columns), two runs of reduced dims, a fused cat, a
+    column read only once, or one too long to keep (over 64 registers across the leaves it reads)."""
+    if lay.inner_reduced or lay.r1 or prog.cat_dims:
+        return 0
+    full_leaves = [leaf for leaf in prog.leaves if leaf.domain_dims() & set(prog.rdims)]
+    full_outputs = [o for o, m in prog.outputs if prog.is_full(o, m)]
+    passes = prog.stages + (1 if full_outputs else 0)
+    length = _prod(prog.shape[d] for d in lay.r2)
+    if passes < 2 or not full_leaves or length < 2:
+        return 0
+    items = max(8, ceil_pow2(length))
+    return items if items * len(full_leaves) <= 64 else 0
 
 
 def _prod(values: Iterable[Any]) -> int:
@@ -248,10 +273,11 @@ class _Renderer:
         self.cfg = config
         self.ctx = ctx
         self.pre = ctx.prefix
-        self.variant = config.variant
+        # col_cached renders as col with a register cache (the cache code serves any team and lane)
+        self.variant = "col" if config.variant == "col_cached" else config.variant
         self.threads = int(config.get("threads", 256))
         self.vec = int(config.get("vec", 1)) if self.variant != "col" else 1
-        self.items = int(config.get("items", 0) or 0) if self.variant in ("warp_row", "block_row") else 0
+        self.items = int(config.get("items", 0) or 0) if self.variant in ("warp_row", "block_row", "col") else 0
         self.lanes = int(config.get("lanes", 1)) if self.variant == "col_split" else 1
         self.cols = self.threads // self.lanes  # columns per block (col_split)
         self.team = {
