@@ -144,3 +144,45 @@ def test_work_after_the_streams_last_event_is_read_from_the_tail() -> None:
     assert not harness._off_stream_tail(honest)
     assert harness._off_stream_tail(side_stream) and harness._off_stream_tail(half_off)
     assert not harness._off_stream_tail(tiny)  # below the slack: host noise, not a kernel's work
+
+
+def _counting_builds(runtime: TaskRuntime, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    built: list[int] = []
+    real_build = TaskRuntime.build_model
+
+    def build_model(self: TaskRuntime, seed: int, shape_set: int = 0) -> torch.nn.Module:
+        built.append(seed)
+        return real_build(self, seed, shape_set)
+
+    monkeypatch.setattr(TaskRuntime, "build_model", build_model)
+    return built
+
+
+def test_the_second_case_of_a_pair_is_its_inputs_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mix takes only the second case's elements: no model is built for it (a level-3 model's parameters
+    are initialised on the CPU, seconds a build), and a signed case needs no native twin built either."""
+    path = tmp_path / "axpy_builds.py"
+    path.write_text(TASK)
+    runtime = TaskRuntime(load_task(path), "cpu")
+    built = _counting_builds(runtime, monkeypatch)
+    seeds = CaseSeeds()
+    first, second = timing_cases(runtime, seeds)
+    assert built == [seeds.pair()[0]]
+    assert second.seed == seeds.pair()[1] and digest(second.args) == digest(runtime.make_args(second.seed))
+    fresh_trial(runtime, PlannedTrial(seeds.pair("normal"), 0, "normal"))
+    assert built == [seeds.pair()[0], seeds.pair("normal")[0]]  # the normal pair's first, once; no twin
+
+
+def test_cached_inputs_count_against_the_memory_plan(tmp_path: Path) -> None:
+    from optiml.evaluate.memory import MemoryPlan
+
+    path = tmp_path / "axpy_plan.py"
+    path.write_text(TASK)
+    runtime = TaskRuntime(load_task(path), "cpu")
+    runtime.plan = MemoryPlan(device_bytes=1, case_bytes=1, max_cases=2, timing_sets=1)
+    runtime.case(1)
+    for seed in (2, 3, 4):
+        runtime.inputs(seed)
+    report = runtime.memory_report()
+    assert report["cached_cases"] + report["cached_inputs"] <= 2
+    assert report["cached_cases"] == 1  # the inputs, cheaper to draw again, went first

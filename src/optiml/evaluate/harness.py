@@ -34,7 +34,7 @@ from optiml.evaluate.cudart import CudaError
 from optiml.evaluate.inprocess import CandidateRunner  # the profiler's in-process runner (not a judge)
 from optiml.evaluate.judge import Calibration, CandidateSession, Judge, low_quantile, median_phases
 from optiml.evaluate.memory import WINDOW_BYTES
-from optiml.evaluate.runtime import Case, TaskRuntime
+from optiml.evaluate.runtime import Case, Inputs, TaskRuntime
 from optiml.evaluate.sensitivity import PERTURBATIONS, perturb
 from optiml.evaluate.timing import StopRule
 from optiml.values import EvalResult, EvalStatus, TimingStats, TrialCheck, VerifyReport
@@ -150,7 +150,7 @@ def fresh_trial(runtime: TaskRuntime, planned: PlannedTrial) -> Case:
         native = runtime.case(planned.seeds[0], planned.shape_set, "native")
         return perturbed_case(runtime, native, planned.distribution, entropy_seed())
     first = runtime.case(planned.seeds[0], planned.shape_set, planned.distribution)
-    second = runtime.case(planned.seeds[1], planned.shape_set, planned.distribution)
+    second = runtime.inputs(planned.seeds[1], planned.shape_set, planned.distribution)
     return mixed_case(runtime, first, second, entropy_seed())
 
 
@@ -165,7 +165,7 @@ def perturbed_case(runtime: TaskRuntime, native: Case, kind: str, seed: int) -> 
     )
 
 
-def mixed_case(runtime: TaskRuntime, first: Case, second: Case, mask_seed: int) -> Case:
+def mixed_case(runtime: TaskRuntime, first: Case, second: Case | Inputs, mask_seed: int) -> Case:
     """``first`` with every forward tensor argument mixed element by element with ``second``'s by a mask
     from ``mask_seed``, and the reference output of ``first``'s model on the mix (parameters, scalars
     and tolerance are ``first``'s). Its ``seed`` is the mask's, so a report names what was drawn."""
@@ -188,9 +188,11 @@ def physical_floor_ms(case: Case, flops: float | None, peaks: Peaks) -> float | 
     return max(times) if times else None
 
 
-def timing_cases(runtime: TaskRuntime, seeds: CaseSeeds) -> list[Case]:
-    """The native pair every timed call's inputs are mixed from."""
-    return [runtime.case(seed) for seed in seeds.pair()]
+def timing_cases(runtime: TaskRuntime, seeds: CaseSeeds) -> tuple[Case, Inputs]:
+    """The native pair every timed call's inputs are mixed from: the first a case (its model and parameters
+    serve every call), the second its inputs alone."""
+    first, second = seeds.pair()
+    return runtime.case(first), runtime.inputs(second)
 
 
 class FreshInputs:
@@ -203,7 +205,7 @@ class FreshInputs:
     exactly these inputs.
     """
 
-    def __init__(self, runtime: TaskRuntime, first: Case, second: Case) -> None:
+    def __init__(self, runtime: TaskRuntime, first: Case, second: Case | Inputs) -> None:
         self.runtime, self.first, self.second = runtime, first, second
         self.generator = torch.Generator(device=runtime.device)
 
@@ -292,7 +294,7 @@ class TimingBench:
         self,
         session: CandidateSession,
         runtime: TaskRuntime,
-        cases: list[Case],
+        cases: tuple[Case, Case | Inputs] | list[Case],
         max_width: int = MAX_WINDOW_CALLS,
         window_end: str = "auto",
     ) -> None:

@@ -61,6 +61,17 @@ class Case:
         return self.input_bytes() + 2 * self.output_bytes()
 
 
+@dataclass
+class Inputs:
+    """The forward arguments of one (seed, shape set, distribution) alone: no model, no reference. The
+    second case of a mixed pair contributes only these (its elements), so it costs no model build."""
+
+    seed: int
+    shape_set: int
+    distribution: str
+    args: list[Any]
+
+
 class TaskRuntime(TaskRunner):
     """Builds and caches :class:`Case` objects for one task on one device.
 
@@ -76,6 +87,7 @@ class TaskRuntime(TaskRunner):
         self.plan: MemoryPlan | None = None
         self.notes: list[str] = []  # tolerance adjustments and distribution choices, in order
         self._cases: OrderedDict[tuple[int, int, str], Case] = OrderedDict()
+        self._inputs: OrderedDict[tuple[int, int, str], Inputs] = OrderedDict()  # counted with the cases
         self._tolerances: dict[tuple[int, str], Tolerance] = {}
         self._unusable: set[str] = set()  # default signed distributions the reference is not finite on
         self._perturbations: list[str] = []  # added for low-information outputs (sensitivity.py)
@@ -99,13 +111,29 @@ class TaskRuntime(TaskRunner):
             )
             del case
             return self.case(seed, shape_set, "native")
-        self._make_room()  # building the native twin of a signed case may have filled the cache
         self._cases[key] = case
         if self.plan is None and self.device.type == "cuda":
             self.plan = plan_memory(
                 device_bytes(self.device), case.input_bytes() + case.output_bytes(), self.timing_sets
             )
         return case
+
+    def inputs(self, seed: int, shape_set: int = 0, distribution: str = "native") -> Inputs:
+        """The forward arguments of (seed, shape set, distribution), the case's where it is cached, else drawn
+        and cached beside the cases (each counted as one in the memory plan); the native ones where that
+        distribution is unusable."""
+        if distribution in self._unusable:
+            distribution = "native"
+        key = (seed, shape_set, distribution)
+        if key in self._cases:
+            case = self._cases[key]
+            return Inputs(seed, shape_set, distribution, case.args)
+        if key in self._inputs:
+            self._inputs.move_to_end(key)
+            return self._inputs[key]
+        self._make_room()
+        drawn = self._inputs[key] = Inputs(seed, shape_set, distribution, self.make_args(seed, shape_set, distribution))
+        return drawn
 
     def distributions(self) -> list[str]:
         """The task's input distributions that verification uses (usable so far), then the perturbed
@@ -158,23 +186,25 @@ class TaskRuntime(TaskRunner):
             "device_used_bytes": used_bytes(self.device),  # after the evaluation, every process included
             "footprint_bytes": sample.footprint_bytes() if sample is not None else 0,
             "cached_cases": len(self._cases),
+            "cached_inputs": len(self._inputs),
             "plan": self.plan.to_dict() if self.plan is not None else None,
         }
 
     def _make_room(self) -> None:
-        """Evict least recently used cases so that one more fits the plan."""
+        """Evict least recently used inputs, then cases, so that one more fits the plan."""
         if self.plan is None:
             return
-        while len(self._cases) >= self.plan.max_cases:
-            self._cases.popitem(last=False)
+        while len(self._cases) + len(self._inputs) >= self.plan.max_cases and (self._cases or self._inputs):
+            (self._inputs or self._cases).popitem(last=False)
 
     def _default_signed(self, distribution: str) -> bool:
         return distribution in SIGNED_DISTRIBUTIONS and not self.task.meta.distributions_given
 
     def _finite_enough(self, case: Case) -> bool:
-        """Whether the reference has no more NaN/Inf on this case than on native inputs of the same seed."""
-        native = self.case(case.seed, case.shape_set, "native")
-        return all(_non_finite(a) <= _non_finite(b) for a, b in zip(case.expected, native.expected, strict=True))
+        """Whether the reference has no more NaN/Inf on this case than on native inputs of the same seed (the
+        case's own model run on them: the same parameters, with no second model built or cached)."""
+        native = self.run_reference(case.model, self.make_args(case.seed, case.shape_set, "native"))
+        return all(_non_finite(a) <= _non_finite(b) for a, b in zip(case.expected, native, strict=True))
 
     def _note(self, note: str) -> None:
         if note not in self.notes:
