@@ -76,6 +76,11 @@ def test_the_user_s_clock_is_the_headline_and_the_judge_stays_beside_it() -> Non
     assert metrics["median_agreement"] == pytest.approx(2.05) and metrics["max_agreement_error"] == pytest.approx(2.0)
     assert metrics["kernelbench_passed"] == 1 and metrics["kernelbench_pass_rate"] == pytest.approx(1 / 3)
     assert metrics["user_clock_failed"] == []
+    # the judge's references (2.0, 1.5, 1.0 ms) against the user's process's: a timed all three, b no compile
+    assert a.baseline_agreement == pytest.approx({"eager": 1.0, "eager_tf32": 1.0, "compile": 1.0 / 1.2})
+    assert b.baseline_agreement == pytest.approx({"eager": 0.5, "eager_tf32": 0.5})
+    assert metrics["median_eager_agreement"] == pytest.approx(0.75)
+    assert metrics["median_compile_agreement"] == pytest.approx(1.0 / 1.2)
     table = markdown([a, b], metrics)
     assert "| a | verified | 2.00× | 1.50× | 1.20× | 1.20× | 1.0000 | 3.0000 | 3.00 | pass | 1.50× |" in table
     failed = "| b | verified | 4.00× | 3.00× |  | 3.00× | 1.0000 | 1.1000 | 1.10 | fail: differs from the reference |"
@@ -87,6 +92,7 @@ def test_a_failed_measurement_is_a_field_and_takes_no_figure_from_the_judge(tmp_
     a = row("a", 1.0, failed)
     judged = row("b", 1.0, None)  # --no-user-clock, or a bench from before
     assert a.speedup("eager") is None and a.judge_speedup("eager") == pytest.approx(2.0)
+    assert a.baseline_agreement == {} and judged.baseline_agreement == {}
     assert judged.clock == JUDGE_CLOCK and judged.speedup("eager") == pytest.approx(2.0)
     metrics = suite_metrics([a, judged])
     assert metrics["clock"] == f"{USER_CLOCK}; judge for the rest" and metrics["user_clock_failed"] == ["a"]

@@ -100,6 +100,20 @@ class BenchRow:
         return agreement(self.best_ms, user) if self.verified and user is not None else None
 
     @property
+    def baseline_agreement(self) -> dict[str, float]:
+        """Per baseline, the judge's time ÷ the user's process's (cold): whether the judge's own clock reads the
+        references as the user's does (its speedups, shown by ``optiml optimize``, rest on them)."""
+        user = self.user
+        if user is None or not user.ok:
+            return {}
+        ratios = {}
+        for baseline, judge_ms in self.baselines_ms.items():
+            user_ms = user.ms(baseline)
+            if user_ms:
+                ratios[baseline] = judge_ms / user_ms
+        return ratios
+
+    @property
     def kernelbench(self) -> dict[str, Any] | None:
         """KernelBench's verdict on the exported ModelNew: passed, its speedup over the default-settings
         reference under its own timing (mean over mean), and why it failed."""
@@ -135,6 +149,7 @@ class BenchRow:
         if self.user_clock is not None:
             data["user_ms"] = self.user_ms
             data["agreement"] = self.agreement
+            data["baseline_agreement"] = self.baseline_agreement
             data["kernelbench"] = self.kernelbench
         data["roofline_fraction"] = self.roofline_fraction
         data["judge_roofline_fraction"] = self.judge_roofline_fraction
@@ -168,6 +183,10 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
         if ratios:
             metrics["median_agreement"] = statistics.median(ratios)  # judge ÷ user
             metrics["max_agreement_error"] = max(abs(a - 1.0) for a in ratios)
+        for baseline in BASELINES:  # the judge's reference times against the user's process's
+            references = [ratios_[baseline] for r in on_user if baseline in (ratios_ := r.baseline_agreement)]
+            if references:
+                metrics[f"median_{baseline}_agreement"] = statistics.median(references)
         verdicts = [v for r in on_user if (v := r.kernelbench) is not None]
         metrics["kernelbench_passed"] = sum(1 for v in verdicts if v["passed"])
         metrics["kernelbench_pass_rate"] = metrics["kernelbench_passed"] / total

@@ -75,8 +75,12 @@ EXIT_FATAL = 3
 #: Reference modes: exact eager (TF32 off, half GEMMs reduced in fp32: what candidates are verified
 #: against), eager with PyTorch's default settings as this process found them at start (TF32
 #: convolutions through cuDNN, reduced-precision half GEMM reductions; TF32 matmuls only where the
-#: environment turns them on), and torch.compile (exact).
+#: environment turns them on), and torch.compile under the same defaults, as a user's one line runs it and as
+#: the user's process times it (``optiml.bench.user_clock_child``: until 2026-12-06 the judge ran it exact, and
+#: read the starter conv2d's compile 4.7x slower than the user's process did).
 REFERENCE_MODES = ("eager", "eager_tf32", "compile")
+#: The modes timed under PyTorch's default precision settings.
+DEFAULT_PRECISION_MODES = ("eager_tf32", "compile")
 
 
 def request_config(request: dict[str, Any]) -> EvalConfig:
@@ -304,8 +308,8 @@ class Worker:
 
 
 def _precision(mode: str) -> contextlib.AbstractContextManager[Any]:
-    """PyTorch's default matmul/conv precision for ``eager_tf32``; the exact fp32 set-up otherwise."""
-    return torch_default_precision() if mode == "eager_tf32" else contextlib.nullcontext()
+    """PyTorch's default matmul/conv precision for ``eager_tf32`` and ``compile``; the exact fp32 set-up otherwise."""
+    return torch_default_precision() if mode in DEFAULT_PRECISION_MODES else contextlib.nullcontext()
 
 
 def _run_reference(forward: Callable[..., Any], args: list[Any], stream: torch.cuda.Stream) -> None:
