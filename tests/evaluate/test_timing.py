@@ -112,3 +112,19 @@ def test_a_references_host_launch_cost_hides_behind_the_flush() -> None:
     timer = DeviceTimer(torch.cuda.current_stream())
     readings = sorted(timer.time_call(call)[0] for _ in range(21))
     assert readings[10] < 0.02, readings
+
+
+@pytest.mark.parametrize(("mode", "tf32_convolutions"), [("eager", False), ("eager_tf32", True), ("compile", True)])
+def test_references_run_at_the_precision_a_users_process_gives_them(mode: str, tf32_convolutions: bool) -> None:
+    """Exact fp32 eager is what kernels are verified against; eager at PyTorch's defaults and torch.compile run
+    as a user's process runs them (cuDNN convolutions in TF32), as the user's clock times them."""
+    from optiml.evaluate.worker import _precision
+
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # the judge process's exact set-up
+    try:
+        with _precision(mode):
+            assert torch.backends.cudnn.allow_tf32 is tf32_convolutions
+        assert torch.backends.cudnn.allow_tf32 is False
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
