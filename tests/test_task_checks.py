@@ -162,3 +162,12 @@ def test_init_kernel_retries_a_meta_failure_on_the_cpu_at_the_smallest_shape_set
     inputs, outputs = describe(load_task(task))  # .item() has no meta value: the CPU runs it
     assert calls == [("meta", 0), ("cpu", 2)]
     assert inputs[0].shape == (8,) and outputs[0].shape == (8,)
+
+
+def test_a_package_the_task_imports_and_the_machine_lacks_is_named_with_its_install(tmp_path: Path) -> None:
+    body = (
+        "import not_a_module_anywhere_xyz.sub\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+    )
+    task = write(tmp_path, "needs_pkg.py", body + "def get_inputs():\n    return [torch.rand(4)]\n")
+    with pytest.raises(TaskError, match=r"No module named .*\(install it: pip install not_a_module_anywhere_xyz\)"):
+        load_task(task).namespace()

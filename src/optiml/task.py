@@ -152,6 +152,9 @@ class Task:
         module.__file__ = str(self.path)
         try:
             exec(compile(self.source, str(self.path), "exec"), module.__dict__)
+        except ModuleNotFoundError as exc:  # a package the task imports (KernelBench's Mamba2 files: einops)
+            hint = f" (install it: pip install {exc.name.split('.')[0]})" if exc.name else ""
+            raise TaskError(f"{self.path}: executing the task failed: ModuleNotFoundError: {exc}{hint}") from exc
         except Exception as exc:  # the file's own code failed: report it, do not crash
             raise TaskError(f"{self.path}: executing the task failed: {type(exc).__name__}: {exc}") from exc
         for key, value in self.overrides(shape_set).items():
