@@ -12,7 +12,8 @@ each task's fastest configurations and the planner's default with their speedup 
 
 ``--member-wise-stores`` adds, for every configuration, the same source with each vector pack stored the way
 it was before ``optiml_store_pack`` (a plain pack assignment, which nvcc compiles to one store per element):
-the two store forms side by side in one run.
+the two store forms side by side in one run. ``--nc-loads`` adds the same with every vector pack read through
+``__ldg`` (the read-only path), so the compiler may issue a later iteration's loads before this one's stores.
 """
 
 from __future__ import annotations
@@ -51,6 +52,39 @@ def member_wise_stores(source: KernelSource) -> KernelSource:
     return source.with_code(_PACK_STORE.sub(r"*reinterpret_cast<OptimlPack<\1, VEC>*>(\2) = \3;", source.code))
 
 
+_FIRST_KERNEL = re.compile(r"^(template\s*<[^>]*>\s*\n)?__global__", re.MULTILINE)
+_PACK_LOAD = re.compile(r"\*reinterpret_cast<const OptimlPack<([^,>]+), VEC>\*>")
+
+#: A pack read through the read-only (non-coherent) path, ``__ldg`` on 4-, 8- or 16-byte words: the compiler may
+#: then hoist a later iteration's loads above this one's stores. A plain read must assume the output aliases the
+#: input, so an unrolled element-wise loop runs load, store, load, store: one load in flight a thread (SASS of the
+#: 19_ReLU split_row kernel, 2026-12-06; with __ldg two 16-byte loads issue before the first store).
+NC_PACK = """
+template <typename T, int N>
+__device__ __forceinline__ OptimlPack<T, N> optiml_nc_pack(const T* at) {
+  OptimlPack<T, N> out;
+  if constexpr (sizeof(out) == 16) {
+    const uint4 w = __ldg(reinterpret_cast<const uint4*>(at)); memcpy(&out, &w, 16);
+  } else if constexpr (sizeof(out) == 8) {
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(at)); memcpy(&out, &w, 8);
+  } else if constexpr (sizeof(out) == 4) {
+    const unsigned w = __ldg(reinterpret_cast<const unsigned*>(at)); memcpy(&out, &w, 4);
+  } else {
+    out = *reinterpret_cast<const OptimlPack<T, N>*>(at);
+  }
+  return out;
+}
+"""
+
+
+def nc_loads(source: KernelSource) -> KernelSource:
+    """``source`` with every pack read through :data:`NC_PACK` (inputs are never written during a call: the ABI's
+    outputs and workspace are other buffers, and a plan's intermediates are written by an earlier launch)."""
+    code = _PACK_LOAD.sub(r"optiml_nc_pack<\1, VEC>", source.code)
+    first = _FIRST_KERNEL.search(code)  # the helper goes ahead of the first kernel and its template header
+    return source.with_code(code[: first.start()] + NC_PACK + code[first.start() :] if first else code)
+
+
 def eager_ms(model: torch.nn.Module, args: list[Any], reps: int, tf32: bool) -> float:
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -62,8 +96,12 @@ def eager_ms(model: torch.nn.Module, args: list[Any], reps: int, tf32: bool) -> 
         torch.backends.cuda.matmul.allow_tf32 = False
 
 
+#: A/B rewrites of every swept source, by name (``--member-wise-stores``, ``--nc-loads``).
+REWRITES = {"member-wise stores": member_wise_stores, "nc loads": nc_loads}
+
+
 def sweep(
-    path: Path, compiler: Compiler, variants: list[str], reps: int, limit: int, ab_stores: bool = False
+    path: Path, compiler: Compiler, variants: list[str], reps: int, limit: int, rewrites: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     task = load_task(path)
     kernels = TemplateKernels.for_task(task)
@@ -74,10 +112,11 @@ def sweep(
     sources = [kernels.render([c, *default[1:]]) for c in configs]
     labels = [c.label() for c in configs]
     defaults = [c == default[0] for c in configs]
-    if ab_stores:
-        sources += [member_wise_stores(s) for s in sources]
-        labels += [f"{label} member-wise stores" for label in labels]
-        defaults += [False] * len(configs)
+    plain = list(zip(sources, labels, strict=True))
+    for name in rewrites:
+        sources += [REWRITES[name](source) for source, _ in plain]
+        labels += [f"{label} {name}" for _, label in plain]
+        defaults += [False] * len(plain)
     start = time.perf_counter()
     built = compiler.compile_many(sources)
     compile_s = time.perf_counter() - start
@@ -118,9 +157,10 @@ def sweep(
         print(f"  {r['vs_eager']:6.3f}x eager  {r['ms']:.4f} ms  {r['config']}")
     if default_row:
         print(f"  default: {default_row.get('vs_eager')} {default_row['config']} {default_row.get('message', '')}")
-        before = next((r for r in rows if r["config"] == f"{default_row['config']} member-wise stores"), None)
-        if before:
-            print(f"  default, member-wise stores: {before.get('vs_eager')} {before.get('message', '')}")
+        for name in rewrites:
+            other = next((r for r in rows if r["config"] == f"{default_row['config']} {name}"), None)
+            if other:
+                print(f"  default, {name}: {other.get('vs_eager')} {other.get('message', '')}")
     for r in [r for r in rows if r["status"] != "ok"][:5]:
         print(f"  FAILED {r['status']} {r['config']}: {r.get('message', '')[:200]}")
     return {
@@ -143,6 +183,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("template_sweep.json"))
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--member-wise-stores", action="store_true", help="also time plain pack stores")
+    parser.add_argument("--nc-loads", action="store_true", help="also time pack reads through __ldg")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("template_sweep: no CUDA GPU", file=sys.stderr)
@@ -151,8 +192,10 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         compiler = Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache"))
+        asked = (("member-wise stores", args.member_wise_stores), ("nc loads", args.nc_loads))
+        rewrites = tuple(name for name, on in asked if on)
         for path in args.tasks:
-            results.append(sweep(path, compiler, variants, args.reps, args.limit, args.member_wise_stores))
+            results.append(sweep(path, compiler, variants, args.reps, args.limit, rewrites))
             write_result(args.out, "template_sweep", args.commit, tasks=results)
     return 0
 
