@@ -183,8 +183,9 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
         if ratios:
             metrics["median_agreement"] = statistics.median(ratios)  # judge ÷ user
             metrics["max_agreement_error"] = max(abs(a - 1.0) for a in ratios)
+        per_row = [r.baseline_agreement for r in on_user]  # each parses the row's user clock once
         for baseline in BASELINES:  # the judge's reference times against the user's process's
-            references = [ratios_[baseline] for r in on_user if baseline in (ratios_ := r.baseline_agreement)]
+            references = [row[baseline] for row in per_row if baseline in row]
             if references:
                 metrics[f"median_{baseline}_agreement"] = statistics.median(references)
         verdicts = [v for r in on_user if (v := r.kernelbench) is not None]

@@ -225,9 +225,8 @@ def _column_items(prog: RowProgram, lay: Layout) -> int:
     column read only once, or one too long to keep (over 64 registers across the leaves it reads)."""
     if lay.inner_reduced or lay.r1 or prog.cat_dims:
         return 0
-    full_leaves = [leaf for leaf in prog.leaves if leaf.domain_dims() & set(prog.rdims)]
-    full_outputs = [o for o, m in prog.outputs if prog.is_full(o, m)]
-    passes = prog.stages + (1 if full_outputs else 0)
+    full_leaves = prog.full_leaves()
+    passes = prog.stages + (1 if prog.full_outputs() else 0)
     length = _prod(prog.shape[d] for d in lay.r2)
     if passes < 2 or not full_leaves or length < 2:
         return 0
@@ -290,10 +289,9 @@ class _Renderer:
         self.lane = {"warp_row": "(threadIdx.x & 31)", "col": "0", "col_split": f"(threadIdx.x / {self.cols})"}.get(
             self.variant, "threadIdx.x"
         )
-        self.full_outs = [(o, m) for o, m in prog.outputs if prog.is_full(o, m)]
+        self.full_outs = prog.full_outputs()
         self.outer_outs = [(o, m) for o, m in prog.outputs if not prog.is_full(o, m)]
-        rset = set(prog.rdims)
-        self.full_leaves = [leaf for leaf in prog.leaves if leaf.domain_dims() & rset]
+        self.full_leaves = prog.full_leaves()
         self.cached = self.items > 0 and not lay.r1
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
         self.cat_packed: set[int] = set()  # leaves fused cats' parts read as packs (:meth:`cat_packed_elements`)

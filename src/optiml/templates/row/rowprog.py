@@ -449,6 +449,15 @@ class RowProgram:
     def _maps_for(self, node: Node, vid: int, dmap: DMap) -> list[DMap]:
         return self._operand_maps(node) if vid in self.inside else self._inline_maps(node, dmap)
 
+    def full_leaves(self) -> list[Leaf]:
+        """The leaves read along the row (their domain spans a reduced dim): what a pass over the row loads."""
+        rset = set(self.rdims)
+        return [leaf for leaf in self.leaves if leaf.domain_dims() & rset]
+
+    def full_outputs(self) -> list[tuple[int, DMap]]:
+        """The outputs that vary along the row: written by a pass over it (the others once a row)."""
+        return [(vid, dmap) for vid, dmap in self.outputs if self.is_full(vid, dmap)]
+
     def is_full(self, vid: int, dmap: DMap) -> bool:
         """True when the value varies along the row (the reduced dims)."""
         key = (vid, dmap)
