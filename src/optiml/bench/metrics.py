@@ -170,8 +170,9 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
     if on_user:
         metrics["clock"] = USER_CLOCK if len(on_user) == len(verified) else f"{USER_CLOCK}; judge for the rest"
     _speedups(metrics, verified, total, "", BenchRow.speedup)
-    if on_user:  # the judge's own figures beside the headline
+    if on_user:  # the judge's own figures beside the headline, and the user's process at steady state
         _speedups(metrics, verified, total, "judge_", BenchRow.judge_speedup)
+        _speedups(metrics, verified, total, "warm_", _warm_speedup)
     fractions = [f for r in verified if (f := r.roofline_fraction) is not None]
     if fractions:
         metrics["median_roofline_fraction"] = statistics.median(fractions)
@@ -194,6 +195,13 @@ def suite_metrics(rows: list[BenchRow]) -> dict[str, Any]:
         metrics["user_clock_failed"] = sorted(r.task for r in on_user if r.user is None or not r.user.ok)
     metrics["not_verified"] = sorted(r.task for r in rows if not r.verified)
     return metrics
+
+
+def _warm_speedup(row: BenchRow, baseline: str) -> float | None:
+    """The speedup in the user's process with calls back to back (no flush, no sync between calls): a baseline's
+    launch cost (torch.compile's guards and wrapper) overlaps the previous call's device work, as in a model's
+    loop, where the cold clock shows the part the 256 MB flush does not cover."""
+    return row.user_speedup(baseline, "warm")
 
 
 def _speedups(metrics: dict[str, Any], verified: list[BenchRow], total: int, prefix: str, speedup: Any) -> None:
@@ -244,11 +252,12 @@ def _user_table(rows: list[BenchRow]) -> list[str]:
     KernelBench's verdict (its correctness check, and its speedup: mean over mean against the defaults)."""
     lines = [
         "Speedups on the user's clock: the exported ModelNew in a fresh process, timed as KernelBench times it "
-        "(cold, median), beside eager and torch.compile in that process; the judge's time for comparison.",
+        "(cold, median), beside eager and torch.compile in that process; the judge's time for comparison. "
+        "Warm: the same with calls back to back, where torch.compile's launch cost overlaps earlier work.",
         "",
-        "| task | status | × eager | × eager default | × compile | × fastest | user ms | judge ms | judge ÷ user "
-        "| KernelBench | KB × | roofline | evals |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+        "| task | status | × eager | × eager default | × compile | × fastest | × compile, warm | user ms | judge ms "
+        "| judge ÷ user | KernelBench | KB × | roofline | evals |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
     for r in rows:
         verdict = r.kernelbench
@@ -269,6 +278,7 @@ def _user_table(rows: list[BenchRow]) -> list[str]:
             _ratio(r.speedup("eager_tf32")),
             _ratio(r.speedup("compile")),
             _ratio(r.speedup(FASTEST)),
+            _ratio(_warm_speedup(r, "compile")),
             _num(r.user_ms),
             _num(r.best_ms),
             f"{r.agreement:.2f}" if r.agreement is not None else "",

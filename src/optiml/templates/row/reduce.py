@@ -19,8 +19,9 @@ structural choice of how threads share a row:
 Knobs: ``threads``, ``vec`` (elements per 16-byte access along the row, used when run-time
 alignment allows, else scalar), ``items`` (row elements each thread keeps in registers between
 passes; 0 = re-read every pass), ``blocks_per_sm`` (split_row: how many blocks fill the GPU).
-The planner's rule (:meth:`RowTemplate.default`): the innermost dim kept → ``col``; fewer rows
-than SMs with long rows → ``split_row``; rows of at most 1024 elements → ``warp_row``; else
+The planner's rule (:meth:`RowTemplate.default`): the innermost dim kept → ``col_cached`` where its
+column fits in registers and is read more than once, else ``col`` (``col_split`` for too few columns);
+fewer rows than SMs with long rows → ``split_row``; rows of at most 1024 elements → ``warp_row``; else
 ``block_row`` with a register cache sized to hold the row when it fits.
 """
 
@@ -46,6 +47,15 @@ from optiml.templates.base import (
 from optiml.templates.cexpr import literal
 from optiml.templates.group import Group
 from optiml.templates.row.rowprog import REDUCE_IDENTITY, CatPart, Leaf, Reduction, RowProgram, Scope
+
+#: Threads a block of ``col_cached``: KernelBench's 36_RMSNorm (64 channels of a 112x64x512x512 NCHW tensor)
+#: ran 10.9 ms with 64, 12.2 ms with 128 and 13.2 ms with 256, against ``col(threads=256)``'s 13.2 ms (H100,
+#: 0876201, benchmarks/results/template_sweep_col_cached_rmsnorm_h100.json).
+CACHED_COLUMN_THREADS = 64
+#: Columns of at least this many elements are also seeded with 32 lanes a column: KernelBench's 47_Sum
+#: (columns of 4096 in a 128x4096x4095 tensor) ran 3.20 ms as ``col_split(threads=1024, lanes=32)``, 3.46 ms as
+#: ``col(threads=256)``, the rule's choice (H100, template_sweep_col_split_sum_h100.json).
+LONG_COLUMN = 1024
 
 
 @dataclass(frozen=True)
@@ -150,6 +160,9 @@ class RowTemplate:
         if not lay.inner_reduced:
             columns = _prod(prog.shape[d] for d in lay.kept)
             reduced = _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
+            items = _column_items(prog, lay)
+            if items:  # a column read in several passes, read once into registers (CACHED_COLUMN_THREADS)
+                return GroupConfig.of("col_cached", threads=CACHED_COLUMN_THREADS, items=items)
             if columns >= facts.sm_count * 1024 or reduced == 1:  # (a reduction over size-1 dims: a thread a row)
                 return GroupConfig.of("col", threads=256)
             lanes = min(32, max(4, ceil_pow2(facts.sm_count * 2048 // max(columns, 1))))
@@ -192,10 +205,10 @@ class RowTemplate:
                 options.append(GroupConfig.of("warp_row", threads=256, vec=vec, items=0))
             options.append(GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=8))
         else:
-            items = _column_items(prog, lay)
-            if items:  # read once into registers where the column is read in several passes
-                options.append(GroupConfig.of("col_cached", threads=256, items=items))
+            if _column_length(prog, lay) >= LONG_COLUMN:  # many lanes a column (LONG_COLUMN)
+                options.append(GroupConfig.of("col_split", threads=1024, lanes=32))
             options += [
+                GroupConfig.of("col", threads=256),
                 GroupConfig.of("col_split", threads=256, lanes=8),
                 GroupConfig.of("col_split", threads=512, lanes=16),
                 GroupConfig.of("col", threads=128),
@@ -217,6 +230,11 @@ class RowTemplate:
             raise TemplateError(reason)
         prog = self.program(group)
         return _Renderer(prog, layout_of(prog), config, ctx).render()
+
+
+def _column_length(prog: RowProgram, lay: Layout) -> int:
+    """The elements a column reduction adds per output (1 where the innermost dim is reduced)."""
+    return 1 if lay.inner_reduced else _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
 
 
 def _column_items(prog: RowProgram, lay: Layout) -> int:
