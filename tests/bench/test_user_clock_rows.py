@@ -25,6 +25,7 @@ from optiml.bench.user_clock import (
 )
 from optiml.cli import app
 from optiml.kernel.source import KernelSource
+from optiml.store import RunStore
 from optiml.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,11 +164,19 @@ def test_no_user_clock_reaches_the_bench_configuration(tmp_path: Path, monkeypat
         assert json.loads((out / "bench.json").read_text())["config"]["user_clock"] is expected
 
 
-def test_the_eval_block_carries_the_measurement_its_speedups_and_the_agreement() -> None:
+@pytest.mark.parametrize("with_store", [False, True])  # optimize passes its run store (the export names it)
+def test_the_eval_block_carries_the_measurement_its_speedups_and_the_agreement(
+    with_store: bool, tmp_path: Path
+) -> None:
     task = load_task(ROOT / "tasks" / "silu.py")
     kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
     options = UserClockOptions(device="cpu", correct_trials=1, perf_trials=2, torch_compile=False, warm_windows=1)
-    block = eval_block(task, kernel, judge_ms=1.0, options=options)
+    store = None
+    if with_store:
+        store = tmp_path / "runs.db"
+        RunStore(store).close()
+    block = eval_block(task, kernel, judge_ms=1.0, options=options, store=store)
+    assert block["error"] == ""  # the export was written and its process ran
     assert json.loads(json.dumps(block)) == block  # plain JSON for `optiml eval --json`
     assert block["task"] == "silu" and block["verdict"]["passed"] is False  # on the CPU the export needs CUDA
     assert set(block["speedups"]) == {"eager", "eager_tf32", "compile", "fastest"}

@@ -64,7 +64,7 @@ def test_eval_user_clock_needs_a_full_run() -> None:
 
 
 def test_the_user_clock_line_states_the_verdict_the_time_and_the_ratios() -> None:
-    from optiml.cli.core import user_clock_line
+    from optiml.cli.views.evaluation import user_clock_line
 
     measured = {
         "error": "",

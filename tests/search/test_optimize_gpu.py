@@ -30,6 +30,8 @@ def test_optimize_transpose_end_to_end(tmp_path: Path, kernel_cache: Path) -> No
     said = " ".join(result.output.split())  # rich wraps lines at the runner's 80 columns
     assert "offline proposer only" in said
     assert "speedup vs root" in said and "speedup vs PyTorch eager" in said
+    # then the best kernel's export in a fresh process: KernelBench's check and the user's clock
+    assert "user's process: KernelBench's check passes" in said and "judge ÷ user" in said
     assert best.is_file() and "optiml_forward" in KernelSource.from_file(best).code
 
     with RunStore(store) as runs:

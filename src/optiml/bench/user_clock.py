@@ -311,12 +311,18 @@ def measure_for_bench(
 
 
 def eval_block(
-    task: Task, kernel: KernelSource, *, judge_ms: float | None = None, options: UserClockOptions | None = None
+    task: Task,
+    kernel: KernelSource,
+    *,
+    judge_ms: float | None = None,
+    options: UserClockOptions | None = None,
+    store: str | Path | None = None,
 ) -> dict[str, Any]:
     """The ``user_clock`` block of ``optiml eval --json``: the measurement, its headline speedups (cold
     medians over each of :data:`BASELINES`) and the judge ÷ user agreement for ``judge_ms``. Call it after
-    the judge's evaluator is closed (its GPU memory released)."""
-    result = measure_kernel(task, kernel, options)
+    the judge's evaluator is closed (its GPU memory released). ``store``: the run store whose verification
+    the export names."""
+    result = measure_kernel(task, kernel, options, store)
     return {
         **result.to_dict(),
         "speedups": {baseline: result.speedup(baseline) for baseline in BASELINES},

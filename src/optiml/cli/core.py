@@ -148,7 +148,7 @@ def eval_cmd(
         require_gpu("evaluation", instead=COMPILE_ONLY_HINT)
     require_nvcc()
     with waiting(err_console, f"loading PyTorch and {task}"):
-        from optiml.cli.views.evaluation import eval_to_json, render_eval
+        from optiml.cli.views.evaluation import eval_to_json, render_eval, user_clock_line
         from optiml.session import SessionOptions, check_compiles, eval_config, make_evaluator
         from optiml.task import load_task
 
@@ -184,23 +184,6 @@ def eval_cmd(
         if measured is not None:
             console.print(user_clock_line(measured))
     raise typer.Exit(0 if result.ok else 1)
-
-
-def user_clock_line(measured: dict[str, Any]) -> str:
-    """One line of the user's clock for the text view: KernelBench's verdict, the export's time, the ratios."""
-    if measured.get("error"):
-        return f"user's process: not measured ({measured['error']})"
-    verdict = measured.get("verdict") or {}
-    passed = "passes" if verdict.get("passed") else f"fails ({verdict.get('reason', '')})"
-    cold = ((measured.get("timings") or {}).get("model_new") or {}).get("cold") or {}
-    parts = [f"user's process: KernelBench's check {passed}"]
-    if cold.get("median_ms") is not None:
-        parts.append(f"ModelNew {cold['median_ms']:.4f} ms (KernelBench's timing)")
-    speedups = measured.get("speedups") or {}
-    parts += [f"{speedup:.2f}x {name}" for name, speedup in speedups.items() if speedup is not None]
-    if measured.get("agreement") is not None:
-        parts.append(f"judge ÷ user {measured['agreement']:.3f}")
-    return "; ".join(parts)
 
 
 @app.command("profile")

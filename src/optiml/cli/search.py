@@ -241,6 +241,15 @@ def optimize_cmd(
     ] = None,
     llm_model: LlmModelOpt = None,
     llm_base_url: LlmUrlOpt = None,
+    user_clock: Annotated[
+        bool,
+        typer.Option(
+            "--user-clock/--no-user-clock",
+            help="Then run the best kernel as an exported ModelNew in a fresh process, as KernelBench does: its "
+            "correctness check and its speedups there (the user's clock), beside eager and torch.compile "
+            "(with --compile) in that process.",
+        ),
+    ] = True,
 ) -> None:
     """Optimize TASK's kernel by search under verification; writes the best verified kernel."""
     _check_search_flags(evaluations, minutes, proposer, strategy=strategy)
@@ -310,6 +319,19 @@ def optimize_cmd(
     console.print(
         f"best kernel written to [bold]{target}[/bold] (run {outcome.run_id}; `optiml show {outcome.run_id}`)"
     )
+    if user_clock:  # after the session: the judge's worker and its GPU memory are gone
+        from optiml.bench.user_clock import UserClockOptions, eval_block
+        from optiml.cli.views.evaluation import user_clock_line
+
+        with waiting(err_console, "exporting the best kernel and running it in a fresh process, as KernelBench does"):
+            measured = eval_block(
+                loaded,
+                outcome.best_kernel,
+                judge_ms=outcome.best_timing.median_ms,
+                options=UserClockOptions(torch_compile=torch_compile),
+                store=store,
+            )
+        console.print(user_clock_line(measured), highlight=False)
 
 
 @app.command("resume")

@@ -99,3 +99,20 @@ def eval_to_json(task: Task, kernel: Path, result: EvalResult) -> dict[str, Any]
     if data.get("compile"):
         data["compile"].pop("log", None)
     return data
+
+
+def user_clock_line(measured: dict[str, Any]) -> str:
+    """One line of the user's clock for the text view: KernelBench's verdict, the export's time, the ratios."""
+    if measured.get("error"):
+        return f"user's process: not measured ({measured['error']})"
+    verdict = measured.get("verdict") or {}
+    passed = "passes" if verdict.get("passed") else f"fails ({verdict.get('reason', '')})"
+    cold = ((measured.get("timings") or {}).get("model_new") or {}).get("cold") or {}
+    parts = [f"user's process: KernelBench's check {passed}"]
+    if cold.get("median_ms") is not None:
+        parts.append(f"ModelNew {cold['median_ms']:.4f} ms (KernelBench's timing)")
+    speedups = measured.get("speedups") or {}
+    parts += [f"{speedup:.2f}x {name}" for name, speedup in speedups.items() if speedup is not None]
+    if measured.get("agreement") is not None:
+        parts.append(f"judge ÷ user {measured['agreement']:.3f}")
+    return "; ".join(parts)
