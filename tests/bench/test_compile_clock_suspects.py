@@ -1,0 +1,23 @@
+"""benchmarks/compile_clock_suspects.py: where no GPU is, each task is a row naming both failures, never a crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmark_scripts import benchmark_module
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_without_a_gpu_a_task_is_a_row_with_the_judge_s_and_the_child_s_reasons() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the script measures instead")
+    module = benchmark_module("compile_clock_suspects")
+    row = module.measure(str(ROOT / "tasks" / "silu.py"), trials=2)
+    assert row["task"] == "silu"
+    assert "judge" not in row and row["judge_error"]  # the judge needs a GPU
+    assert "user" not in row and row["child_error"]  # so does the child's torch.compile on CUDA
+    assert set(module.SETTINGS) == {"plain", "side_stream", "two_inputs", "cpu_load", "warm"}
