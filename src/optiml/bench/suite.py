@@ -65,7 +65,8 @@ def _near(pattern: str, files: list[Path]) -> str:
 
 
 def _list_file(path: Path) -> list[Path]:
-    """One task path a line (relative to the list file); blank lines and ``#`` comments are skipped."""
+    """One task path a line; blank lines and ``#`` comments are skipped. A relative path is read from the list
+    file's folder, else from the working directory (where a user who writes the list usually stands)."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -80,8 +81,18 @@ def _list_file(path: Path) -> list[Path]:
         entry = line.split("#", 1)[0].strip()
         if not entry:
             continue
-        task = (path.parent / entry).resolve() if not Path(entry).is_absolute() else Path(entry)
-        if not task.is_file():
-            raise OptimlError(f"{path}:{number}: no such task file {entry}")
+        task = _listed_task(path, entry)
+        if task is None:
+            where = "" if Path(entry).is_absolute() else f" (looked in {path.parent.resolve()} and {Path.cwd()})"
+            raise OptimlError(f"{path}:{number}: no such task file {entry}{where}")
         files.append(task)
     return files
+
+
+def _listed_task(listing: Path, entry: str) -> Path | None:
+    if Path(entry).is_absolute():
+        return Path(entry) if Path(entry).is_file() else None
+    for base in (listing.parent, Path.cwd()):
+        if (base / entry).is_file():
+            return (base / entry).resolve()
+    return None
