@@ -33,6 +33,7 @@ EXPECTED = {
         "large_k_gemm",
         "small_m_linear",
         "tall_skinny_gemm",
+        "small_k_gemm",
     ],
     "fused_tail": [
         "linear_bias_relu",
@@ -75,6 +76,7 @@ PLANS = {
     "large_k_gemm": "gemm[matmul]",
     "small_m_linear": "gemm[matmul add]",
     "tall_skinny_gemm": "gemm[matmul]",
+    "small_k_gemm": "gemm[matmul]",
     "linear_bias_relu": "gemm[matmul add relu]",
     "linear_gelu_bf16": "gemm[matmul add cast mul mul mul add mul mul tanh add mul cast]",
     "matmul_scale_residual": "gemm[matmul mul add]",
