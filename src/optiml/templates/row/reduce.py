@@ -159,7 +159,7 @@ class RowTemplate:
         lay = layout_of(prog)
         if not lay.inner_reduced:
             columns = _prod(prog.shape[d] for d in lay.kept)
-            reduced = _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
+            reduced = _column_length(prog, lay)
             items = _column_items(prog, lay)
             if items:  # a column read in several passes, read once into registers (CACHED_COLUMN_THREADS)
                 return GroupConfig.of("col_cached", threads=CACHED_COLUMN_THREADS, items=items)
@@ -233,8 +233,8 @@ class RowTemplate:
 
 
 def _column_length(prog: RowProgram, lay: Layout) -> int:
-    """The elements a column reduction adds per output (1 where the innermost dim is reduced)."""
-    return 1 if lay.inner_reduced else _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
+    """The elements a column reduction adds per output (its reduced dims' sizes, multiplied)."""
+    return _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
 
 
 def _column_items(prog: RowProgram, lay: Layout) -> int:
