@@ -11,10 +11,12 @@ This script measures, per task, in one run:
 * then, the judge closed, in a fresh process (``--child``), KernelBench's cold order (synchronise, 256 MB fill,
   start event, call, end event, synchronise) for ``torch.compile(Model)`` in settings that each add one thing
   the judge does: ``plain`` (the default stream, ``no_grad`` per call, as the user's clock), ``side_stream``
-  (the call and events on a side stream under ``torch.cuda.stream``, as the judge), ``two_inputs`` (alternating
-  two input sets, as the judge), ``cpu_load`` (every CPU busy with another process, as while candidates compile),
-  and ``warm`` (back to back, no flush). Each setting records the median device time, the host time of the call
-  alone (its launch), and the flush's device time.
+  (the call and events on a side stream under ``torch.cuda.stream``, as the judge), ``judge_flush`` (the
+  judge's flush: ``zero_`` of a uint8 buffer, a memset, where KernelBench fills an int64 one), ``two_inputs``
+  (alternating two input sets, as the judge), ``cpu_load`` (every CPU busy with another process, as while
+  candidates compile) and ``warm`` (back to back, no flush). Each setting records the median device time, the
+  host time of the call alone (its launch), and the flush's device time. ``--processes 2`` times every setting
+  again in a second fresh process: how far two users' processes differ.
 
     PYTHONPATH=src python3 benchmarks/compile_clock_suspects.py --out benchmarks/results/compile_clock_suspects.json \
         tasks/memory/broadcast_fma.py tasks/memory/cosine_similarity_loss.py tasks/transpose.py tasks/conv2d.py
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-SETTINGS = ("plain", "side_stream", "two_inputs", "cpu_load", "warm")
+SETTINGS = ("plain", "judge_flush", "side_stream", "two_inputs", "cpu_load", "warm")
 FLUSH_BYTES = 256 * 1024 * 1024  # KernelBench's clear_l2_cache
 TRIALS = 100
 WARMUP = 5
@@ -52,7 +54,8 @@ def child(task_file: str, trials: int) -> dict[str, Any]:
     model = scope["Model"](*scope["get_init_inputs"]()).cuda()
     inputs = [[x.cuda() if isinstance(x, torch.Tensor) else x for x in scope["get_inputs"]()] for _ in range(2)]
     compiled = torch.compile(model, backend="inductor", mode="default")
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(FLUSH_BYTES // 8, dtype=torch.int64, device="cuda")  # clear_l2_cache's tensor
+    judge_flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")  # DeviceTimer's: a memset
     side = torch.cuda.Stream()
 
     def call(args: list[Any], stream: torch.cuda.Stream | None) -> None:
@@ -77,7 +80,10 @@ def child(task_file: str, trials: int) -> dict[str, Any]:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             f0.record(on)
             with torch.cuda.stream(on):
-                flush.fill_(1)
+                if setting == "judge_flush":
+                    judge_flush.zero_()
+                else:
+                    flush.fill_(1)
             f1.record(on)
             start.record(on)
             t0 = time.perf_counter()
@@ -139,23 +145,24 @@ def judge_times(task_file: str) -> dict[str, float]:
         return {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
 
 
-def measure(task_file: str, trials: int) -> dict[str, Any]:
+def measure(task_file: str, trials: int, processes: int) -> dict[str, Any]:
     row: dict[str, Any] = {"task": Path(task_file).stem}
     try:
         row["judge"] = judge_times(task_file)
     except Exception as exc:  # one row's failure is its field
         row["judge_error"] = f"{type(exc).__name__}: {exc}"
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", task_file, "--trials", str(trials)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        row["child_error"] = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return row
-    row["user"] = json.loads(lines[-1])
+    for name in ("user", "user_again")[:processes]:  # a second fresh process: how far two users' processes differ
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", task_file, "--trials", str(trials)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode != 0 or not lines:
+            row[f"{name}_error"] = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return row
+        row[name] = json.loads(lines[-1])
     compiled = row.get("judge", {}).get("compile")
     if compiled:
         row["judge_over"] = {s: compiled / v["median_ms"] for s, v in row["user"].items() if v.get("median_ms")}
@@ -167,6 +174,7 @@ def main() -> int:
     parser.add_argument("tasks", nargs="+")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--trials", type=int, default=TRIALS)
+    parser.add_argument("--processes", type=int, choices=(1, 2), default=2, help="fresh user processes a task")
     parser.add_argument("--commit")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -177,7 +185,7 @@ def main() -> int:
 
     rows = []
     for task_file in args.tasks:
-        row = measure(task_file, args.trials)
+        row = measure(task_file, args.trials, args.processes)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.out is not None:

@@ -16,8 +16,9 @@ def test_without_a_gpu_a_task_is_a_row_with_the_judge_s_and_the_child_s_reasons(
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: the script measures instead")
     module = benchmark_module("compile_clock_suspects")
-    row = module.measure(str(ROOT / "tasks" / "silu.py"), trials=2)
+    row = module.measure(str(ROOT / "tasks" / "silu.py"), trials=2, processes=2)
     assert row["task"] == "silu"
     assert "judge" not in row and row["judge_error"]  # the judge needs a GPU
-    assert "user" not in row and row["child_error"]  # so does the child's torch.compile on CUDA
-    assert set(module.SETTINGS) == {"plain", "side_stream", "two_inputs", "cpu_load", "warm"}
+    assert "user" not in row and row["user_error"]  # so does the child's torch.compile on CUDA
+    assert "user_again_error" not in row  # the first process's failure ends the row: no second try
+    assert set(module.SETTINGS) == {"plain", "judge_flush", "side_stream", "two_inputs", "cpu_load", "warm"}

@@ -42,7 +42,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
@@ -151,14 +151,27 @@ class Worker:
         runtime = self.runtime(request["task"])
         config = request_config(request)
         start = time.perf_counter()
+        steps: dict[str, float] = {}
+        lap = start
+
+        def step(name: str) -> None:  # seconds since the previous step, for the bench's phases
+            nonlocal lap
+            now = time.perf_counter()
+            steps[name], lap = round(now - lap, 2), now
+
         seeds = self.case_seeds
         for distribution in runtime.task.meta.distributions:  # their first cases settle which are usable
             runtime.case(seeds.seed(distribution), 0, distribution)
         runtime.measure_outputs(seeds.seed())  # low-information outputs (sensitivity.py)
+        step("sensitivity")
         notes = list(runtime.notes)  # distributions used, tolerances adjusted (runtime.py)
         case = runtime.case(seeds.seed())
+        step("case")
         modes = [m for m in REFERENCE_MODES if m in (*config.reference_modes, "eager_tf32")]
-        references = {mode: asdict(self.reference_timing(runtime, mode, config)) for mode in modes}
+        references = {}
+        for mode in modes:
+            references[mode] = asdict(self.reference_timing(runtime, mode, config))
+            step(f"reference {mode}")
         return {
             "reference": references,
             "input_bytes": case.input_bytes(),
@@ -174,6 +187,7 @@ class Worker:
                 *self.judge.notes,
             ],
             "seconds": time.perf_counter() - start,
+            "steps": steps,
         }
 
     def evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +232,7 @@ class Worker:
         deadline = time.monotonic() + max(1.0, config.timeout_s * turns * rounds / 2 - 3)
         stream = torch.cuda.Stream(device=self.device)
         timer = DeviceTimer(stream, flush_l2=config.flush_l2)
-        references = {mode: self._reference_calls(runtime, mode, config, stream) for mode in modes}
+        references = {mode: self._reference_calls(runtime, mode) for mode in modes}
         sessions: list[CandidateSession] = []
         try:
             benches = []
@@ -236,7 +250,7 @@ class Worker:
                 for index, bench in enumerate(benches):
                     samples[index].extend(bench.series(calibration, warmup=warmup, rule=per_round).event_ms)
                 for mode, calls in references.items():
-                    with _precision(mode):
+                    with _reference_series(mode, stream):
                         reference_samples[mode].extend(run_trials(timer, calls, warmup=warmup, rule=per_round).event_ms)
         except CandidateFailure as failure:
             raise CandidateFailure(failure.status, f"while re-timing: {failure.message}") from failure
@@ -267,9 +281,9 @@ class Worker:
             return self.references[key]
         stream = torch.cuda.Stream(device=self.device)
         timer = DeviceTimer(stream, flush_l2=config.flush_l2)
-        calls = self._reference_calls(runtime, mode, config, stream)
+        calls = self._reference_calls(runtime, mode)
         rule = StopRule(config.min_trials, config.max_trials, config.timing_seconds, config.timing_precision)
-        with _precision(mode):
+        with _reference_series(mode, stream):
             samples = run_trials(
                 timer, calls, warmup=max(config.warmup_calls, 3 if mode == "compile" else 1), rule=rule
             )
@@ -277,16 +291,15 @@ class Worker:
         self.references[key] = stats
         return stats
 
-    def _reference_calls(
-        self, runtime: TaskRuntime, mode: str, config: EvalConfig, stream: torch.cuda.Stream
-    ) -> list[TimedCall]:
-        """The reference's calls in ``mode`` (eager, eager_tf32, compile) on ``stream``, one per timing input."""
+    def _reference_calls(self, runtime: TaskRuntime, mode: str) -> list[TimedCall]:
+        """The reference's calls in ``mode`` (eager, eager_tf32, compile), one per timing input, each on the
+        stream current when it is made (:func:`_reference_series`)."""
         if mode not in REFERENCE_MODES:
             raise ValueError(f"unknown reference mode {mode!r} ({', '.join(REFERENCE_MODES)})")
         first, second = timing_cases(runtime, self.case_seeds)  # one model (compiled once), two input sets
         forward: Callable[..., Any] = torch.compile(first.model) if mode == "compile" else first.model
         inputs = (first.args, second.args)
-        return [(functools.partial(_run_reference, forward, args, stream), None, None) for args in inputs]
+        return [(functools.partial(_run_reference, forward, args), None, None) for args in inputs]
 
     def bandwidth(self) -> float:
         """Device-to-device copy bandwidth in bytes/s (read + write), measured once per worker."""
@@ -312,8 +325,18 @@ def _precision(mode: str) -> contextlib.AbstractContextManager[Any]:
     return torch_default_precision() if mode in DEFAULT_PRECISION_MODES else contextlib.nullcontext()
 
 
-def _run_reference(forward: Callable[..., Any], args: list[Any], stream: torch.cuda.Stream) -> None:
-    with torch.no_grad(), torch.cuda.stream(stream):
+@contextlib.contextmanager
+def _reference_series(mode: str, stream: torch.cuda.Stream) -> Iterator[None]:
+    """A reference's timed series in ``mode``'s precision with ``stream`` current throughout: entering a
+    stream per call costs ~20 us of host time inside the timed window, which a compiled reference's launch
+    does not hide behind the flush (``torch.compile`` calls of ~0.2 ms read 5-10 % slower that way, H100,
+    ``benchmarks/results/compile_clock_suspects_h100_2026-12-06.json``), and a user's call enters none."""
+    with _precision(mode), torch.cuda.stream(stream):
+        yield
+
+
+def _run_reference(forward: Callable[..., Any], args: list[Any]) -> None:
+    with torch.no_grad():
         forward(*args)
 
 
