@@ -26,7 +26,14 @@ from optiml.values import EvalResult, EvalStatus, TimingStats, VerifyReport
 from optiml.workflow import Workflow, WorkflowView
 
 ROOT = Path(__file__).resolve().parents[1]
-FACTS = TaskFacts(input_bytes=1 << 20, output_bytes=1 << 20, flops=None, bandwidth=2e12, prepare_seconds=0.1)
+FACTS = TaskFacts(
+    input_bytes=1 << 20,
+    output_bytes=1 << 20,
+    flops=None,
+    bandwidth=2e12,
+    prepare_seconds=0.1,
+    prepare_steps={"sensitivity": 0.02, "reference eager": 0.07},
+)
 
 
 class Recorder(WorkflowView):
@@ -217,6 +224,7 @@ def test_the_bench_job_runs_the_workflow_over_the_sessions_assembly(
     assert row.status == "verified" and row.device == "Fake GPU" and row.root.startswith("template ")
     assert row.baselines_ms == {"eager": 3.0} and row.evaluations <= 10 and row.run_id
     assert list(row.phases_s) == ["prepare", "roots", "search"]  # no user clock asked for
+    assert row.prepare_steps_s == {"sensitivity": 0.02, "reference eager": 0.07}  # the worker's, as it said them
     assert all(seconds >= 0.0 for seconds in row.phases_s.values())
     assert sum(row.phases_s.values()) == pytest.approx(row.wall_s, abs=0.3)
     with RunStore(tmp_path / "runs.db") as runs:

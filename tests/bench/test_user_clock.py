@@ -15,13 +15,16 @@ import torch
 
 from optiml.bench import user_clock_child as child
 from optiml.bench.user_clock import (
+    Prebuilt,
     UserClockOptions,
     UserClockResult,
     agreement,
     measure_files,
     measure_kernel,
     parse_line,
+    seed_export_build,
 )
+from optiml.export.rendering import library_key
 from optiml.kernel.source import KernelSource
 from optiml.task import load_task
 
@@ -252,3 +255,33 @@ def test_a_failure_around_the_kernel_is_the_result_s_error_not_a_verdict(tmp_pat
     result = measure_files("toy", task, model_new, CPU)
     assert result.error == "KernelBench's check: RuntimeError: CUDA out of memory. Tried to allocate"
     assert result.verdict is None and not result.ok
+
+
+def test_the_judge_s_build_is_seeded_where_the_export_looks_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    task = load_task(ROOT / "tasks" / "silu.py")
+    kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    judge_so = tmp_path / "judge.so"
+    judge_so.write_bytes(b"\x7fELF the judge's build")
+    assert seed_export_build(task, kernel, Prebuilt(judge_so, "sm_90a"))
+    seeded = tmp_path / "cache" / "optiml" / "export" / library_key(task, kernel, "sm_90a") / "kernel.so"
+    assert seeded.read_bytes() == judge_so.read_bytes()
+    assert [p.name for p in seeded.parent.parent.iterdir()] == [seeded.parent.name]  # no half-made folder left
+    judge_so.write_bytes(b"a later build")
+    assert not seed_export_build(task, kernel, Prebuilt(judge_so, "sm_90a"))  # a build already there is kept
+    assert seeded.read_bytes() == b"\x7fELF the judge's build"
+    assert not seed_export_build(task, kernel, Prebuilt(tmp_path / "missing.so", "sm_80"))
+
+
+def test_a_seeded_build_is_what_the_result_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the CPU the child cannot load the kernel, but the result still says whose binary was offered."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    task = load_task(ROOT / "tasks" / "silu.py")
+    kernel = KernelSource.from_file(ROOT / "tasks" / "silu.naive.cu")
+    judge_so = tmp_path / "judge.so"
+    judge_so.write_bytes(b"\x7fELF")
+    options = UserClockOptions(device="cpu", correct_trials=1, perf_trials=2, torch_compile=False)
+    assert measure_kernel(task, kernel, options, prebuilt=Prebuilt(judge_so, "sm_90a")).binary == "judge"
+    assert measure_kernel(task, kernel, options, prebuilt=Prebuilt(judge_so, "sm_90a")).binary == "export"

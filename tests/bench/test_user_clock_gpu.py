@@ -47,3 +47,26 @@ def test_a_convolution_s_verdict_names_the_default_settings_reference() -> None:
         assert result.verdict.default_vs_exact is not None and result.verdict.default_vs_exact > 0
     eager, default = result.ms("eager"), result.ms("eager_tf32")
     assert eager is not None and default is not None
+
+
+def test_the_judge_s_build_seeded_into_the_export_s_cache_is_what_the_user_s_process_runs() -> None:
+    """The bench hands the judge's binary to the export (no second nvcc build of the same source): the
+    result names it, KernelBench's check passes with it, and it times like the export's own build."""
+    import uuid
+
+    from optiml.bench.user_clock import Prebuilt
+    from optiml.kernel.compiler import Compiler
+
+    task = load_task(TASKS / "silu.py")
+    naive = KernelSource.from_file(TASKS / "silu.naive.cu")
+    kernel = KernelSource(code=f"{naive.code}\n// {uuid.uuid4().hex}\n", flags=naive.flags)  # nothing cached yet
+    compiler = Compiler()
+    built = compiler.compile(kernel)
+    assert built.ok and built.so_path, built.error_summary()
+    options = UserClockOptions(correct_trials=5, perf_trials=20, warm_windows=5, torch_compile=False)
+    seeded = measure_kernel(task, kernel, options, prebuilt=Prebuilt(Path(built.so_path), compiler.arch))
+    assert seeded.error == "" and seeded.binary == "judge"
+    assert seeded.verdict is not None and seeded.verdict.passed, seeded.verdict
+    own = measure_kernel(task, naive, options)
+    mine, theirs = seeded.ms("model_new"), own.ms("model_new")
+    assert mine is not None and theirs is not None and 0.8 < mine / theirs < 1.25  # the same device code

@@ -50,6 +50,8 @@ class BenchRow:
     # where the row's wall time went: "prepare" (task, references, calibration), "roots" (the template seeds'
     # evaluations), "search", "user_clock"
     phases_s: dict[str, float] = field(default_factory=dict)
+    # "prepare" in steps: the worker's cases and sensitivity, each reference mode's timing, the compute roof
+    prepare_steps_s: dict[str, float] = field(default_factory=dict)
     cost_usd: float = 0.0
     # the user's process (UserClockResult.to_dict()); None: not measured there
     user_clock: dict[str, Any] | None = None

@@ -272,6 +272,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         row = BenchRow(task=task.name, file=str(path), status="no kernel", device=row_device)
         lap = _Laps(row.phases_s, start)
         lap("prepare")
+        row.prepare_steps_s = dict(facts.prepare_steps)
         row.baselines_ms = {mode: stats.median_ms for mode, stats in evaluator.reference.items()}
         row.floor_ms = facts.floor_ms  # bytes / measured bandwidth, and flops / the compute roof
         offline = flow.root_candidates(seeds=config.seeds).offline
@@ -301,11 +302,13 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         row.run_id = outcome.run_id
         row.cost_usd = outcome.cost_usd
         if config.user_clock:  # the best kernel's export timed in a fresh process as KernelBench times it
-            from optiml.bench.user_clock import measure_for_bench
+            from optiml.bench.user_clock import Prebuilt, measure_for_bench
 
             store_path, footprint = out_dir / "runs.db", facts.input_bytes + facts.output_bytes
+            built = compiler.compile(outcome.best_kernel)  # the judge's build, from its cache
+            prebuilt = Prebuilt(Path(built.so_path), compiler.arch) if built.so_path else None
             row.user_clock = measure_for_bench(
-                task, outcome.best_kernel, store_path, gpu, config.torch_compile, worker, footprint
+                task, outcome.best_kernel, store_path, gpu, config.torch_compile, worker, footprint, prebuilt
             )
             lap("user_clock")
         row.wall_s = round(time.perf_counter() - start, 1)

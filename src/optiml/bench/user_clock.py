@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +118,9 @@ class UserClockResult:
     output_bytes: int = 0
     wall_s: float = 0.0
     error: str = ""
+    #: whose build of the kernel the export loaded: "judge" (the judge's verified binary, seeded into the
+    #: export's cache: same source, flags and GPU code; see :func:`seed_export_build`) or "export" (its own)
+    binary: str = "export"
 
     @property
     def ok(self) -> bool:
@@ -151,11 +154,45 @@ class UserClockResult:
         )
 
 
+@dataclass(frozen=True)
+class Prebuilt:
+    """The judge's build of a kernel: its shared object and the architecture it was built for."""
+
+    so_path: Path
+    arch: str
+
+
+def seed_export_build(task: Task, kernel: KernelSource, prebuilt: Prebuilt) -> bool:
+    """Put the judge's build of ``kernel`` where the export looks for its own (``library_key``), unless one is
+    there: the export then loads the binary the judge verified instead of spending up to a minute in nvcc
+    (a level-3 model's 20 000 lines) on the same source, flags and GPU code. Only the host code differs (the
+    judge builds it at ``-O1``; it is the argument block and the launches). True where it was seeded."""
+    from optiml.export.rendering import export_cache_root, library_key
+
+    folder = export_cache_root() / library_key(task, kernel, prebuilt.arch)
+    if (folder / "kernel.so").is_file() or not prebuilt.so_path.is_file():
+        return False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-seed-", dir=folder.parent))
+    shutil.copyfile(prebuilt.so_path, work / "kernel.so")
+    try:
+        work.rename(folder)  # whole or not at all, as the export's own build lands
+    except OSError:  # another process put one there meanwhile: theirs is used
+        shutil.rmtree(work, ignore_errors=True)
+        return False
+    return True
+
+
 def measure_kernel(
-    task: Task, kernel: KernelSource, options: UserClockOptions | None = None, store: str | Path | None = None
+    task: Task,
+    kernel: KernelSource,
+    options: UserClockOptions | None = None,
+    store: str | Path | None = None,
+    prebuilt: Prebuilt | None = None,
 ) -> UserClockResult:
     """Export ``kernel`` for ``task`` (labelled with its verification from ``store`` where one is recorded)
-    and measure it in a fresh process; every failure, the export's included, is the result's ``error``."""
+    and measure it in a fresh process; every failure, the export's included, is the result's ``error``.
+    ``prebuilt``: the judge's build, loaded by the export in place of its own (:func:`seed_export_build`)."""
     options = options or UserClockOptions()
     from optiml.errors import OptimlError
     from optiml.export.kernelbench import render_model_new
@@ -180,7 +217,9 @@ def measure_kernel(
                 )
         except (OptimlError, OSError) as exc:
             return UserClockResult(task=task.name, error=f"export: {_one_line(exc)}")
-        return measure_files(task.name, task.path, model_new, options, op_file=op_file, precision=task.meta.dtype)
+        seeded = prebuilt is not None and seed_export_build(task, kernel, prebuilt)
+        result = measure_files(task.name, task.path, model_new, options, op_file=op_file, precision=task.meta.dtype)
+        return replace(result, binary="judge") if seeded else result
 
 
 def measure_files(
@@ -295,17 +334,18 @@ def measure_for_bench(
     torch_compile: bool,
     worker: BenchWorker | None = None,
     footprint: int = 0,
+    prebuilt: Prebuilt | None = None,
 ) -> dict[str, Any]:
     """A bench row's ``user_clock``: the best kernel measured on the GPU the judge used (``gpu`` made the only
     visible device, as :class:`~optiml.evaluate.client.WorkerClient` does), as a dict; any failure, however it
     happens, is the dict's ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's)
     is stopped first when the task's ``footprint`` (bytes in and out) is over
-    :data:`RELEASE_BYTES`."""
+    :data:`RELEASE_BYTES`. ``prebuilt``: the judge's build of ``kernel`` (:func:`seed_export_build`)."""
     options = UserClockOptions(visible_devices=None if gpu is None else str(gpu), torch_compile=torch_compile)
     try:
         if footprint > RELEASE_BYTES and worker is not None:
             worker.stop()
-        return measure_kernel(task, kernel, options, store).to_dict()
+        return measure_kernel(task, kernel, options, store, prebuilt).to_dict()
     except Exception as exc:
         return UserClockResult(task=task.name, error=f"user clock: {_one_line(exc)}").to_dict()
 

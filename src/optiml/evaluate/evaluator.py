@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from optiml.errors import NoGPUError, TaskError, WorkerError
@@ -44,6 +44,8 @@ class TaskFacts:
     round_trip_event_ms: float = 0.0  # the same calibration on the judge's events, at that end
     peak_flops: float = 0.0  # the floor's compute roof (flop/s; 0 = the task declares no flops)
     notes: tuple[str, ...] = ()  # how the task is judged: distributions, tolerances, the floor's roofs
+    #: seconds of each preparation step (the worker's cases, sensitivity and reference timings; the compute roof)
+    prepare_steps: dict[str, float] = field(default_factory=dict)
 
     @property
     def floor_ms(self) -> float | None:
@@ -248,7 +250,9 @@ class Evaluator:
             raise WorkerError(f"preparing the task failed: {exc}") from exc
         self.reference = {mode: TimingStats(**stats) for mode, stats in reply["reference"].items()}
         flops = reply.get("flops")
+        roof_start = time.perf_counter()
         roof = self._compute_roof(flops)
+        steps = {**reply.get("steps", {}), "compute roof": round(time.perf_counter() - roof_start, 2)}
         self.facts = TaskFacts(
             input_bytes=reply["input_bytes"],
             output_bytes=reply["output_bytes"],
@@ -260,6 +264,7 @@ class Evaluator:
             round_trip_event_ms=float(reply.get("round_trip", {}).get("event_ms", 0.0)),
             peak_flops=self.peak_flops or 0.0,
             notes=(*reply.get("notes", ()), roof),
+            prepare_steps=steps,
         )
         return self.facts
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -45,6 +48,25 @@ def abi_version(header: str) -> int:
     """``OPTIML_ABI_VERSION`` of the shipped header (ABI 2 added the ``memory`` field)."""
     match = re.search(r"#define\s+OPTIML_ABI_VERSION\s+(\d+)", header)
     return int(match[1]) if match else 1
+
+
+def library_key(task: Task, kernel: KernelSource, arch: str) -> str:
+    """The folder name under which an export of ``kernel`` caches its build for ``arch``
+    (``~/.cache/optiml/export/KEY/kernel.so``): the digest ``build_library`` in ``_runtime.py.j2`` computes."""
+    parts = [
+        kernel.code,
+        abi_header(),
+        *included_helper_headers(kernel.code).values(),
+        " ".join(kernel.flags),
+        " ".join(f"-l{name}" for name in task.meta.libraries),
+        arch,
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:20]
+
+
+def export_cache_root() -> Path:
+    """Where exports cache their builds (``XDG_CACHE_HOME``, else ``~/.cache``, then ``optiml/export``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "optiml" / "export"
 
 
 def common_context(
