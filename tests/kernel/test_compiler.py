@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from optiml.kernel.compiler import HOST_OPTIMIZATION, Compiler, CompilerConfig, fast_linker
+from optiml.kernel.compiler import (
+    HOST_OPTIMIZATION,
+    SPLIT_COMPILE,
+    SPLIT_COMPILE_MIN_KERNELS,
+    Compiler,
+    CompilerConfig,
+    fast_linker,
+    include_dir,
+    splits_compile,
+)
 from optiml.kernel.identity import elf_sections
 from optiml.kernel.skeleton import render_skeleton
 from optiml.kernel.source import KernelSource, normalize_source
@@ -162,3 +172,53 @@ def test_normalised_identity_ignores_comments_and_layout() -> None:
     assert a.digest == b.digest
     assert normalize_source("int /* c */ x;  // y\n") == "int x;"
     assert KernelSource(SCALE, ("-O3",)).digest != a.digest
+
+
+def many_kernels(count: int) -> KernelSource:
+    """A source of ``count`` kernels, each launched by ``optiml_forward`` (a multi-kernel plan in small)."""
+    kernels = "".join(
+        f"__global__ void scale{k}(const float* __restrict__ x, float* __restrict__ y, int64_t n) {{\n"
+        f"  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;\n"
+        f"  if (i < n) y[i] = {k + 2}.0f * x[i] + (float)(i % {k + 3});\n}}\n"
+        for k in range(count)
+    )
+    launches = "".join(
+        f"  scale{k}<<<(unsigned)optiml_cdiv(n, 256), 256, 0, stream>>>((const float*)in[0].data, "
+        "(float*)out[0].data, n);\n"
+        for k in range(count)
+    )
+    return KernelSource(
+        '#include "optiml.h"\n' + kernels + "OPTIML_EXPORT int optiml_forward(const optiml_tensor* in, int ni, "
+        "optiml_tensor* out, int no, void* ws, size_t wb, cudaStream_t stream) {\n"
+        "  int64_t n = optiml_numel(&in[0]);\n" + launches + "  return optiml_check_launch();\n}\n"
+    )
+
+
+def test_splits_compile_reads_nvcc_s_version() -> None:
+    assert splits_compile("Build cuda_13.0.r13.0/compiler.36424714_0")
+    assert splits_compile("Build cuda_12.1.r12.1/compiler.32415258_0")
+    assert not splits_compile("Build cuda_12.0.r12.0/compiler.31968024_0")
+    assert not splits_compile("Build cuda_11.8.r11.8/compiler.31833905_0")
+    assert not splits_compile("no version here")
+
+
+def test_a_many_kernel_source_splits_its_compile_into_the_same_machine_code(compiler: Compiler, tmp_path: Path) -> None:
+    if not compiler.split_compile:
+        pytest.skip(f"nvcc without -split-compile ({compiler.version})")
+    many, few = many_kernels(SPLIT_COMPILE_MIN_KERNELS), many_kernels(SPLIT_COMPILE_MIN_KERNELS - 1)
+    assert SPLIT_COMPILE in compiler.build_flags(many) and SPLIT_COMPILE not in compiler.build_flags(few)
+    assert SPLIT_COMPILE not in compiler.build_flags(KernelSource(SCALE))
+    built = compiler.compile(many)
+    assert built.ok and SPLIT_COMPILE in built.command, built.error_summary()
+    unsplit = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path / "other"))
+    unsplit.split_compile = False  # an older nvcc: the same source is another build
+    assert SPLIT_COMPILE not in unsplit.build_flags(many) and unsplit.cache_key(many) != compiler.cache_key(many)
+    (tmp_path / "many.cu").write_text(many.code, encoding="utf-8")
+    texts = []
+    for extra in ((), (SPLIT_COMPILE,)):
+        cubin = tmp_path / f"many{len(extra)}.cubin"
+        command = [compiler.nvcc, "-cubin", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"]
+        command += [f"-I{include_dir()}", *extra, "-o", str(cubin), str(tmp_path / "many.cu")]
+        subprocess.run(command, check=True, capture_output=True)
+        texts.append({name: body for name, _, _, body in elf_sections(cubin.read_bytes()) if name.startswith(".text.")})
+    assert len(texts[0]) == SPLIT_COMPILE_MIN_KERNELS and texts[0] == texts[1]  # kernel for kernel, the same code
