@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from optiml.errors import TaskError
 from optiml.evaluate.runtime import TaskRuntime, check_task
 from optiml.task import load_task
-from optiml.task_runtime import TORCH_DEFAULTS, TaskRunner
+from optiml.task_runtime import TORCH_DEFAULTS, TaskRunner, model_bytes
 
 BN = """
 import torch
@@ -194,3 +194,65 @@ def test_a_tf32_convolution_reference_differs_from_the_exact_one_as_kernelbench_
     assert 1e-4 < error < 1e-2, error
     assert (refs["exact"] - truth).abs().max().item() < 1e-4
     assert not torch.backends.cudnn.allow_tf32  # the process stays exact (the `eager` timing reads it)
+
+
+WIDE = """
+import numpy as np
+import torch
+import torch.nn as nn
+
+N, F = 4, 64
+
+
+class Model(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.linear = nn.Linear(f, f)
+        self.register_buffer("scale", torch.ones(f))
+{init}
+
+    def forward(self, x):
+        return self.linear(x) * self.scale
+
+
+def get_inputs():
+    return [torch.rand(N, F)]
+
+
+def get_init_inputs():
+    return [F]
+"""
+
+
+def test_model_bytes_counts_parameters_and_buffers_on_the_meta_device(tmp_path: Path) -> None:
+    path = tmp_path / "wide.py"
+    path.write_text(WIDE.format(init=""))
+    assert model_bytes(load_task(path)) == (64 * 64 + 64 + 64) * 4
+    broken = tmp_path / "broken.py"
+    broken.write_text(WIDE.format(init="        raise ValueError('no')"))
+    assert model_bytes(load_task(broken)) == 0  # the real build reports it
+    runner = TaskRunner(load_task(path), "cpu")
+    assert not runner._initialises_on_device(0)  # only a GPU runtime initialises there
+
+
+@pytest.mark.gpu
+def test_a_large_model_is_initialised_on_the_gpu_seeded_and_one_that_cannot_be_is_built_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import optiml.task_runtime as task_runtime
+
+    monkeypatch.setattr(task_runtime, "DEVICE_INIT_BYTES", 1)  # every model counts as large
+    path = tmp_path / "wide.py"
+    path.write_text(WIDE.format(init=""))
+    runner = TaskRunner(load_task(path), "cuda")
+    first, again = runner.build_model(5), runner.build_model(5)
+    assert first.linear.weight.is_cuda and torch.equal(first.linear.weight, again.linear.weight)  # seeded
+    assert not torch.equal(first.linear.weight, runner.build_model(6).linear.weight)
+    assert any("initialised on the GPU" in note for note in runner.notes)
+    numpy_init = tmp_path / "numpy_init.py"  # an __init__ that mixes a CPU array into a default-device tensor
+    numpy_init.write_text(
+        WIDE.format(init="        self.offset = torch.ones(f) + torch.from_numpy(np.ones(f, 'float32'))")
+    )
+    cpu_built = TaskRunner(load_task(numpy_init), "cuda")
+    model = cpu_built.build_model(5)
+    assert model.linear.weight.is_cuda and cpu_built._device_init_bytes == {0: 0}

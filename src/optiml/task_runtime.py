@@ -131,6 +131,24 @@ def _distribution_checks_off() -> Iterator[None]:
         Distribution.set_default_validate_args(before)
 
 
+#: A model holding this many bytes of parameters and buffers, or more, is initialised on its GPU: on the CPU a
+#: whole-model task's weights (8 GB in level3/2_ShallowWideMLP) take seconds to draw for every case verification
+#: builds, where the GPU takes milliseconds.
+DEVICE_INIT_BYTES = 1 << 30
+
+
+def model_bytes(task: Task, shape_set: int = 0) -> int:
+    """The bytes of ``Model``'s parameters and buffers, from a build on the meta device (0 where it fails)."""
+    module = task.namespace(shape_set)
+    try:
+        with _task_code_on(torch.device("meta")):
+            model = module.Model(*module.get_init_inputs())
+        tensors = [*model.parameters(), *model.buffers()]
+    except Exception:  # the real build says what is wrong, on the device it runs on
+        return 0
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 class TaskRunner:
     """Builds one task's inputs and model on one device and runs its reference."""
 
@@ -146,6 +164,8 @@ class TaskRunner:
         # (run_reference); the process's own state stays exact, which the exact `eager` timing reads.
         _set_precision(_EXACT)
         self.notes: list[str] = []  # how the reference runs (mode, precision), said once
+        #: by shape set: the bytes of a model initialised on the GPU, 0 for one built on the CPU
+        self._device_init_bytes: dict[int, int] = {}
 
     def make_args(self, seed: int, shape_set: int = 0, distribution: str = "native") -> list[Any]:
         """Seeded forward() arguments on the runtime's device (floating ones cast to the task dtype)."""
@@ -165,17 +185,27 @@ class TaskRunner:
 
     def build_model(self, seed: int, shape_set: int = 0) -> torch.nn.Module:
         module = self.task.namespace(shape_set)
+        on_device = self._initialises_on_device(shape_set)
         try:
             # Parameters are initialised on the CPU as the task's author ran it (the same values on any
-            # device), except for a meta runtime, which builds them on the meta device: no memory.
-            with _task_code_on(self.device, default_device=self.device.type == "meta"):
+            # device), except for a meta runtime, which builds them on the meta device (no memory), and a
+            # model of DEVICE_INIT_BYTES or more, built on its GPU (seeded there: other values than the CPU's).
+            with _task_code_on(self.device, default_device=self.device.type == "meta" or on_device):
                 init_inputs = module.get_init_inputs()
                 torch.manual_seed(seed)
                 model = module.Model(*init_inputs)
         except TaskError:
             raise
         except Exception as exc:
+            if on_device:  # its __init__ needs the CPU (NumPy, mixed devices): built there, as for any model
+                self._device_init_bytes[shape_set] = 0
+                return self.build_model(seed, shape_set)
             raise TaskError(f"{self.task.shown}: building Model failed: {type(exc).__name__}: {exc}") from exc
+        if on_device:
+            self._note(
+                f"Model's {self._device_init_bytes[shape_set] / 2**30:.1f} GiB of parameters and buffers are "
+                "initialised on the GPU (seeded; the CPU would take seconds a case)"
+            )
         if not isinstance(model, torch.nn.Module):
             raise TaskError(f"{self.task.shown}: Model is not a torch.nn.Module")
         model = model.to(self.device)
@@ -189,6 +219,15 @@ class TaskRunner:
             _batch_statistics_without_state(model)
         self._note(semantics_note(self.task, model))
         return model
+
+    def _initialises_on_device(self, shape_set: int) -> bool:
+        """Whether ``Model`` of ``shape_set`` is built on the GPU (decided once, from a meta build's bytes)."""
+        if self.device.type != "cuda":
+            return False
+        if shape_set not in self._device_init_bytes:
+            size = model_bytes(self.task, shape_set)
+            self._device_init_bytes[shape_set] = size if size >= DEVICE_INIT_BYTES else 0
+        return self._device_init_bytes[shape_set] > 0
 
     def run_reference(self, model: torch.nn.Module, args: Sequence[Any]) -> list[torch.Tensor]:
         with torch.no_grad(), contextlib.ExitStack() as stack:
