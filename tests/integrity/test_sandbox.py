@@ -315,10 +315,13 @@ def test_limits_are_set_in_the_child(workdir: Path) -> None:
         "import json, os, resource;"
         "names = ('RLIMIT_CPU', 'RLIMIT_FSIZE', 'RLIMIT_DATA', 'RLIMIT_NPROC', 'RLIMIT_CORE');"
         "seen = {n: resource.getrlimit(getattr(resource, n)) for n in names};"
-        "print(json.dumps(seen | {'sid': os.getsid(0) == os.getpid()}))"
+        "print(json.dumps(seen | {'sid': os.getsid(0) == os.getpid(), 'nice': os.nice(0)}))"
     )
-    limits = ResourceLimits(cpu_seconds=77, file_size_bytes=5 << 20, memory_bytes=3 << 30, max_processes=100)
+    limits = ResourceLimits(
+        cpu_seconds=77, file_size_bytes=5 << 20, memory_bytes=3 << 30, max_processes=100, niceness=7
+    )
     seen = _json(_launch(code, workdir, "none", limits))
+    assert seen["nice"] == min(19, os.nice(0) + 7)  # background work yields to the clock
     assert seen["RLIMIT_CPU"] == [77, 87]  # SIGXCPU at 77 s, SIGKILL 10 s later
     assert seen["RLIMIT_FSIZE"] == [5 << 20, 5 << 20]
     assert seen["RLIMIT_DATA"] == [3 << 30, 3 << 30]

@@ -107,6 +107,7 @@ class ResourceLimits:
     memory_bytes: int | None = field(default_factory=_default_memory)  # RLIMIT_DATA (not RLIMIT_AS)
     max_processes: int | None = 2048  # RLIMIT_NPROC headroom over the user's current process count
     core_bytes: int = 0  # RLIMIT_CORE: no core dumps from crashing candidates
+    niceness: int = 0  # added to the scheduling niceness (os.nice): background work yields to the clock
 
     def describe(self, nproc_enforced: bool) -> str:
         parts = [
@@ -480,6 +481,8 @@ def _limiter(limits: ResourceLimits, tasks_now: int) -> Callable[[], None]:
 
     def apply() -> None:
         os.setsid()
+        if limits.niceness:
+            os.nice(limits.niceness)
         for which, soft, hard in settings:
             _, current = resource.getrlimit(which)
             if current != resource.RLIM_INFINITY:
