@@ -72,7 +72,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "sqlite_db",
         ),
         # using the results
-        "export": ("errors", "task", "task_runtime", "kernel", "evaluate", "store"),
+        "export": ("errors", "task", "task_runtime", "kernel", "evaluate", "store", "cache_dirs"),
         # assembling the parts of a run, and the one optimize workflow over them
         "session": ("errors", "values", "task", "kernel", "evaluate", "profile", "propose", "llm", "store"),
         "workflow": ("task", "kernel", "evaluate", "generate", "search", "store", "session"),

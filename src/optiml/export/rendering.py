@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import jinja2
 
 from optiml import __version__
+from optiml.cache_dirs import user_cache_dir
 from optiml.export.signature import Signature
 from optiml.export.verification import Verification, statement
 from optiml.kernel.compiler import abi_header, included_helper_headers
@@ -65,8 +65,8 @@ def library_key(task: Task, kernel: KernelSource, arch: str) -> str:
 
 
 def export_cache_root() -> Path:
-    """Where exports cache their builds (``XDG_CACHE_HOME``, else ``~/.cache``, then ``optiml/export``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "optiml" / "export"
+    """Where exports cache their builds: OptiML's cache folder ``export`` (``_cache_root`` in the runtime)."""
+    return user_cache_dir("export")
 
 
 def common_context(
