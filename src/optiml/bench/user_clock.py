@@ -116,7 +116,12 @@ class UserClockResult:
     kernelbench_speedup: float | None = None  # KernelBench's figure: mean default-eager / mean ModelNew, cold
     input_bytes: int = 0
     output_bytes: int = 0
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # the measurement inside the process (its start and ``import torch`` not included)
+    #: where the process's time went, in s: ``import`` (torch), ``device`` (CUDA's context), ``load`` (the task
+    #: and the export: the kernel's build or its load from the build cache), ``check`` (KernelBench's trials),
+    #: ``inputs``, then each timed subject (``compile``: torch.compile's build on its first call included)
+    phases_s: dict[str, float] = field(default_factory=dict)
+    process_s: float = 0.0  # the fresh process from its start to its answer, as the bench waited for it
     error: str = ""
     #: whose build of the kernel the export loaded: "judge" (the judge's verified binary, seeded into the
     #: export's cache: same source, flags and GPU code; see :func:`seed_export_build`) or "export" (its own)
@@ -259,10 +264,11 @@ def measure_files(
             env["CUDA_VISIBLE_DEVICES"] = options.visible_devices
         command = [sys.executable, str(child), str(work / "spec.json")]
         data, error = run_child(command, work, options.timeout_s, env)
+    process_s = round(time.perf_counter() - begin, 2)
     if data is None:
-        return UserClockResult(task=name, error=error, wall_s=round(time.perf_counter() - begin, 2))
+        return UserClockResult(task=name, error=error, wall_s=process_s, process_s=process_s)
     try:
-        return UserClockResult.from_dict({**data, "task": name})
+        return UserClockResult.from_dict({**data, "task": name, "process_s": process_s})
     except (TypeError, ValueError) as exc:
         return UserClockResult(task=name, error=f"the user's process answered an unreadable result: {_one_line(exc)}")
 

@@ -39,7 +39,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
+IMPORT_BEGIN = time.perf_counter()
+import torch  # noqa: E402  (timed: the import is part of what a fresh process costs)
+
+IMPORT_S = time.perf_counter() - IMPORT_BEGIN
 
 MARKER = "OPTIML_USER_CLOCK "
 #: KernelBench's tolerances by precision (``get_tolerance_for_precision``): atol = rtol.
@@ -439,22 +442,33 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     """The whole measurement as one JSON-able dict (``error`` set where it could not run at all)."""
     result: dict[str, Any] = {"device": "", "torch": torch.__version__, "precision": spec["precision"], "error": ""}
     result.update(verdict=None, timings={}, input_bytes=0, output_bytes=0, kernelbench_speedup=None)
-    begin = time.perf_counter()
+    phases = result["phases_s"] = {"import": round(IMPORT_S, 2)}
+    begin = mark = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - mark, 2)
+        mark = now
+
     if spec["precision"] not in TOLERANCES:
         result["error"] = f"KernelBench runs fp32, fp16 or bf16; this task is {spec['precision']}"
         return result
     try:
         dev = Device(spec["device"])
         result["device"] = dev.name()
+        lap("device")
         problem = Problem(spec, dev)
     except Exception as exc:
         result["error"] = f"loading the task or the export: {one_line(exc)}"
         traceback.print_exc()
         return result
+    lap("load")
     try:  # what the kernel does wrong is the verdict's; what fails around it (out of memory) is the result's
         result["verdict"] = check(problem)
         result["output_bytes"] = result["verdict"].pop("output_bytes")
         dev.free()
+        lap("check")
         # KernelBench's timing inputs (set_seed(seed_num), get_inputs()), but integer tensors (class indices, token
         # ids) as the user passes them: KernelBench's cast to the precision is in its verdict above, not the clock
         inputs = problem.inputs(problem.seed, keep_integers=True)
@@ -463,11 +477,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         traceback.print_exc()
         return result
     result["input_bytes"] = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    lap("inputs")
     for name, fn, ref in subjects(spec, problem):
         if isinstance(fn, str):
             result["timings"][name] = {"cold": None, "warm": None, "error": fn}
             continue
         result["timings"][name] = measure(name, fn, inputs, spec, dev, ref)
+        lap(name)  # a subject's phase includes its build: torch.compile's compiles on its first call
         print(f"[user clock] {name}: {result['timings'][name]}", file=sys.stderr, flush=True)
     kernel, baseline = result["timings"].get("model_new", {}), result["timings"].get("eager_tf32", {})
     if kernel.get("cold") and baseline.get("cold"):  # KernelBench's own figure: mean reference over mean kernel
