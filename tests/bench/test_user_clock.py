@@ -83,7 +83,8 @@ def test_a_correct_model_new_passes_and_every_subject_is_timed(tmp_path: Path) -
     assert cold is not None and agreement(2 * cold.median_ms, result) == pytest.approx(2.0)
     assert result.kernelbench_speedup is not None and result.kernelbench_speedup > 0
     phases = result.phases_s  # where the process's time went, each subject's phase after its own timing
-    assert list(phases) == ["import", "device", "load", "check", "inputs", "model_new", "eager_tf32", "eager"]
+    check = ["check_inputs", "check_reference", "check_model_new", "check_compare", "check_free"]
+    assert list(phases) == ["import", "device", "load", *check, "inputs", "model_new", "eager_tf32", "eager"]
     assert all(seconds >= 0 for seconds in phases.values()) and phases["import"] > 0
     assert sum(phases.values()) - phases["import"] <= result.wall_s + 0.05 <= result.process_s + 0.05
     again = UserClockResult.from_dict(json.loads(json.dumps(result.to_dict())))

@@ -118,8 +118,8 @@ class UserClockResult:
     output_bytes: int = 0
     wall_s: float = 0.0  # the measurement inside the process (its start and ``import torch`` not included)
     #: where the process's time went, in s: ``import`` (torch), ``device`` (CUDA's context), ``load`` (the task
-    #: and the export: the kernel's build or its load from the build cache), ``check`` (KernelBench's trials),
-    #: ``inputs``, then each timed subject (``compile``: torch.compile's build on its first call included)
+    #: and the export), ``check_*`` (KernelBench's trials: its inputs, the reference, ModelNew, whose first call
+    #: loads the kernel, the comparison), ``inputs``, then each timed subject (``compile``: torch.compile's build)
     phases_s: dict[str, float] = field(default_factory=dict)
     process_s: float = 0.0  # the fresh process from its start to its answer, as the bench waited for it
     error: str = ""
