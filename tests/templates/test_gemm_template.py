@@ -927,6 +927,7 @@ static inline void optiml_ldsm(unsigned addr, unsigned* r) { emu_ldsm(addr, r, f
 static inline void optiml_ldsm_t(unsigned addr, unsigned* r) { emu_ldsm(addr, r, true); }
 static inline void optiml_mma_bf16(float* c, const unsigned* a, const unsigned* b) { emu_mma_bf16(c, a, b); }
 static inline unsigned optiml_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+static inline float optiml_round_tf32(float x) { return x != x ? x : __uint_as_float(optiml_tf32(x)); }
 static inline void optiml_split(float x, unsigned& big, unsigned& small) {
   big = optiml_tf32(x);
   small = optiml_tf32(x - __uint_as_float(big));

@@ -14,6 +14,7 @@ from __future__ import annotations
 import socket
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,14 +135,7 @@ def ray_workers(
             self.worker.stop()
 
     slots = tuple(range(gpus)) if gpus else tuple(range(len(config.gpus)))
-    sized = BenchConfig(
-        evaluations=config.evaluations,
-        minutes_per_task=config.minutes_per_task,
-        seeds=config.seeds,
-        torch_compile=config.torch_compile,
-        gpus=slots,
-        strategy=config.strategy,
-    )
+    sized = replace(config, gpus=slots)
 
     def make_slot(_: int | None) -> _Slot:
         return _Slot(ray, BenchActor.remote(factory), store_path)  # type: ignore[attr-defined]

@@ -56,6 +56,7 @@ class BenchConfig:
     gpus: tuple[int | None, ...] = (None,)  # None: the default GPU; else CUDA device indices
     strategy: str = "greedy"  # the search default (docs/search.md: greedy won or tied every replayed ablation)
     user_clock: bool = True  # each verified kernel's export timed in a fresh process too (bench/user_clock.py)
+    precision: str | None = None  # float32 tasks run at this precision (bench/precision.py); None: as each file says
 
 
 def read_state(out_dir: Path) -> tuple[list[BenchRow], list[dict[str, Any]]]:
@@ -88,6 +89,7 @@ def write_state(out_dir: Path, rows: list[BenchRow], config: BenchConfig, extra:
             "gpus": list(config.gpus),
             "strategy": config.strategy,
             "user_clock": config.user_clock,
+            "precision": config.precision,
         },
         **extra,
         "metrics": metrics,

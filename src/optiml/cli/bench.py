@@ -39,6 +39,15 @@ def bench_cmd(
             "verdict); the judge's times are then the headline.",
         ),
     ] = False,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            "--precision",
+            help="Run every float32 task at this precision: 'tf32' (PyTorch's default settings: convolutions in "
+            "TF32, as KernelBench's reference; the kernels round as cuDNN does, so KernelBench's check can pass) or "
+            "'exact'. The bench runs a copy of each task file with OPTIML['precision'] set, kept in its folder.",
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for bench.json, bench.md, runs.db.")] = None,
     ray: Annotated[
         str | None,
@@ -58,6 +67,10 @@ def bench_cmd(
     target = out or Path(f"bench-{Path(suite).stem or 'suite'}")
     if target.exists() and not target.is_dir():
         raise OptimlError(f"{target}: exists and is not a folder")
+    if precision is not None:
+        from optiml.bench.precision import at_precision, copies_folder
+
+        paths = at_precision(paths, precision, copies_folder(target, precision))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with waiting(console, "loading PyTorch and the bench"):
@@ -72,6 +85,7 @@ def bench_cmd(
         torch_compile=not no_compile,
         gpus=parse_gpus(gpus),
         user_clock=not no_user_clock,
+        precision=precision,
     )
     console.print(f"bench [bold]{suite}[/bold]: {len(paths)} tasks on GPU(s) {gpus}; state in {target}/")
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

@@ -286,7 +286,10 @@ POLICY: tuple[Rule, ...] = (
         "split keeps fp32 accuracy; plain TF32, ~5e-4 relative error, fails a tolerance below 1e-3)",
         fp32_strict_only=True,
         # optiml_ptx.h's TF32 rounding and MMAs count as the PTX they wrap
-        names=_words("__float_to_tf32 optiml_tf32 optiml_split optiml_mma8 optiml_wgmma_tf32 optiml_wgmma_tf32_rs"),
+        names=_words(
+            "__float_to_tf32 optiml_tf32 optiml_round_tf32 optiml_split optiml_mma8 optiml_wgmma_tf32 "
+            "optiml_wgmma_tf32_rs"
+        ),
         qualified=(r"precision::tf32",),
         asm=r"\.tf32\b",
     ),

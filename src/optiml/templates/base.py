@@ -97,6 +97,10 @@ class DeviceFacts:
     smem_per_sm: int = 228 * 1024
     l2_bytes: int = 60 * 1024 * 1024
     arch: str = "sm_90a"
+    #: the task chose PyTorch's default precision (``OPTIML["precision"] = "tf32"``, float32): convolutions
+    #: multiply operands rounded to TF32 (to nearest, as cuDNN does there; depthwise ones, exact in cuDNN, stay
+    #: exact) and accumulate in fp32, so they match that reference to summation order
+    tf32_convolutions: bool = False
 
     def resident_blocks(self, threads: int) -> int:
         """Blocks of ``threads`` the whole GPU holds at once by its thread limit (one round of a grid)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from optiml.graph.capture import capture_all
@@ -51,7 +51,8 @@ class TemplateKernels:
     def __init__(self, task: Task, plan: Plan, facts: DeviceFacts | None = None) -> None:
         self.task = task
         self.plan = plan
-        self.facts = facts or DeviceFacts()
+        tf32 = task.meta.precision == "tf32" and task.meta.dtype == "float32"
+        self.facts = replace(facts or DeviceFacts(), tf32_convolutions=tf32)
         self.templates = Templates.for_plan(plan)
         self.spaces: list[Space] = [self.templates.of(g).space(g, self.facts) for g in plan.groups]
 

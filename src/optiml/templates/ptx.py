@@ -79,6 +79,8 @@ __device__ __forceinline__ void optiml_mma_f16(float* c, const unsigned* a, cons
 // TF32 rounding as cvt.rna.tf32.f32 (to nearest, ties away), in two integer operations where the instruction
 // takes four: an inf stays inf; a NaN stays NaN or turns into an inf whose small part below is NaN.
 __device__ __forceinline__ unsigned optiml_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+// x rounded to TF32 as a float, NaN kept (1xTF32: what cuDNN multiplies under PyTorch's default settings).
+__device__ __forceinline__ float optiml_round_tf32(float x) { return x != x ? x : __uint_as_float(optiml_tf32(x)); }
 // x = big + small, both TF32: big holds the leading mantissa bits, small the next.
 __device__ __forceinline__ void optiml_split(float x, unsigned& big, unsigned& small) {
   big = optiml_tf32(x);

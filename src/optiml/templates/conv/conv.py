@@ -59,6 +59,12 @@ Variants:
   convolution, the input positions that reach the output: ``(o + pad - k * dil)`` divisible by the
   stride), accumulating in fp32.
 
+At PyTorch's default precision (a float32 task with ``OPTIML["precision"] = "tf32"``:
+``DeviceFacts.tf32_convolutions``, :func:`rounds_to_tf32`) every variant multiplies operands rounded to TF32 to
+nearest, as cuDNN does there, and sums in fp32: ``implicit``, ``direct`` and ``stencil`` round as they load,
+``tf32_wgmma`` replaces ``tf32x3_wgmma``, and ``tf32x3`` is not offered; depthwise convolutions (exact in cuDNN)
+stay exact.
+
 The epilogue is the GEMM template's (:class:`~optiml.templates.product.epilogue.Epilogue`), indexed by the
 output's linear index (its ``N`` is 1): bias-like leaves broadcast into the output through strides
 derived at run time, so a ``[C, 1, 1]`` bias, an eval-mode batch norm's statistics and a residual
@@ -497,8 +503,11 @@ def phases(prob: ConvProblem) -> int:
     return sd * sh * sw if prob.transposed else 1
 
 
-def _implicit_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
+def _implicit_kernel(p: str, cfg: GroupConfig, prob: ConvProblem, tf32: bool = False) -> str:
+    """``tf32``: weights and gathered inputs rounded to TF32 as they are loaded (products exact, fp32 sums)."""
     bm, bn, bk, tm, tn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
+    rounded = "optiml_round_tf32({})" if tf32 else "{}"
+    kind = "TF32 operands (rounded to nearest), fp32 sums" if tf32 else "exact fp32"
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
     k_total, helper, head = _fp32_gemm_head(p, prob, bm, bn, threads)
@@ -519,13 +528,13 @@ def _implicit_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
     for (int l = 0; l < {la}; ++l) {{
       const int f = (int)threadIdx.x + l * {threads}, mm = f / {bk}, kk = f % {bk};
       const int64_t gm = m0 + mm, gk = k0 + kk;
-      ra[l] = ({guard_a}gm < P.M && gk < {k_total}) ? {_weight_element(prob)} : 0.f;
+      ra[l] = ({guard_a}gm < P.M && gk < {k_total}) ? {rounded.format(_weight_element(prob))} : 0.f;
     }}
 #pragma unroll
     for (int l = 0; l < {lb}; ++l) {{
       const int64_t gk = k0 + brow0 + l * {step};
       float v;
-      {_gather(prob, "0.f", "X[{idx}]")}
+      {_gather(prob, "0.f", rounded.format("X[{idx}]"))}
       rb[l] = v;
     }}"""
     store_a = f"""#pragma unroll
@@ -536,7 +545,7 @@ def _implicit_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
 #pragma unroll
     for (int l = 0; l < {lb}; ++l) Bs[buf][brow0 + l * {step}][bcol] = rb[l];"""
     return f"""\
-{helper}// Implicit GEMM, exact fp32: {bm}x{bn} tile per block, {tm}x{tn} per thread, {bk}-deep slices double buffered.
+{helper}// Implicit GEMM, {kind}: {bm}x{bn} tile per block, {tm}x{tn} per thread, {bk}-deep slices double buffered.
 __global__ void __launch_bounds__({threads}) {p}_implicit(const {p}_prob P) {{
   typedef float X_T;
   __shared__ __align__(16) float As[2][{bk}][{bm + 4}];
@@ -847,9 +856,11 @@ def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts
     sd, sh, sw = prob.stride
     pd, ph, pw = prob.padding
     dd, dh, dw = prob.dilation
+    tf32 = rounds_to_tf32(prob, facts)
 
     def load(expr: str) -> str:
-        return to_compute(expr, prob.dtype)
+        value = to_compute(expr, prob.dtype)
+        return f"optiml_round_tf32({value})" if tf32 else value
 
     extents = ("KD", "KH", "KW")
     if prob.transposed:
@@ -925,6 +936,13 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 
 
 # -- the space -----------------------------------------------------------------------------------------
+def rounds_to_tf32(prob: ConvProblem, facts: DeviceFacts) -> bool:
+    """Whether this convolution multiplies operands rounded to TF32 (``facts.tf32_convolutions``, a float32 task at
+    PyTorch's default precision): all but depthwise ones (one input channel a group), which cuDNN computes in exact
+    fp32 there (H100, 2026-12-06, benchmarks/results/tf32_rounding_probe_h100_2026-12-06.json)."""
+    return facts.tf32_convolutions and prob.dtype == "float32" and prob.primary.cin // prob.groups > 1
+
+
 def _implicit_check(config: GroupConfig, tables: int) -> str | None:
     bm, bn, bk, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "bk", "tm", "tn"))
     threads = (bm // tm) * (bn // tn)
@@ -1059,15 +1077,16 @@ class ConvTemplate:
             knobs["mma"] = dict(MMA_KNOBS)
             if warp_group:
                 knobs["wgmma"] = dict(conv_wgmma.HALF_KNOBS)
-        elif gemm:
+        elif gemm:  # at PyTorch's default precision: 1xTF32, and no 3xTF32 (exact) variant
+            tf32 = rounds_to_tf32(prob, facts)
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
-            if tensor_cores_take_tf32(facts):
+            if tensor_cores_take_tf32(facts) and not tf32:
                 knobs["tf32x3"] = dict(TF32_KNOBS)
             if warp_group:
-                knobs["tf32x3_wgmma"] = dict(conv_wgmma.TF32_KNOBS)
+                knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = dict(conv_wgmma.TF32_KNOBS)
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
-            if tensor_cores_take_tf32(facts):
+            if tensor_cores_take_tf32(facts) and not rounds_to_tf32(prob, facts):
                 knobs["tf32x3"] = dict(TF32_KNOBS)
         if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
             knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
@@ -1095,9 +1114,10 @@ class ConvTemplate:
             if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
-        if "tf32x3_wgmma" in variants:
-            return GroupConfig.of("tf32x3_wgmma", bm=128 if m > 64 else 64, bn=64)
-        if tensor_cores_take_tf32(facts) and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
+        for warp_group in ("tf32_wgmma", "tf32x3_wgmma"):
+            if warp_group in variants:
+                return GroupConfig.of(warp_group, bm=128 if m > 64 else 64, bn=64)
+        if "tf32x3" in variants and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
             return TF32_WIDE
         return _implicit_tile(prob, m, n, sms)
 
@@ -1130,9 +1150,9 @@ class ConvTemplate:
         else:
             tf32 = "tf32x3" in self.space(group, facts).variants
             narrow = prob.gemm_sizes(prob.primary)[0] < 128  # fewer output channels per group than a wide tile
-            warp_group = first.variant == "tf32x3_wgmma"
+            warp_group = first.variant in ("tf32x3_wgmma", "tf32_wgmma")
             others = [
-                *([GroupConfig.of("tf32x3_wgmma", bm=first.get("bm"), bn=128)] if warp_group else []),
+                *([GroupConfig.of(first.variant, bm=first.get("bm"), bn=128)] if warp_group else []),
                 *([TF32_NARROW if narrow else TF32_WIDE] if tf32 else []),
                 GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
@@ -1166,12 +1186,15 @@ class ConvTemplate:
             includes = ("<cuda_bf16.h>",)
         elif prob.dtype == "float16":
             includes = ("<cuda_fp16.h>",)
+        tf32 = rounds_to_tf32(prob, ctx.facts)
+        if tf32 and config.variant in ("implicit", "stencil", "direct"):
+            includes += (PTX_INCLUDE,)  # optiml_round_tf32
         if config.variant == "implicit":
             bm, bn, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "tm", "tn"))
             threads = (bm // tm) * (bn // tn)
             stride = prob.stride if prob.transposed else None
             device += [
-                _implicit_kernel(p, config, prob),
+                _implicit_kernel(p, config, prob, tf32),
                 _tiled_launch(p, f"{p}_implicit", bm, bn, threads, stride=stride),
             ]
         elif config.variant == "tf32x3":
@@ -1201,7 +1224,7 @@ class ConvTemplate:
             workspace = conv_wgmma.workspace_bytes(config, [ctx.dim(prob.w, d) for d in range(prob.spatial + 2)])
         elif config.variant == "stencil":
             assert prob.kernel is not None  # the space offers stencil only then
-            device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts))
+            device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts, tf32))
         else:
             device.append(_direct_code(p, config, prob, ctx.facts))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]

@@ -105,9 +105,16 @@ def alternatives(first: GroupConfig) -> list[GroupConfig]:
 
 
 def code(
-    p: str, config: GroupConfig, geo: Geometry, kernel: tuple[int, int, int], bias: str, facts: DeviceFacts
+    p: str,
+    config: GroupConfig,
+    geo: Geometry,
+    kernel: tuple[int, int, int],
+    bias: str,
+    facts: DeviceFacts,
+    tf32: bool = False,
 ) -> str:
-    """The stencil kernel and its launch; ``bias`` is the statement adding the conv's bias to ``v``."""
+    """The stencil kernel and its launch; ``bias`` is the statement adding the conv's bias to ``v``; ``tf32``:
+    inputs and weights rounded to TF32 as they are staged (``optiml_round_tf32``, from ``optiml_ptx.h``)."""
     tx, ty, rows = (int(config.get(k)) for k in ("tx", "ty", "rows"))
     threads, th = tx * ty, ty * rows
     resident_blocks = facts.resident_blocks(threads)
@@ -129,6 +136,8 @@ def code(
     in_rows = (rows - 1) * sh + (kh - 1) * dh + 1  # box rows one thread reads
     load = to_compute("src[x]", geo.dtype)
     weight = to_compute("wc[t]", geo.dtype)
+    if tf32:
+        load, weight = f"optiml_round_tf32({load})", f"optiml_round_tf32({weight})"
     # Which (output row, kernel row) pairs each box row of the thread feeds: all constants.
     feeds = []
     for j in range(in_rows):

@@ -1,12 +1,17 @@
 """Hopper warp-group implicit-GEMM convolution kernels of the conv template (sm_90a).
 
-Two variants, one structure:
+Three variants, one structure:
 
 * ``wgmma`` (float16 / bfloat16): ``wgmma.mma_async.m64n{bn}k16`` with fp32 accumulation, 64-deep k
   slices (one 128-byte row of 16-bit values a tile row).
 * ``tf32x3_wgmma`` (float32, fp32 accuracy): the GEMM template's 3xTF32 arithmetic on
   ``wgmma.mma_async.m64n{bn}k8.tf32`` (:mod:`optiml.templates.gemm.tf32_wgmma`): each value is split
   once, when staged, into a big and a small TF32 part stored in two tiles; 32-deep k slices.
+* ``tf32_wgmma`` (float32 tasks at PyTorch's default precision, ``OPTIML["precision"] = "tf32"``): the
+  same instruction once a k-step on one tile an operand, every value rounded to TF32 to nearest — what
+  cuDNN multiplies there (`benchmarks/tf32_rounding_probe.py`) — so the output matches that reference
+  to summation order; the weights are rounded when reordered and copied by ``cp.async``, the gathered
+  inputs rounded as they are stored.
 
 The GEMM is the conv template's (:mod:`optiml.templates.conv.conv`): ``A[m][k]`` the weights (reordered: below), ``B``
 the im2col matrix, never stored. A block is ``bm / 64`` warp groups (each owns 64 output channels) over a
@@ -44,7 +49,7 @@ from optiml.templates.ptx import wgmma_function
 ROW = 128  # bytes of a slice row: one 128-byte swizzle row
 ALIGN = 1024  # a 128-byte-swizzle atom (8 rows)
 MAX_SMEM = 227 * 1024
-VARIANTS = ("wgmma", "tf32x3_wgmma")
+VARIANTS = ("wgmma", "tf32x3_wgmma", "tf32_wgmma")
 REORDER_THREADS = 256
 #: Fields of the conv template's problem struct only these kernels use (:func:`host` fills them).
 PROB_FIELDS = (
@@ -73,6 +78,17 @@ def split(config: GroupConfig) -> bool:
     return config.variant == "tf32x3_wgmma"
 
 
+def single_tf32(config: GroupConfig) -> bool:
+    """Whether ``config`` is the 1xTF32 variant (a task at PyTorch's default precision: one tile an operand,
+    each value rounded to TF32 to nearest, as cuDNN rounds there; one MMA a k-step, fp32 accumulation)."""
+    return config.variant == "tf32_wgmma"
+
+
+def floats(config: GroupConfig) -> bool:
+    """Whether ``config`` stages fp32 values (the TF32 variants) rather than halves."""
+    return split(config) or single_tf32(config)
+
+
 def threads(config: GroupConfig) -> int:
     return int(config.get("bm")) // 64 * 128
 
@@ -89,13 +105,13 @@ def smem_bytes(config: GroupConfig) -> int:
 
 def vec(config: GroupConfig) -> int:
     """Values in a 16-byte chunk of a slice row: 4 floats or 8 halves."""
-    return 4 if split(config) else 8
+    return 4 if floats(config) else 8
 
 
 def check(config: GroupConfig, tables: int) -> str | None:
     """Why ``config`` is illegal, or None (``tables``: the conv template's static shared tables, bytes)."""
     bm, bn = int(config.get("bm")), int(config.get("bn"))
-    knobs = TF32_KNOBS if split(config) else HALF_KNOBS
+    knobs = TF32_KNOBS if floats(config) else HALF_KNOBS
     if bm not in knobs["bm"] or bn not in knobs["bn"]:
         return f"{config.label()}: bm in {knobs['bm']} (warp groups of 64 rows), bn in {knobs['bn']}"
     if bn > threads(config):
@@ -195,7 +211,7 @@ def _gather_chunk(prob: ConvGeometry, vec: int, ctype: str) -> str:
 
 def _b_staging(p: str, prob: ConvGeometry, config: GroupConfig) -> tuple[str, str, str]:
     """(declarations, loads, stores) of the B tile: chunks gathered into registers ``rb``, then stored."""
-    bn, nthreads, tf32 = int(config.get("bn")), threads(config), split(config)
+    bn, nthreads, tf32 = int(config.get("bn")), threads(config), floats(config)
     per, chunk = bn * 8 // nthreads, f"(int)threadIdx.x / {bn} + l * {nthreads // bn}"
     vec, ctype = (4, "float") if tf32 else (8, "unsigned short")
     if tf32:
@@ -217,8 +233,11 @@ def _b_staging(p: str, prob: ConvGeometry, config: GroupConfig) -> tuple[str, st
         f"const int c = {chunk}, r = (int)threadIdx.x % {bn};\n"
         f"      const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));"
     )
-    if tf32:
+    if split(config):
         put = gemm_tf32_wgmma.split_float4(p, "rb[l]", 6) + "\n" + gemm_tf32_wgmma.store_split(p, "b", 6)
+    elif tf32:  # 1xTF32: each value rounded as it is stored
+        words = ", ".join(f"__float_as_uint(optiml_round_tf32(rb[l].{c}))" for c in "xyzw")
+        put = f"      optiml_sts16(b_big + at, {words});"
     else:
         put = "      optiml_sts16(b_big + at, rb[l].x, rb[l].y, rb[l].z, rb[l].w);"
     stores = f"""\
@@ -307,7 +326,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
     ``head``: statements decoding the block (``tmi``, ``tni``, ``gz``) and filling the tap table;
     ``bias``: the statement adding the convolution's bias of channel ``co`` to ``v``."""
     bm, bn = int(config.get("bm")), int(config.get("bn"))
-    nthreads, tf32 = threads(config), split(config)
+    nthreads, tf32 = threads(config), floats(config)
     a_bytes, b_bytes, stage = bm * ROW, bn * ROW, stage_bytes(config)
     ctype = "float" if tf32 else "unsigned short"
     a_decl, a_load, a_store = _a_staging(p, config)
@@ -318,7 +337,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
     if not tf32:  # B by 16-byte pixel copies, n-major (a pointwise conv's FAST instance)
         pixel_decl = f"  constexpr bool PIXELS = {'FAST' if pixels else 'false'};"
         pixel_decl = (_pixel_columns(bn) + "\n" if pixels else "") + pixel_decl
-    if tf32:
+    if split(config):
         addresses = f"""\
     const unsigned a_big = s0 + (unsigned)buf * {stage}u, a_small = a_big + {a_bytes}u;
     const unsigned b_big = a_small + {a_bytes}u, b_small = b_big + {b_bytes}u;"""
@@ -328,6 +347,22 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
   for (int i = 0; i < {bn // 2}; ++i) acc[i] = part[i] = 0.f;"""
         mmas = gemm_tf32_wgmma.slice_mmas(p, bn, stage, a_bytes, b_bytes)
         sum_partial = f"#pragma unroll\n    for (int i = 0; i < {bn // 2}; ++i) acc[i] += part[i];"
+    elif tf32:  # 1xTF32: one MMA a k-step of 8 on the rounded tiles, straight into the accumulators
+        addresses = f"""\
+    const unsigned a_big = s0 + (unsigned)buf * {stage}u, b_big = a_big + {a_bytes}u;"""
+        regs = f"""\
+  float acc[{bn // 2}];
+#pragma unroll
+  for (int i = 0; i < {bn // 2}; ++i) acc[i] = 0.f;"""
+        mmas = f"""\
+    const unsigned ab = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
+    const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
+    optiml_wg_fence();
+#pragma unroll
+    for (unsigned ks = 0; ks < {bk // 8}; ++ks)
+      optiml_wgmma_tf32<{bn}>(acc, optiml_desc(ab + ks * 32u, 16u, 1024u), optiml_desc(bb + ks * 32u, 16u, 1024u), 1);
+    optiml_wg_commit();"""
+        sum_partial = ""
     else:
         addresses = f"""\
     const unsigned a_big = s0 + (unsigned)buf * {stage}u, b_big = a_big + {a_bytes}u;"""
@@ -365,7 +400,13 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
         {p}_epi1(P, ((int64_t)img * P.Cout + co) * P.OS + pix, 0, v);""",
         batched_row=False,
     )
-    kind = "3xTF32 (big / small tiles)" if tf32 else "fp16 / bf16"
+    kind = (
+        "3xTF32 (big / small tiles)"
+        if split(config)
+        else "1xTF32 (operands rounded to nearest)"
+        if tf32
+        else ("fp16 / bf16")
+    )
     return f"""\
 // Implicit GEMM on warp-group MMAs, {kind}: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 output
 // channels, {bk}-deep slices in two 128-byte-swizzled stages; the next slice is gathered and stored while the
@@ -418,9 +459,15 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
 def weight_kernel(p: str, config: GroupConfig) -> str:
     """``{p}_wreorder``: the weights copied into the workspace as the kernel reads them (every call: they
     are an input), rows ``Kp`` apart and zero past ``K``, tap-major where ``P.tapmajor``."""
-    ctype = "float" if split(config) else "unsigned short"
+    ctype = "float" if floats(config) else "unsigned short"
+    value = (
+        "optiml_round_tf32(w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)])"
+        if single_tf32(config)
+        else ("w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)]")
+    )
+    rounded = " (rounded to TF32: the 1xTF32 kernel copies them as they are)" if single_tf32(config) else ""
     return f"""\
-// The weights as the warp-group kernel reads them: output channel m's row holds k in [0, Kp), tap-major
+// The weights as the warp-group kernel reads them{rounded}: output channel m's row holds k in [0, Kp), tap-major
 // (k = tap * Cin_g + ci) when P.tapmajor, else as stored (k = ci * KS + tap); zero past K.
 __global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob P) {{
   const {ctype}* __restrict__ w = (const {ctype}*)P.w;
@@ -432,7 +479,7 @@ __global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob
     {ctype} v = ({ctype})0;
     if (k < P.K) {{
       const int64_t tap = k / P.Cin_g, ci = k - tap * P.Cin_g;
-      v = w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)];
+      v = {value};
     }}
     wt[i] = v;
   }}
@@ -454,7 +501,7 @@ def launch(p: str, config: GroupConfig, prob: ConvGeometry, max_taps: int) -> st
     if (e != cudaSuccess) return (int)e;
     {kernel}<<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);"""
 
-    if prob.pointwise and split(config):  # no FAST instance: the 3xTF32 split needs the register path
+    if prob.pointwise and floats(config):  # no FAST instance: TF32 values are rounded through registers
         body = f"  {{\n{start('false')}\n  }}"
     else:
         fast = "P.OS % 8 == 0 && ((uintptr_t)P.x & 15) == 0" if prob.pointwise else "P.tapmajor != 0"
@@ -491,6 +538,6 @@ def host(config: GroupConfig, workspace: str) -> list[str]:
 def workspace_bytes(config: GroupConfig, weight_dims: list[str]) -> str:
     """A C expression: the reordered weights' bytes (``weight_dims``: the weight's dims, ``[C_out][C_in/g]
     [k...]``): ``C_out`` rows of ``K`` rounded up to a chunk."""
-    chunk, size = vec(config), 4 if split(config) else 2
+    chunk, size = vec(config), 4 if floats(config) else 2
     k = " * ".join(f"(int64_t)({d})" for d in weight_dims[1:])
     return f"((int64_t)({weight_dims[0]}) * ((({k}) + {chunk - 1}) / {chunk} * {chunk}) * {size})"
