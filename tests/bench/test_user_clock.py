@@ -84,7 +84,18 @@ def test_a_correct_model_new_passes_and_every_subject_is_timed(tmp_path: Path) -
     assert result.kernelbench_speedup is not None and result.kernelbench_speedup > 0
     phases = result.phases_s  # where the process's time went, each subject's phase after its own timing
     check = ["check_inputs", "check_reference", "check_model_new", "check_compare", "check_free"]
-    assert list(phases) == ["import", "device", "load", *check, "inputs", "model_new", "eager_tf32", "eager"]
+    assert list(phases) == [
+        "import",
+        "draw_inputs",
+        "device",
+        "load",
+        *check,
+        "inputs",
+        "model_new",
+        "eager_tf32",
+        "eager",
+    ]
+    assert result.inputs_drawn_in_parallel == 0  # 8 KB sets: drawn in turn
     assert all(seconds >= 0 for seconds in phases.values()) and phases["import"] > 0
     assert sum(phases.values()) - phases["import"] <= result.wall_s + 0.05 <= result.process_s + 0.05
     again = UserClockResult.from_dict(json.loads(json.dumps(result.to_dict())))
@@ -290,3 +301,50 @@ def test_a_seeded_build_is_what_the_result_names(tmp_path: Path, monkeypatch: py
     options = UserClockOptions(device="cpu", correct_trials=1, perf_trials=2, torch_compile=False)
     assert measure_kernel(task, kernel, options, prebuilt=Prebuilt(judge_so, "sm_90a")).binary == "judge"
     assert measure_kernel(task, kernel, options, prebuilt=Prebuilt(judge_so, "sm_90a")).binary == "export"
+
+
+def _kernelbench_like_inputs() -> list:
+    return [torch.randn(64, 33), torch.randint(0, 7, (5, 9)), torch.rand(4, 4) > 0.5, 3, torch.empty(0, 2)]
+
+
+def test_parallel_draws_are_kernelbench_s_inputs_bit_for_bit() -> None:
+    """Each seed's set, drawn by a forked process into shared memory, equals set_seed(seed); get_inputs()."""
+    seeds = [11, 12, 13, 11]
+    drawn = child.draw_inputs(_kernelbench_like_inputs, seeds, min_bytes=0)
+    assert sorted(drawn) == [11, 12, 13]  # a repeated seed is drawn once
+    for seed in (11, 12, 13):
+        child.set_seed(seed)
+        want = _kernelbench_like_inputs()
+        got = drawn[seed]
+        assert got[3] == 3 and len(got) == len(want)
+        for a, b in zip(want, got, strict=True):
+            if isinstance(a, torch.Tensor):
+                assert b.dtype == a.dtype and b.shape == a.shape and torch.equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        lambda: [torch.randn(64, 64).t()],  # not dense as KernelBench passes it: drawn in turn instead
+        lambda: [torch.randn(8, device="cpu")],  # a device named in the file
+        lambda: [torch.randn(int(torch.randint(1, 9, (1,))))],  # a shape that depends on the draw
+        lambda: [torch.ones(3).numpy()],  # not a tensor on the meta device
+    ],
+)
+def test_sets_unlike_their_layout_are_drawn_in_turn(inputs) -> None:  # type: ignore[no-untyped-def]
+    assert child.draw_inputs(inputs, [1, 2], min_bytes=0) == {}
+
+
+def test_small_sets_are_drawn_in_turn() -> None:
+    assert child.draw_inputs(_kernelbench_like_inputs, [1, 2]) == {}  # under PARALLEL_INPUT_BYTES
+
+
+def test_the_check_with_parallel_draws_gives_the_same_verdict(tmp_path: Path) -> None:
+    task, model_new = stand_in(tmp_path, "return torch.relu(self.linear(x)) * 1.01")  # fails: distances compared
+    turn = measure_files("toy", task, model_new, CPU)
+    parallel = measure_files("toy", task, model_new, replace(CPU, parallel_input_bytes=0))
+    assert parallel.error == "" and parallel.inputs_drawn_in_parallel == 4  # three trials and the timing set
+    assert turn.inputs_drawn_in_parallel == 0
+    assert turn.verdict is not None and parallel.verdict is not None
+    assert parallel.verdict.max_abs_diff == turn.verdict.max_abs_diff and not parallel.verdict.passed
+    assert parallel.verdict.exact_max_abs_diff == turn.verdict.exact_max_abs_diff

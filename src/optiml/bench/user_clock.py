@@ -57,6 +57,8 @@ class UserClockOptions:
     warm_windows: int = 10
     window_ms: float = 20.0
     timeout_s: float = 1800.0
+    #: input sets of this many bytes or more are drawn by parallel processes (user_clock_child.draw_inputs)
+    parallel_input_bytes: int = 1 << 28
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class UserClockResult:
     #: loads the kernel, the comparison), ``inputs``, then each timed subject (``compile``: torch.compile's build)
     phases_s: dict[str, float] = field(default_factory=dict)
     process_s: float = 0.0  # the fresh process from its start to its answer, as the bench waited for it
+    inputs_drawn_in_parallel: int = 0  # KernelBench's input sets drawn at once by forked processes (0: in turn)
     error: str = ""
     #: whose build of the kernel the export loaded: "judge" (the judge's verified binary, seeded into the
     #: export's cache: same source, flags and GPU code; see :func:`seed_export_build`) or "export" (its own)
@@ -256,6 +259,7 @@ def measure_files(
             "torch_compile": options.torch_compile,
             "warm_windows": options.warm_windows,
             "window_ms": options.window_ms,
+            "parallel_input_bytes": options.parallel_input_bytes,
         }
         (work / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         begin = time.perf_counter()

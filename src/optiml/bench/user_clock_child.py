@@ -31,6 +31,7 @@ import gc
 import importlib.util
 import json
 import math
+import mmap
 import os
 import signal
 import statistics
@@ -51,6 +52,9 @@ MARKER = "OPTIML_USER_CLOCK "
 TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 #: Elements compared at once: bounds the temporaries of a comparison on multi-GB outputs.
 CHUNK = 1 << 27
+#: Input sets of at least this many bytes are drawn in parallel (:func:`draw_inputs`): KernelBench makes every
+#: trial's inputs with the CPU's one generator, ~0.2 GB/s, so a level-1 problem's 6 GB set takes ~30 s a trial.
+PARALLEL_INPUT_BYTES = 1 << 28
 _PRECISION_FLAGS: tuple[tuple[Any, str], ...] = (
     (torch.backends.cuda.matmul, "allow_tf32"),
     (torch.backends.cudnn, "allow_tf32"),
@@ -250,16 +254,24 @@ def compare(expected: Any, got: Any, tol: float) -> tuple[bool, float | None, st
     return not issue, worst, issue
 
 
-class Problem:
-    """The task and the export loaded as KernelBench loads them, with its models and inputs on the device."""
+def task_namespace(task_file: str) -> dict[str, Any]:
+    """The task file ``exec``'d into a plain dict, as KernelBench loads it."""
+    namespace: dict[str, Any] = {}
+    exec(compile(Path(task_file).read_text(encoding="utf-8"), task_file, "exec"), namespace)
+    return namespace
 
-    def __init__(self, spec: dict[str, Any], dev: Device) -> None:
+
+class Problem:
+    """The task and the export loaded as KernelBench loads them, with its models and inputs on the device.
+    ``drawn``: input sets already drawn for some seeds (:func:`draw_inputs`), each used once."""
+
+    def __init__(
+        self, spec: dict[str, Any], dev: Device, reference: dict[str, Any], drawn: dict[int, list[Any]] | None = None
+    ) -> None:
         self.spec, self.dev = spec, dev
         self.precision = getattr(torch, spec["precision"])
         self.seed = int(spec.get("seed", 42))
-        reference: dict[str, Any] = {}
-        task_file = spec["task_file"]
-        exec(compile(Path(task_file).read_text(encoding="utf-8"), task_file, "exec"), reference)
+        self.drawn = dict(drawn or {})
         self.Model, self.get_inputs = reference["Model"], reference["get_inputs"]
         custom: dict[str, Any] = {}
         prefix = f"import os\nos.environ['TORCH_EXTENSIONS_DIR'] = {spec['build_dir']!r}\n"
@@ -287,12 +299,104 @@ class Problem:
         return value.to(device=self.dev.device)
 
     def inputs(self, seed: int, keep_integers: bool = False) -> list[Any]:
-        set_seed(seed)
-        raw = self.get_inputs()
+        raw = self.drawn.pop(seed, None)
+        if raw is None:
+            set_seed(seed)
+            raw = self.get_inputs()
         self.cast = [i for i, x in enumerate(raw) if isinstance(x, torch.Tensor) and not x.is_floating_point()]
         processed = [self.process(x, keep_integers) for x in raw]
         del raw
         return processed
+
+
+def input_layout(get_inputs: Callable[[], Any]) -> list[Any] | None:
+    """What ``get_inputs()`` returns, tensors as (shape, dtype) from a call on the meta device (no values drawn,
+    the generator untouched), other values as they are; None where that call fails or a tensor is made elsewhere
+    (a device named in the file)."""
+    try:
+        with torch.device("meta"):
+            values = list(get_inputs())
+    except Exception:
+        return None
+    layout: list[Any] = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if value.device.type != "meta":
+                return None
+            layout.append((tuple(value.shape), value.dtype))
+        else:
+            layout.append(value)
+    return layout
+
+
+def _places(layout: list[Any]) -> tuple[list[int], int]:
+    """Byte offsets (64-byte aligned) of the layout's tensors in one buffer, and the buffer's size."""
+    offsets, at = [], 0
+    for entry in layout:
+        offsets.append(at)
+        if isinstance(entry, tuple):
+            shape, dtype = entry
+            at += -(-math.prod(shape) * dtype.itemsize // 64) * 64
+    return offsets, at
+
+
+def _view(buffer: mmap.mmap, entry: tuple[tuple[int, ...], torch.dtype], offset: int) -> torch.Tensor:
+    shape, dtype = entry
+    count = math.prod(shape)
+    if count == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset).view(shape)
+
+
+def draw_inputs(
+    get_inputs: Callable[[], Any], seeds: list[int], min_bytes: int = PARALLEL_INPUT_BYTES
+) -> dict[int, list[Any]]:
+    """KernelBench's input sets for ``seeds`` (``set_seed(seed)``, then ``get_inputs()`` on the CPU: the same
+    values), drawn at once by forked processes into shared memory, so trials wait for one draw instead of one
+    each. Call it before CUDA starts in this process. Returns {} — each set is then drawn in turn, as before —
+    where the sets are under ``min_bytes``, would not fit in half the free memory, hold a tensor that is not a
+    dense CPU tensor of the layout :func:`input_layout` read, or any draw fails."""
+    layout = input_layout(get_inputs)
+    if layout is None or not hasattr(os, "fork"):
+        return {}
+    offsets, size = _places(layout)
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    unique = list(dict.fromkeys(seeds))
+    if size < max(min_bytes, 1) or 2 * len(unique) * size > free:
+        return {}
+    workers = max(1, min(len(unique), (os.cpu_count() or 2) // 2, int(free // (3 * size)) - len(unique)))
+    buffers = {seed: mmap.mmap(-1, size) for seed in unique}  # shared, anonymous: the children write the values
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children = []
+    for share in (unique[w::workers] for w in range(workers)):
+        pid = os.fork()
+        if pid == 0:  # a drawing child: no CUDA here, one thread, and out without Python's shutdown
+            status = 1
+            try:
+                torch.set_num_threads(1)
+                for seed in share:
+                    set_seed(seed)
+                    values = list(get_inputs())
+                    if len(values) != len(layout):
+                        raise ValueError("another number of inputs")
+                    for entry, offset, value in zip(layout, offsets, values, strict=True):
+                        if isinstance(entry, tuple):
+                            dense = isinstance(value, torch.Tensor) and value.device.type == "cpu"
+                            if not dense or (tuple(value.shape), value.dtype) != entry or not value.is_contiguous():
+                                raise ValueError("an input unlike its layout")
+                            _view(buffers[seed], entry, offset).copy_(value)
+                status = 0
+            finally:
+                os._exit(status)
+        children.append(pid)
+    statuses = [os.waitpid(pid, 0)[1] for pid in children]
+    if any(statuses):
+        return {}
+    return {
+        seed: [_view(buffers[seed], e, o) if isinstance(e, tuple) else e for e, o in zip(layout, offsets, strict=True)]
+        for seed in unique
+    }
 
 
 def trial_seeds(seed: int, trials: int) -> list[int]:
@@ -470,10 +574,16 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         result["error"] = f"KernelBench runs fp32, fp16 or bf16; this task is {spec['precision']}"
         return result
     try:
+        reference = task_namespace(spec["task_file"])
+        seed = int(spec.get("seed", 42))  # every set KernelBench draws: its trials', then its timing's
+        seeds = [*trial_seeds(seed, int(spec.get("correct_trials", 5))), seed]
+        drawn = draw_inputs(reference["get_inputs"], seeds, int(spec.get("parallel_input_bytes", PARALLEL_INPUT_BYTES)))
+        result["inputs_drawn_in_parallel"] = len(drawn)
+        lap("draw_inputs")
         dev = Device(spec["device"])
         result["device"] = dev.name()
         lap("device")
-        problem = Problem(spec, dev)
+        problem = Problem(spec, dev, reference, drawn)
     except Exception as exc:
         result["error"] = f"loading the task or the export: {one_line(exc)}"
         traceback.print_exc()
