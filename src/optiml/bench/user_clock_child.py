@@ -364,7 +364,8 @@ def draw_inputs(
     unique = list(dict.fromkeys(seeds))
     if size < max(min_bytes, 1) or 2 * len(unique) * size > free:
         return {}
-    workers = max(1, min(len(unique), (os.cpu_count() or 2) // 2, int(free // (3 * size)) - len(unique)))
+    # each child holds a set of its own while it draws (twice its size: a draw's temporaries), beside the buffers
+    workers = max(1, min(len(unique), (os.cpu_count() or 2) // 2, int((free - len(unique) * size) // (2 * size))))
     buffers = {seed: mmap.mmap(-1, size) for seed in unique}  # shared, anonymous: the children write the values
     sys.stdout.flush()
     sys.stderr.flush()
