@@ -460,11 +460,9 @@ def weight_kernel(p: str, config: GroupConfig) -> str:
     """``{p}_wreorder``: the weights copied into the workspace as the kernel reads them (every call: they
     are an input), rows ``Kp`` apart and zero past ``K``, tap-major where ``P.tapmajor``."""
     ctype = "float" if floats(config) else "unsigned short"
-    value = (
-        "optiml_round_tf32(w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)])"
-        if single_tf32(config)
-        else ("w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)]")
-    )
+    value = "w[m * P.K + (P.tapmajor ? ci * P.KS + tap : k)]"
+    if single_tf32(config):
+        value = f"optiml_round_tf32({value})"
     rounded = " (rounded to TF32: the 1xTF32 kernel copies them as they are)" if single_tf32(config) else ""
     return f"""\
 // The weights as the warp-group kernel reads them{rounded}: output channel m's row holds k in [0, Kp), tap-major
