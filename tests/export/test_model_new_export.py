@@ -170,3 +170,24 @@ def test_an_export_of_many_kernels_builds_with_split_compile(tmp_path: Path, mon
     library = module.build_library("sm_90a")  # nvcc accepts the command (running it needs a GPU)
     assert hasattr(library, "optiml_forward")
     assert (tmp_path / "cache" / "optiml" / "export" / library_key(task, many, "sm_90a") / "kernel.so").is_file()
+
+
+def test_a_float_tensor_holding_a_mask_s_values_is_taken_for_the_mask(tmp_path: Path) -> None:
+    """KernelBench casts every input to the precision: masked_cumsum's boolean mask arrives as 0.0 / 1.0. The
+    export takes it back (here the call then reaches the CUDA check); a float that is not 0 or 1 is refused."""
+    from optiml.templates.kernels import TemplateKernels
+
+    task = load_task(TASKS / "memory" / "masked_cumsum.py")
+    kernels = TemplateKernels.for_task(task)
+    module = import_file(
+        write(tmp_path, "masked_model_new.py", render_model_new(task, kernels.render(kernels.default())))
+    )
+    x, mask = torch.randn(4, 16), torch.rand(4, 16) > 0.5
+    model = module.ModelNew(*module.get_init_inputs())
+    with pytest.raises(RuntimeError, match="the kernel runs on CUDA tensors"):
+        model(x, mask.float())
+    with pytest.raises(TypeError, match=r"input 'mask' is float32; the kernel was verified for bool \(a float tensor"):
+        model(x, mask.float() * 0.5)
+    assert module._uncast([x, mask.float()])[1].dtype == torch.bool and module._EXACT_INPUTS == (1,)
+    half = mask.float() * 0.5
+    assert module._uncast([x, half])[1] is half  # not a mask's values: left for the check to refuse
