@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optiml.bench.precision import at_precision, copies_folder, with_precision
+from optiml.bench.precision import CONVOLUTION, at_precision, copies_folder, with_precision
 from optiml.cli import app
 from optiml.errors import OptimlError
 from optiml.task import load_task
@@ -80,6 +80,16 @@ def test_an_unknown_precision_is_one_line(tmp_path: Path) -> None:
         app, ["bench", str(ROOT / "tasks" / "conv2d.py"), "--precision", "fp8", "-o", str(tmp_path / "b")]
     )
     assert result.exit_code == 2 and result.output.startswith("error: --precision 'fp8'"), result.output
+
+
+def test_only_tasks_with_a_convolution_are_copied(tmp_path: Path) -> None:
+    """PyTorch's defaults differ from exact fp32 only in convolutions; tf32 would loosen the others' tolerance."""
+    matmul = tmp_path / "matmul.py"
+    matmul.write_text(BODY.format(meta="", dtype="").replace("nn.Conv2d(4, 8, 3)", "nn.Linear(10, 8)"))
+    assert at_precision([matmul], "tf32", tmp_path / "copies") == [matmul]
+    for text in ("F.conv2d(x, w)", "nn.ConvTranspose3d(", "torch.conv1d(", "aten.convolution("):
+        assert CONVOLUTION.search(text), text
+    assert not CONVOLUTION.search("self.convolve = 1; deconv = conv2dx")
 
 
 def test_the_copies_live_in_the_bench_s_folder(tmp_path: Path) -> None:

@@ -2,22 +2,28 @@
 
 A task chooses its arithmetic in its own ``OPTIML`` dict (``"precision"``: ``"exact"``, the default, or ``"tf32"``,
 PyTorch's default settings: see :mod:`optiml.task`); KernelBench's files carry no ``OPTIML``. For a bench run at
-another precision, each float32 task is run from a copy of its file whose ``OPTIML`` says so — the file's own dict
-with ``"precision"`` set, or a dict of that one key added — written under the bench's folder, so the reference,
-the verification, the export and KernelBench's verdict all read one file, and the same command resumes (the copies
-are written again, identically). Files beside the task that belong to it (``<stem>.naive.cu``) are copied too.
-Tasks of other dtypes, tasks already at that precision, and files that do not load (their row will say why) run
-as they are.
+another precision, each float32 task that calls a convolution — the one op PyTorch's defaults compute in TF32, so
+the only one whose reference differs, while ``"tf32"`` also loosens a task's tolerance to 1e-2 — is run from a copy
+of its file whose ``OPTIML`` says so (the file's own dict with ``"precision"`` set, or a dict of that one key
+added), written under the bench's folder, so the reference, the verification, the export and KernelBench's verdict
+all read one file, and the same command resumes (the copies are written again, identically). Files beside the task
+that belong to it (``<stem>.naive.cu``) are copied too. Other tasks, tasks already at that precision, and files
+that do not load (their row will say why) run as they are. A convolution is seen in the source (``nn.Conv2d``,
+``F.conv_transpose3d``, ``torch.conv1d``, ...), not traced.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
 from optiml.errors import OptimlError
 from optiml.task import PRECISIONS, load_task
+
+#: a convolution named in a task's source: the modules, the functions and torch's own ops
+CONVOLUTION = re.compile(r"\b(Conv(Transpose)?[123]d|conv(_transpose)?[123]d|convolution)\b")
 
 
 def copies_folder(out_dir: Path, precision: str) -> Path:
@@ -37,9 +43,9 @@ def _copy_at(path: Path, precision: str, folder: Path) -> Path:
         meta = load_task(path).meta
     except OptimlError:
         return path  # the run records why it does not load
-    if meta.dtype != "float32" or meta.precision == precision:
-        return path
     source = path.read_text(encoding="utf-8")
+    if meta.dtype != "float32" or meta.precision == precision or not CONVOLUTION.search(source):
+        return path
     target = folder / path.parent.name / path.name  # the file's name (the task's) kept; its folder apart
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(with_precision(source, precision), encoding="utf-8")

@@ -43,9 +43,9 @@ def bench_cmd(
         str | None,
         typer.Option(
             "--precision",
-            help="Run every float32 task at this precision: 'tf32' (PyTorch's default settings: convolutions in "
-            "TF32, as KernelBench's reference; the kernels round as cuDNN does, so KernelBench's check can pass) or "
-            "'exact'. The bench runs a copy of each task file with OPTIML['precision'] set, kept in its folder.",
+            help="Run every float32 task with a convolution at this precision: 'tf32' (PyTorch's default settings: "
+            "convolutions in TF32, as KernelBench's reference; the kernels round as cuDNN does, so KernelBench's check "
+            "can pass) or 'exact'. The bench runs a copy of each such task file with OPTIML['precision'] set.",
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for bench.json, bench.md, runs.db.")] = None,
