@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from optiml.bench import runner as bench_runner
+from optiml.bench.metrics import BenchRow
 from optiml.bench.precision import CONVOLUTION, at_precision, copies_folder, with_precision
 from optiml.cli import app
 from optiml.errors import OptimlError
@@ -95,3 +98,34 @@ def test_only_tasks_with_a_convolution_are_copied(tmp_path: Path) -> None:
 def test_the_copies_live_in_the_bench_s_folder(tmp_path: Path) -> None:
     assert copies_folder(tmp_path, "tf32") == tmp_path / "tasks-tf32"
     assert "OPTIML = {'precision': 'tf32'}" in with_precision("x = 1", "tf32")
+
+
+def test_the_bench_runs_the_copy_and_records_the_precision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job is handed the copy (a task file at tf32) and the state file says which precision the run chose."""
+    (tmp_path / "suite").mkdir()
+    conv = _write(tmp_path / "suite", "conv")
+    handed: list[Path] = []
+
+    class Idle:
+        def request(self, message: dict, timeout_s: float = 0.0) -> dict:
+            return {"name": "none"}
+
+        def stop(self) -> None:
+            return None
+
+    def job_for(config, out_dir):  # type: ignore[no-untyped-def]
+        def job(path: Path, worker: object, gpu: object) -> BenchRow:
+            handed.append(path)
+            return BenchRow(path.stem, str(path), "verified", best_ms=0.1)
+
+        return job
+
+    monkeypatch.setattr(bench_runner, "optimize_job", job_for)
+    monkeypatch.setattr(bench_runner, "_worker_for", lambda gpu: Idle())
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["bench", str(tmp_path / "suite"), "-o", str(out), "--precision", "tf32"])
+    assert result.exit_code == 0, result.output
+    [path] = handed
+    assert path == out / "tasks-tf32" / "suite" / "conv.py" and load_task(path).meta.precision == "tf32"
+    assert load_task(conv).meta.precision == "exact"  # the user's file is left as it was
+    assert json.loads((out / "bench.json").read_text())["config"]["precision"] == "tf32"

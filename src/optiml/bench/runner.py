@@ -56,7 +56,7 @@ class BenchConfig:
     gpus: tuple[int | None, ...] = (None,)  # None: the default GPU; else CUDA device indices
     strategy: str = "greedy"  # the search default (docs/search.md: greedy won or tied every replayed ablation)
     user_clock: bool = True  # each verified kernel's export timed in a fresh process too (bench/user_clock.py)
-    precision: str | None = None  # float32 tasks run at this precision (bench/precision.py); None: as each file says
+    precision: str | None = None  # float32 tasks with a convolution run at it (bench/precision.py); None: as written
 
 
 def read_state(out_dir: Path) -> tuple[list[BenchRow], list[dict[str, Any]]]:
