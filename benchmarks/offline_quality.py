@@ -8,6 +8,11 @@ eager and torch.compile (and any other ``--modes``) in the same worker: each rat
 state of the GPU (at the start of a task, before the search's load, eager can read faster). The
 floor is the task's bytes at the copy bandwidth that worker measured.
 
+Then, unless ``--no-user-clock``, the user's clock (issue 38): the best kernel exported as ``ModelNew`` and timed in
+a fresh process as KernelBench times it, beside eager (exact fp32 and PyTorch's defaults) and ``torch.compile`` in
+that process, with KernelBench's verdict (:mod:`optiml.bench.user_clock`, the judge's build loaded by the export).
+Its ratios are ``user_speedup_vs_*`` and the summary's ``user_geomean_vs_*``; ``agreement`` is judge ÷ user.
+
     PYTHONPATH=src python3 benchmarks/offline_quality.py --evals 30 --out benchmarks/results/offline_quality.json \
         tasks/*.py tasks/memory/*.py
 
@@ -27,6 +32,7 @@ from typing import Any
 
 from result_file import write_result
 
+from optiml.bench.user_clock import Prebuilt, UserClockResult, measure_for_bench
 from optiml.errors import OptimlError
 from optiml.evaluate.client import WorkerClient, WorkerCrashed, WorkerReplyError, WorkerTimeout
 from optiml.evaluate.config import EvalConfig
@@ -42,7 +48,9 @@ from optiml.task import load_task
 FINAL_ROUNDS = 6
 
 
-def run_task(path: Path, evaluator: Evaluator, evals: int, seeds: int, workdir: Path) -> dict[str, Any]:
+def run_task(
+    path: Path, evaluator: Evaluator, evals: int, seeds: int, workdir: Path, user_clock: bool = True
+) -> dict[str, Any]:
     task = evaluator.task
     start = time.perf_counter()
     facts = evaluator.prepare()
@@ -105,9 +113,35 @@ def run_task(path: Path, evaluator: Evaluator, evals: int, seeds: int, workdir: 
         evaluations=outcome.evaluations + len(offline.candidates),
         path=[step.edit.summary(90) for step in outcome.path if step.edit is not None],
         **_compute_terms(flops, peak, best_ms),
-        wall_s=round(time.perf_counter() - start, 1),
     )
+    if user_clock:
+        footprint = facts.input_bytes + facts.output_bytes
+        row.update(_user_clock(evaluator, outcome.best_kernel, workdir, best_ms, footprint))
+    row["wall_s"] = round(time.perf_counter() - start, 1)
     return row
+
+
+def _user_clock(
+    evaluator: Evaluator, kernel: KernelSource, workdir: Path, judge_ms: float, footprint: int
+) -> dict[str, Any]:
+    """The row's user's-clock fields: the measurement, its speedups over every baseline in that process, and the
+    agreement judge ÷ user (cold, KernelBench's clock)."""
+    built = evaluator.compiler.compile(kernel)  # the judge's build, from its cache
+    prebuilt = Prebuilt(Path(built.so_path), evaluator.compiler.arch) if built.so_path else None
+    compile_ = "compile" in evaluator.reference
+    data = measure_for_bench(
+        evaluator.task, kernel, workdir / "runs.db", None, compile_, evaluator.worker, footprint, prebuilt
+    )
+    result = UserClockResult.from_dict(data)
+    user_ms = result.ms("model_new")
+    speedups = {f"user_speedup_vs_{b}": result.speedup(b) for b in ("eager", "eager_tf32", "compile", "fastest")}
+    return {
+        "user_clock": data,
+        "user_ms": round(user_ms, 4) if user_ms else None,
+        **{k: round(v, 3) if v else None for k, v in speedups.items()},
+        "agreement": round(judge_ms / user_ms, 3) if user_ms else None,
+        "kernelbench_passed": result.verdict.passed if result.verdict else None,
+    }
 
 
 def _compute_terms(flops: float | None, peak: float, best_ms: float) -> dict[str, Any]:
@@ -132,6 +166,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 statistics.geometric_mean(r["speedup_vs_compile"] for r in with_compile), 3
             )
         summary["median_roofline_fraction"] = round(statistics.median(r["roofline_fraction"] for r in done), 3)
+        for baseline in ("eager", "eager_tf32", "compile", "fastest"):
+            user = [r[f"user_speedup_vs_{baseline}"] for r in done if r.get(f"user_speedup_vs_{baseline}")]
+            if user:
+                summary[f"user_geomean_vs_{baseline}"] = round(statistics.geometric_mean(user), 3)
+        agreement = [r["agreement"] for r in done if r.get("agreement")]
+        if agreement:
+            summary["median_agreement"] = round(statistics.median(agreement), 3)
+            summary["max_agreement_error"] = round(max(abs(a - 1) for a in agreement), 3)
         summary["below_0.9x_eager"] = sorted(r["task"] for r in done if r["speedup_vs_eager"] < 0.9)
         by_mode: dict[str, list[float]] = {}
         for r in done:
@@ -152,6 +194,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="Keep --out's rows of other tasks.")
     parser.add_argument("--no-compile", action="store_true", help="Skip the torch.compile baseline.")
     parser.add_argument("--modes", default="", help="Reference modes to time (comma-separated; default eager,compile).")
+    parser.add_argument("--no-user-clock", action="store_true", help="Skip the fresh-process (user's clock) timing.")
     args = parser.parse_args()
 
     rows: list[dict[str, Any]] = []
@@ -173,7 +216,7 @@ def main() -> None:
                     worker=worker,
                 )
                 try:
-                    row = run_task(path, evaluator, args.evals, args.seeds, Path(tmp))
+                    row = run_task(path, evaluator, args.evals, args.seeds, Path(tmp), not args.no_user_clock)
                 except OptimlError as exc:
                     row = {"task": path.stem, "file": str(path), "status": "failed", "reason": str(exc)[:300]}
             rows.append(row)
@@ -191,6 +234,9 @@ def main() -> None:
                             "speedup_vs_eager",
                             "speedup_vs_compile",
                             "roofline_fraction",
+                            "user_speedup_vs_eager",
+                            "user_speedup_vs_compile",
+                            "agreement",
                             "wall_s",
                         )
                     }
