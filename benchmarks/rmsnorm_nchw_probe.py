@@ -48,29 +48,25 @@ side (torch tensors to raw pointers) beside it, PATH with the suffix ``.cpp``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
-import statistics
 import sys
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from probe_timing import FLUSH_BYTES, KERNELBENCH_TOLERANCE, build_extension, time_ms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 EPS = 1e-5
-KERNELBENCH_TOLERANCE = 1e-4
 KERNELBENCH_SHAPE = (112, 64, 512, 512)
 QUICK_SHAPE = (16, 64, 256, 256)
 #: --quick's further cases: other channel counts, and an H*W that no vector width divides (the scalar path).
 QUICK_EXTRA_SHAPES = ((16, 32, 256, 256), (16, 128, 256, 256), (16, 64, 255, 255))
 DEFAULT_CHANNELS = (32, 64, 128)  # what --dump-source instantiates the register-caching kernels for
 H100_DRAM_BYTES_PER_S = 3.35e12  # H100 SXM's nominal HBM3 bandwidth
-FLUSH_BYTES = 256 * 1024 * 1024  # written before every timed call, as KernelBench flushes L2 (50 MB on H100)
 CHECK_CHUNK_BYTES = 512 * 1024 * 1024  # fp32 bytes of input per reference / comparison chunk
 BLOCKS = (64, 128, 256)
 MAX_CACHED_FLOATS = 256  # C * VEC values a register-caching thread may hold (the kernel's kMaxCachedFloats)
@@ -732,37 +728,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
     return {"max_abs_diff": worst, "allclose": close}
 
 
-def time_ms(fn: Callable[[], object], flush: torch.Tensor, warmup: int, iters: int) -> float:
-    """Median of ``iters`` calls timed by CUDA events around each, L2 flushed by writing ``flush`` before each."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for start, end in events:
-        flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
-
-
 def build(channels: Iterable[int]) -> tuple[Any, float]:
-    """The extension (cached by torch under a name hashed from its source) and the seconds the build took."""
-    from torch.utils.cpp_extension import load_inline
-
-    source = kernel_source(channels)
-    name = "rmsnorm_nchw_probe_" + hashlib.sha256((source + TORCH_WRAPPER).encode()).hexdigest()[:12]
-    started = time.perf_counter()
-    module = load_inline(
-        name=name,
-        cpp_sources=TORCH_WRAPPER,
-        cuda_sources=source,
-        functions=["launch"],
-        extra_cuda_cflags=["-O3", "-lineinfo"],
-        verbose=False,
-    )
-    return module, time.perf_counter() - started
+    """The extension and the seconds its build took (:func:`probe_timing.build_extension`)."""
+    return build_extension("rmsnorm_nchw_probe_", kernel_source(channels), TORCH_WRAPPER, ["launch"])
 
 
 class Case:

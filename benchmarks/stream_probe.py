@@ -80,9 +80,7 @@ temporaries; each case records ``peak_memory_gb``).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -91,16 +89,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from probe_timing import FLUSH_BYTES, KERNELBENCH_TOLERANCE, build_extension, time_ms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-KERNELBENCH_TOLERANCE = 1e-4
 ELEMENTWISE_SHAPES: tuple[tuple[int, ...], ...] = ((4096, 393216),)
 COLUMN_SHAPES: tuple[tuple[int, int, int], ...] = ((128, 4096, 4095), (128, 4096, 4096))
 QUICK_ELEMENTWISE_SHAPES: tuple[tuple[int, ...], ...] = ((255, 65537),)  # 16711935 elements: a tail of 3
 QUICK_COLUMN_SHAPES: tuple[tuple[int, int, int], ...] = ((8, 1024, 1023), (8, 1024, 1024), (4, 999, 1001))
 H100_DRAM_BYTES_PER_S = 3.35e12  # H100 SXM's nominal HBM3 bandwidth
-FLUSH_BYTES = 256 * 1024 * 1024  # written before every timed call, as KernelBench flushes L2 (50 MB on H100)
 CHECK_CHUNK_BYTES = 512 * 1024 * 1024  # fp32 bytes of input per reference / comparison chunk
 COPY_PROBE_FLOATS = 256 * 1024 * 1024  # the column case's copy-bandwidth probe: 1 GiB read, 1 GiB written
 SINK_FLOATS = 256  # the read-only kernel's sink (the launcher's kSinkFloats)
@@ -1022,37 +1019,9 @@ def kernel_source() -> str:
 # Timing and the GPU cases
 
 
-def time_ms(fn: Callable[[], object], flush: torch.Tensor, warmup: int, iters: int) -> float:
-    """Median of ``iters`` calls timed by CUDA events around each, L2 flushed by writing ``flush`` before each."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for start, end in events:
-        flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
-
-
 def build() -> tuple[Any, float]:
-    """The extension (cached by torch under a name hashed from its source) and the seconds the build took."""
-    from torch.utils.cpp_extension import load_inline
-
-    source = kernel_source()
-    name = "stream_probe_" + hashlib.sha256((source + TORCH_WRAPPER).encode()).hexdigest()[:12]
-    started = time.perf_counter()
-    module = load_inline(
-        name=name,
-        cpp_sources=TORCH_WRAPPER,
-        cuda_sources=source,
-        functions=["elementwise", "column"],
-        extra_cuda_cflags=["-O3", "-lineinfo"],
-        verbose=False,
-    )
-    return module, time.perf_counter() - started
+    """The extension and the seconds its build took (:func:`probe_timing.build_extension`)."""
+    return build_extension("stream_probe_", kernel_source(), TORCH_WRAPPER, ["elementwise", "column"])
 
 
 class Case:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,3 +19,10 @@ def benchmark_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+def run_benchmark_script(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/NAME.py ARGS`` as a user runs it (``PYTHONPATH=src``), its output captured."""
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent / "src")}
+    command = [sys.executable, str(BENCHMARKS / f"{name}.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)

@@ -5,30 +5,20 @@ references and comparisons) do what they say."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-from benchmark_scripts import BENCHMARKS, benchmark_module
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = BENCHMARKS / "stream_probe.py"
+from benchmark_scripts import benchmark_module, run_benchmark_script
 
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
     return benchmark_module("stream_probe")
-
-
-def _run_script(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 @pytest.mark.nvcc
@@ -63,7 +53,7 @@ def test_the_kernels_build_for_sm_90_without_warnings(probe: ModuleType, tmp_pat
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the script would run")
 def test_without_a_gpu_the_script_exits_2_with_one_line() -> None:
-    run = _run_script("--quick")
+    run = run_benchmark_script("stream_probe", "--quick")
     assert run.returncode == 2, run.stderr
     assert run.stdout == ""
     lines = run.stderr.strip().splitlines()
@@ -73,7 +63,7 @@ def test_without_a_gpu_the_script_exits_2_with_one_line() -> None:
 
 def test_dump_source_needs_no_gpu_and_writes_both_halves(probe: ModuleType, tmp_path: Path) -> None:
     target = tmp_path / "out" / "probe.cu"
-    run = _run_script("--dump-source", str(target))
+    run = run_benchmark_script("stream_probe", "--dump-source", str(target))
     assert run.returncode == 0, run.stderr
     assert target.read_text() == probe.kernel_source()
     assert target.with_suffix(".cpp").read_text() == probe.TORCH_WRAPPER

@@ -851,12 +851,12 @@ def _transposed_axis(
     return header, check
 
 
-def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts) -> str:
+def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts, tf32: bool = False) -> str:
+    """``tf32``: inputs and weights rounded to TF32 as they are loaded."""
     threads = int(cfg.get("threads"))
     sd, sh, sw = prob.stride
     pd, ph, pw = prob.padding
     dd, dh, dw = prob.dilation
-    tf32 = rounds_to_tf32(prob, facts)
 
     def load(expr: str) -> str:
         value = to_compute(expr, prob.dtype)
@@ -1226,7 +1226,7 @@ class ConvTemplate:
             assert prob.kernel is not None  # the space offers stencil only then
             device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts, tf32))
         else:
-            device.append(_direct_code(p, config, prob, ctx.facts))
+            device.append(_direct_code(p, config, prob, ctx.facts, tf32))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]
         host += self._shape_host(group, prob, ctx)
         host += epi.host(p)

@@ -347,41 +347,33 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
   for (int i = 0; i < {bn // 2}; ++i) acc[i] = part[i] = 0.f;"""
         mmas = gemm_tf32_wgmma.slice_mmas(p, bn, stage, a_bytes, b_bytes)
         sum_partial = f"#pragma unroll\n    for (int i = 0; i < {bn // 2}; ++i) acc[i] += part[i];"
-    elif tf32:  # 1xTF32: one MMA a k-step of 8 on the rounded tiles, straight into the accumulators
+    else:  # one tile an operand: fp16 / bf16, or 1xTF32 on the rounded tiles, straight into the accumulators
         addresses = f"""\
     const unsigned a_big = s0 + (unsigned)buf * {stage}u, b_big = a_big + {a_bytes}u;"""
         regs = f"""\
   float acc[{bn // 2}];
 #pragma unroll
   for (int i = 0; i < {bn // 2}; ++i) acc[i] = 0.f;"""
-        mmas = f"""\
-    const unsigned ab = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
-    const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
-    optiml_wg_fence();
-#pragma unroll
+        if tf32:  # one MMA a k-step of 8
+            da, db = (f"optiml_desc({base} + ks * 32u, 16u, 1024u)" for base in ("ab", "bb"))
+            steps = f"""\
     for (unsigned ks = 0; ks < {bk // 8}; ++ks)
-      optiml_wgmma_tf32<{bn}>(acc, optiml_desc(ab + ks * 32u, 16u, 1024u), optiml_desc(bb + ks * 32u, 16u, 1024u), 1);
-    optiml_wg_commit();"""
-        sum_partial = ""
-    else:
-        addresses = f"""\
-    const unsigned a_big = s0 + (unsigned)buf * {stage}u, b_big = a_big + {a_bytes}u;"""
-        regs = f"""\
-  float acc[{bn // 2}];
-#pragma unroll
-  for (int i = 0; i < {bn // 2}; ++i) acc[i] = 0.f;"""
-        mmas = f"""\
-    const unsigned ab = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
-    const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
-    optiml_wg_fence();
-#pragma unroll
+      optiml_wgmma_tf32<{bn}>(acc, {da}, {db}, 1);"""
+        else:
+            steps = f"""\
     for (unsigned ks = 0; ks < {bk // 16}; ++ks) {{
       const unsigned long long da = optiml_desc(ab + ks * 32u, 16u, 1024u);
       if (PIXELS)  // n-major panels: LBO the panel stride, SBO eight k rows
         {wgmma_function(prob.dtype, bn, False)}(acc, da, optiml_desc(bb + ks * {16 * ROW}u, {64 * ROW}u, 1024u));
       else
         {wgmma_function(prob.dtype, bn, True)}(acc, da, optiml_desc(bb + ks * 32u, 16u, 1024u));
-    }}
+    }}"""
+        mmas = f"""\
+    const unsigned ab = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
+    const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
+    optiml_wg_fence();
+#pragma unroll
+{steps}
     optiml_wg_commit();"""
         sum_partial = ""
     slice_code = f"""\
