@@ -1017,7 +1017,7 @@ def emulated_library(folder: Path, units: list[str]) -> Path:
     return lib
 
 
-_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 5}
+_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 5, torch.bool: 8}
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)

@@ -25,8 +25,8 @@ from optiml.templates.base import (
     RenderContext,
     Template,
     TemplateError,
+    arithmetic_type,
     c_type,
-    compute_type,
 )
 from optiml.templates.cexpr import DEVICE_INCLUDE
 from optiml.templates.group import Group
@@ -65,14 +65,6 @@ class Templates:
         if found.name not in self.made:
             self.made[found.name] = found.make(self.sizes)
         return self.made[found.name]
-
-
-def _arithmetic(dtype: str) -> str:
-    """What a dedicated template computes in: its main input's arithmetic type (an integer cumsum or
-    permute stays integral; half types compute in float)."""
-    if dtype.startswith("float") or dtype == "bfloat16":
-        return compute_type(dtype)
-    return "int64_t"
 
 
 def _workspace_regions(plan: Plan, sizes: SizeResolver) -> list[tuple[int, str]]:
@@ -128,7 +120,7 @@ def render(plan: Plan, configs: Sequence[GroupConfig], facts: DeviceFacts | None
             inputs=[pointer(v, True) for v in group.inputs],
             outputs=[pointer(v, False) for v in group.outputs],
             dims=sizes.dim,
-            compute_type=_arithmetic(g.type(group.inputs[0]).dtype if group.inputs else "float32"),
+            compute_type=arithmetic_type(g.type(group.inputs[0]).dtype if group.inputs else "float32"),
             workspace=f"(ws_base + ws_off_g{group.index})",
             facts=facts,
         )

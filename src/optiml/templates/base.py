@@ -234,6 +234,14 @@ def compute_type(dtype: str) -> str:
     return "double" if dtype == "float64" else "float"
 
 
+def arithmetic_type(dtype: str) -> str:
+    """What a dedicated template computes in: its main input's arithmetic type (an integer cumsum or
+    permute stays integral; half types compute in float)."""
+    if dtype.startswith("float") or dtype == "bfloat16":
+        return compute_type(dtype)
+    return "int64_t"
+
+
 def to_compute(expr: str, dtype: str) -> str:
     """C expression converting a loaded element of ``dtype`` to arithmetic (half types → float)."""
     if dtype == "float16":

@@ -52,8 +52,11 @@ from optiml.templates.base import (
     RenderContext,
     Space,
     TemplateError,
+    arithmetic_type,
     compute_type,
+    to_compute,
 )
+from optiml.templates.cexpr import arith_type, literal, pointwise
 from optiml.templates.descriptors import UsedDescriptors, compact_descriptors
 from optiml.templates.group import Group, ScanSpec
 
@@ -93,9 +96,15 @@ def _smem_bytes(config: GroupConfig, ctype: str) -> int:
     return 0
 
 
+def _source(group: Group) -> int:
+    """The value the group scans: its first node's input (a reverse scan's first node is the flip). It is the
+    group's input, or an element-wise prologue of its inputs (all of its shape) recomputed at each load."""
+    return group.graph.nodes[group.nodes[0]].inputs[0]
+
+
 def _geometry(group: Group) -> tuple[int, int, int, int, int]:
-    """(ndim, dim, L, outer, inner) of the traced input shape."""
-    shape = tuple(group.graph.type(group.inputs[0]).shape)
+    """(ndim, dim, L, outer, inner) of the traced scanned shape."""
+    shape = tuple(group.graph.type(_source(group)).shape)
     ndim = len(shape)
     dim = int(group.spec_of(ScanSpec).dim)
     if ndim == 0:
@@ -127,7 +136,7 @@ class ScanTemplate:
 
     def space(self, group: Group, facts: DeviceFacts) -> Space:
         _, _, _, _, inner = _geometry(group)
-        dtype = group.graph.type(group.inputs[0]).dtype
+        dtype = group.graph.type(_source(group)).dtype
         ctype = compute_type(dtype)
         knobs: dict[str, dict[str, tuple[Any, ...]]] = {}
         if inner == 1:
@@ -229,6 +238,11 @@ class _Renderer:
     """Builds the C text of one scan group (a fresh one per render: no state between renders)."""
 
     def __init__(self, group: Group, config: GroupConfig, ctx: RenderContext, kind: str) -> None:
+        self.source = _source(group)
+        if self.source not in group.inputs:
+            ctx = replace(
+                ctx, compute_type=arithmetic_type(group.graph.type(self.source).dtype), loaders=[self.prologue]
+            )
         self.group, self.config, self.ctx = group, config, ctx
         self.P = ctx.prefix
         self.T = ctx.compute_type
@@ -267,6 +281,27 @@ class _Renderer:
 
     def load(self, idx: str) -> str:
         return self.dev.load(0, idx)
+
+    def prologue(self, idx: str) -> str:
+        """The scanned value at linear index ``idx``, computed from the group's inputs there (the planner
+        fuses an element-wise prologue only over inputs of the scanned shape: one index serves them all)."""
+        g = self.group.graph
+
+        def expr(vid: int) -> str:
+            value = g.value(vid)
+            ctype = arith_type(value.type.dtype)
+            if value.is_const:
+                return literal(value.const, ctype)  # type: ignore[arg-type]
+            if vid in self.group.inputs:
+                k = self.group.inputs.index(vid)
+                return to_compute(f"{'src' if k == 0 else self.ctx.inputs[k].ptr}[{idx}]", value.type.dtype)
+            producer = g.producer(vid)
+            if producer is None:
+                raise TemplateError(f"internal: scan prologue value {vid} is neither computed nor read")
+            types = [arith_type(g.type(i).dtype) for i in producer.inputs]
+            return pointwise(producer, [expr(i) for i in producer.inputs], types, ctype)
+
+        return f"(({self.T})({expr(self.source)}))"
 
     def store(self, idx: str, value: str) -> str:
         return self.dev.store(0, idx, value)
@@ -510,8 +545,8 @@ class _Renderer:
         )
 
     def sizes(self) -> tuple[str, str, str]:
-        """C expressions of L, outer, inner over the input's run-time shape."""
-        vid = self.group.inputs[0]
+        """C expressions of L, outer, inner over the scanned value's run-time shape."""
+        vid = self.source
         if self.ndim == 0:
             return "(int64_t)1", "(int64_t)1", "(int64_t)1"
         length = f"(int64_t)({self.ctx.dim(vid, self.dim)})"
