@@ -993,6 +993,12 @@ GXX = (
     # a cached row register is written and read under the same run-time guard (e < R2), which g++'s
     # flow analysis cannot pair up in kernels with boolean reductions: a false positive
     "-Wno-maybe-uninitialized",
+    # each library keeps its own kernels and its own emulator state: one test process loads many libraries that
+    # define the same names (g0_kernel, the emulator's inline functions and their static locals, which g++ makes
+    # process-wide "unique" symbols), and a later library's call could run on an earlier one's fibers (a col_split
+    # kernel died after a split_row library had run, 2026-12-06)
+    "-Wl,-Bsymbolic",
+    "-fno-gnu-unique",
     *EMULATOR_SANITIZERS,
 )
 

@@ -34,11 +34,11 @@ FAMILIES = {
     "cross_entropy_vocab": "reduce reduce",
     "cumprod_last_dim": "scan",
     "cumsum_dim1": "scan",
-    "exclusive_cumsum": "scan pointwise",
+    "exclusive_cumsum": "scan",
     "frobenius_normalize": "reduce",
     "gelu_erf": "pointwise",
     "gelu_tanh": "pointwise",
-    "groupnorm": "reduce pointwise",
+    "groupnorm": "reduce",
     "hinge_loss": "reduce",
     "huber_loss": "reduce",
     "instancenorm2d": "reduce",
@@ -50,7 +50,7 @@ FAMILIES = {
     "leaky_relu": "pointwise",
     "log_softmax": "reduce",
     "logsumexp": "reduce",
-    "masked_cumsum": "pointwise scan",
+    "masked_cumsum": "scan",
     "masked_where": "pointwise",
     "matmul": "gemm",
     "max_dim0": "reduce",
@@ -87,7 +87,7 @@ EXACT = {
     "silu": "pointwise[sigmoid mul]",
     "reverse_cumsum": "scan[flip cumsum flip]",
     "transpose": "permute[permute]",
-    "masked_cumsum": "pointwise[mul] → scan[cumsum]",
+    "masked_cumsum": "scan[cumsum]",
     "log_softmax": "reduce[amax sub exp sum log sub]",
 }
 
@@ -141,12 +141,11 @@ def test_cross_entropy_is_two_kernels_with_the_per_row_losses_materialized() -> 
     assert set(plan.materialized) & set(second.inputs)
 
 
-def test_groupnorm_is_statistics_then_a_pointwise_affine() -> None:
-    plan = plan_of("groupnorm")
-    assert plan.describe() == "reduce[mean sub mul mean add rsqrt mul] → pointwise[mul add]"
-    stats, affine = plan.groups
-    assert stats.spec_of(RowSpec).dims, "the statistics kernel reduces"
-    assert affine.spec_of(RowSpec).dims == ()
+def test_groupnorm_is_one_kernel_over_groups_and_channels() -> None:
+    (kernel,) = plan_of("groupnorm").groups
+    assert kernel.describe() == "reduce[mean sub mul mean add rsqrt mul mul add]"
+    spec = kernel.spec_of(RowSpec)
+    assert len(spec.shape) == 4 and spec.dims == (2, 3), "[N, groups, C / groups, H*W], reduced over the last two"
 
 
 def test_reverse_cumsum_folds_the_flips_into_one_reverse_scan() -> None:

@@ -45,7 +45,7 @@ def scan_group(
     graph: Graph | None = None,
     dtype: str = "float32",
 ) -> Group:
-    graph = graph or scan_graph(shape, dtype=dtype)
+    graph = graph or scan_graph(shape, n_outputs=index + 1, dtype=dtype)  # node ``index`` scans input 0
     return Group(
         index=index,
         template="scan",
@@ -102,6 +102,14 @@ def test_default_follows_the_rule() -> None:
     assert SCAN.default(scan_group((100, 100000), 1), FACTS).variant == "row_split"  # fewer rows than SMs
     assert SCAN.default(scan_group((200, 100000), 1), FACTS).variant == "row_block"
     assert SCAN.default(scan_group((100, 1000), 1), FACTS).variant == "row_block"  # short rows
+
+
+def test_few_columns_lead_their_seeds_with_deep_unrolling() -> None:
+    few = SCAN.seeds(scan_group((16, 4096, 1024), 1), FACTS)  # cumsum_dim1: 16 384 columns, a thread each
+    assert few[1] == GroupConfig.of("col", threads=128, unroll=32)
+    many = SCAN.seeds(scan_group((256, 64, 4096), 1), FACTS)
+    assert GroupConfig.of("col", threads=128, unroll=32) not in many[:2]
+    assert SCAN.seeds(scan_group((64, 20, 64), 1), FACTS)[1] == GroupConfig.of("col", threads=128, unroll=16)
 
 
 def test_default_knobs_cover_the_row() -> None:
@@ -559,6 +567,7 @@ MIDDLE_DIM: list[Case] = [
     (GroupConfig.of("row_split", threads=256, items=8), 1, "sum", False, False, "float"),
     (GroupConfig.of("row_warp", threads=256, items=8), 1, "prod", True, False, "float"),
     (GroupConfig.of("col", threads=128, unroll=8), 1, "sum", True, True, "float"),
+    (GroupConfig.of("col", threads=128, unroll=32), 1, "sum", False, True, "float"),
 ]
 
 

@@ -111,16 +111,20 @@ def native_layer_norm(
 def native_group_norm(
     x: torch.Tensor, weight: Any, bias: Any, n: int, c: int, hw: int, group: int, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # Computed over [N, group, C / group, H*W…], the per-channel affine a [1, group, C / group, 1] view: the
+    # statistics, the normalisation and the affine share one row kernel, whose domain the channel dim is part of
+    # (over [N, group, C / group * H*W] the affine's channel is no dim of the domain: a second pass).
     shape = list(x.shape)
-    grouped = aten.view.default(x, [shape[0], group, -1])
-    var, mean = _var(grouped, [2], 0, True)
+    grouped = aten.view.default(x, [shape[0], group, shape[1] // group, -1])
+    var, mean = _var(grouped, [2, 3], 0, True)
     rstd = aten.rsqrt.default(var + eps)
-    out = aten.view.default((grouped - mean) * rstd, shape)
-    affine_shape = [1, shape[1]] + [1] * (len(shape) - 2)
+    out = (grouped - mean) * rstd
+    affine_shape = [1, group, shape[1] // group, 1]
     if weight is not None:
         out = out * aten.view.default(weight, affine_shape)
     if bias is not None:
         out = out + aten.view.default(bias, affine_shape)
+    out = aten.view.default(out, shape)
     return out, aten.view.default(mean, [shape[0], group]), aten.view.default(rstd, [shape[0], group])
 
 

@@ -229,7 +229,10 @@ class RowTemplate:
         reason = self.space(group, ctx.facts).reason_invalid(config)
         if reason:
             raise TemplateError(reason)
-        prog = self.program(group)
+        # A kernel that reads the row anew for each pass takes exp(x - max)'s sum in the max's pass (online); one
+        # holding the row in registers (items) or splitting it over blocks (split_row) keeps its passes.
+        online = config.variant != "split_row" and int(config.get("items", 0)) == 0
+        prog = RowProgram(group, self.sizes, self.graphs, online=online)
         return _Renderer(prog, layout_of(prog), config, ctx).render()
 
 
@@ -736,7 +739,7 @@ class _Renderer:
     def acc_type(self, red: Reduction) -> str:
         if red.kind in ("any", "all"):
             return "bool"
-        if red.kind == "sumsq":
+        if red.kind in ("sumsq", "sumexp"):
             return "double"  # Σx² − (Σx)²/n: double keeps the difference at the reference's accuracy
         source = self.p.value_type(red.source[0])
         if source == "bool" and red.kind in ("sum", "mean", "prod"):
@@ -752,6 +755,8 @@ class _Renderer:
         if red.is_arg:
             start = "INFINITY" if red.kind == "argmin" else "-INFINITY"
             return [f"{t} a{k} = ({t}){start}; int64_t ai{k} = INT64_MAX;"]
+        if red.kind == "sumexp":  # the sum of exp(x - am) and the running max am
+            return [f"double a{k} = 0.0; {self.p.value_type(red.source[0])} am{k} = -INFINITY;"]
         ident = REDUCE_IDENTITY["sum" if red.kind == "sumsq" else red.kind]
         if ident in ("inf", "-inf"):
             return [f"{t} a{k} = ({t})({'-' if ident == '-inf' else ''}INFINITY);"]
@@ -763,7 +768,19 @@ class _Renderer:
             return f"optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {value}, rr);"
         if red.kind == "sumsq":
             return f"{{ const double q = (double)({value}); a{k} = a{k} + q * q; }}"
+        if red.kind == "sumexp":
+            v = self.p.value_type(red.source[0])
+            return f"optiml_sumexp_add<{v}>(a{k}, am{k}, ({v})({value}));"
         return f"a{k} = {_COMBINE[red.kind].format(a=f'a{k}', b=value, t=t)};"
+
+    def _second_accumulator(self, red: Reduction) -> tuple[str, str] | None:
+        """The name prefix and type of a reduction's second accumulator: an arg-reduction's index, the online
+        sum's running max; None for the others."""
+        if red.is_arg:
+            return "ai", "int64_t"
+        if red.kind == "sumexp":
+            return "am", self.p.value_type(red.source[0])
+        return None
 
     def team_reduce(self, reds: list[Reduction]) -> list[str]:
         out: list[str] = []
@@ -779,6 +796,13 @@ class _Renderer:
                     f"const int64_t i2 = __shfl_xor_sync(0xffffffffu, ai{k}, o); "
                     f"optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, v2, i2); }}"
                 )
+            elif red.kind == "sumexp":
+                v = self.p.value_type(red.source[0])
+                out.append(
+                    f"for (int o = 16; o > 0; o >>= 1) {{ const double s2 = __shfl_xor_sync(0xffffffffu, a{k}, o); "
+                    f"const {v} m2 = __shfl_xor_sync(0xffffffffu, am{k}, o); "
+                    f"optiml_sumexp_merge<{v}>(a{k}, am{k}, s2, m2); }}"
+                )
             else:
                 comb = _COMBINE[red.kind].format(a=f"a{k}", b=f"__shfl_xor_sync(0xffffffffu, a{k}, o)", t=t)
                 out.append(f"for (int o = 16; o > 0; o >>= 1) a{k} = {comb};")
@@ -787,18 +811,22 @@ class _Renderer:
             nw = self.team // 32
             self._smem += 1
             sm, smi = f"sm{self._smem}_{k}", f"smi{self._smem}_{k}"
-            out.append(f"__shared__ {t} {sm}[{nw}];" + (f" __shared__ int64_t {smi}[{nw}];" if red.is_arg else ""))
+            second = self._second_accumulator(red)
+            out.append(f"__shared__ {t} {sm}[{nw}];" + (f" __shared__ {second[1]} {smi}[{nw}];" if second else ""))
             out.append(
                 f"if ((threadIdx.x & 31) == 0) {{ {sm}[threadIdx.x >> 5] = a{k};"
-                + (f" {smi}[threadIdx.x >> 5] = ai{k};" if red.is_arg else "")
+                + (f" {smi}[threadIdx.x >> 5] = {second[0]}{k};" if second else "")
                 + " }"
             )
             out.append("__syncthreads();")
-            out.append(f"a{k} = {sm}[0];" + (f" ai{k} = {smi}[0];" if red.is_arg else ""))
+            out.append(f"a{k} = {sm}[0];" + (f" {second[0]}{k} = {smi}[0];" if second else ""))
             if red.is_arg:
                 out.append(
                     f"for (int w = 1; w < {nw}; ++w) optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {sm}[w], {smi}[w]);"
                 )
+            elif red.kind == "sumexp":
+                v = self.p.value_type(red.source[0])
+                out.append(f"for (int w = 1; w < {nw}; ++w) optiml_sumexp_merge<{v}>(a{k}, am{k}, {sm}[w], {smi}[w]);")
             else:
                 comb = _COMBINE[red.kind].format(a=f"a{k}", b=f"{sm}[w]", t=t)
                 out.append(f"for (int w = 1; w < {nw}; ++w) a{k} = {comb};")
@@ -813,18 +841,24 @@ class _Renderer:
             k, t = red.out, self.acc_type(red)
             self._smem += 1
             sm, smi = f"sm{self._smem}_{k}", f"smi{self._smem}_{k}"
+            second = self._second_accumulator(red)
             out.append(
                 f"__shared__ {t} {sm}[{lanes}][{cols}];"
-                + (f" __shared__ int64_t {smi}[{lanes}][{cols}];" if red.is_arg else "")
+                + (f" __shared__ {second[1]} {smi}[{lanes}][{cols}];" if second else "")
             )
-            out.append(
-                f"{sm}[{self.lane}][{col}] = a{k};" + (f" {smi}[{self.lane}][{col}] = ai{k};" if red.is_arg else "")
-            )
+            keep_second = f" {smi}[{self.lane}][{col}] = {second[0]}{k};" if second else ""
+            out.append(f"{sm}[{self.lane}][{col}] = a{k};" + keep_second)
             out.append("__syncthreads();")
-            out.append(f"a{k} = {sm}[0][{col}];" + (f" ai{k} = {smi}[0][{col}];" if red.is_arg else ""))
+            out.append(f"a{k} = {sm}[0][{col}];" + (f" {second[0]}{k} = {smi}[0][{col}];" if second else ""))
             if red.is_arg:
                 out.append(
                     f"for (int w = 1; w < {lanes}; ++w) optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {sm}[w][{col}], "
+                    f"{smi}[w][{col}]);"
+                )
+            elif red.kind == "sumexp":
+                v = self.p.value_type(red.source[0])
+                out.append(
+                    f"for (int w = 1; w < {lanes}; ++w) optiml_sumexp_merge<{v}>(a{k}, am{k}, {sm}[w][{col}], "
                     f"{smi}[w][{col}]);"
                 )
             else:
@@ -845,6 +879,10 @@ class _Renderer:
             lines = [f"double q{k} = a{k} - a{m} * a{m} / (double)p.R; if (q{k} < 0.0) q{k} = 0.0;"]
             scale = " / (double)p.R" if red.node.op == "mean" else ""
             return [*lines, f"const {t} st{k} = ({t})(q{k}{scale});"]
+        if red.kind == "sumexp":  # its max is finished first (same stage, earlier in order)
+            assert red.partner is not None
+            v = self.p.value_type(red.source[0])
+            return [f"const {t} st{k} = ({t})optiml_sumexp_at<{v}>(a{k}, am{k}, st{red.partner.out});"]
         if red.kind == "mean":
             return [f"const {t} st{k} = ({t})(a{k} / ({self.acc_type(red)})p.R);"]
         return [f"const {t} st{k} = ({t})a{k};"]

@@ -62,9 +62,11 @@ class Reduction:
     node: Node
     stage: int
     source: tuple[int, DMap]  # the FULL value reduced
-    kind: str  # sum, mean, prod, amax, amin, argmax, argmin, any, all; "sumsq" (below)
+    kind: str  # sum, mean, prod, amax, amin, argmax, argmin, any, all; "sumsq", "sumexp" (below)
     #: "sumsq": the node reduces ``(x - mean(x))²`` (a sum or a mean of it), computed in the same pass as that
-    #: mean (``partner``) from the sums of ``x`` and ``x²``: a variance costs no pass of its own over the row
+    #: mean (``partner``) from the sums of ``x`` and ``x²``: a variance costs no pass of its own over the row.
+    #: "sumexp": the node sums ``exp(x - amax(x))``, computed online in the same pass as that max (``partner``):
+    #: softmax's denominator costs no pass of its own over the row
     partner: Reduction | None = None
 
     @property
@@ -131,8 +133,9 @@ class _ShiftedRead:
 
 
 class RowProgram:
-    def __init__(self, group: Group, sizes: SizeResolver, graphs: list[Graph]) -> None:
+    def __init__(self, group: Group, sizes: SizeResolver, graphs: list[Graph], online: bool = False) -> None:
         self.group = group
+        self.online = online  # sum exp(x - max) in the max's pass ("sumexp"): for kernels that read the row anew
         self.g = group.graph
         self.graphs = graphs
         self.sizes = sizes
@@ -380,8 +383,11 @@ class RowProgram:
         for node in self.nodes:
             if node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
                 partner = self._centred_mean(node)
+                peak = self._shifted_exp_peak(node) if self.online and partner is None else None
                 if partner is not None:
                     reduction = Reduction(node, partner.stage, partner.source, "sumsq", partner)
+                elif peak is not None:
+                    reduction = Reduction(node, peak.stage, peak.source, "sumexp", peak)
                 else:
                     source = (node.inputs[0], tuple(range(self.n)))
                     reduction = Reduction(node, self._stage(*source), source, node.op)
@@ -412,6 +418,22 @@ class RowProgram:
             if found and self.value_type(x) in ("float", "double"):
                 return found[0]
         return None
+
+    def _shifted_exp_peak(self, node: Node) -> Reduction | None:
+        """The max reduction ``m`` of a float value ``x`` when ``node`` sums ``exp(x - m)`` over the row (softmax,
+        log-softmax, cross-entropy; ``m`` through views); else None. The sum is then taken online in ``m``'s pass:
+        a running max and the sum rescaled when it grows."""
+        if node.op != "sum":
+            return None
+        power = self._node_computing(node.inputs[0])
+        shifted = self._node_computing(power.inputs[0]) if power is not None and power.op == "exp" else None
+        if shifted is None or shifted.op != "sub":
+            return None
+        x, peak = shifted.inputs
+        while (producer := self._node_computing(peak)) is not None and producer.op in ("view", "expand"):
+            peak = producer.inputs[0]
+        found = [r for r in self.reductions if r.kind == "amax" and r.out == peak and r.source[0] == x]
+        return found[0] if found and self.value_type(x) in ("float", "double") else None
 
     def _const(self, vid: int) -> object:
         value = self.g.value(vid)

@@ -63,7 +63,10 @@ from optiml.templates.group import Group, ScanSpec
 ROW_BLOCK_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512, 1024), "items": (1, 2, 4, 8, 16)}
 ROW_WARP_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "items": (1, 2, 4, 8)}
 ROW_SPLIT_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (256, 512, 1024), "items": (4, 8, 16)}
-COL_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512), "unroll": (1, 2, 4, 8)}
+COL_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512), "unroll": (1, 2, 4, 8, 16, 32)}
+#: Below this many columns (a thread each) a column scan keeps too few loads in flight at unroll 4 (16 384 columns of
+#: cumsum_dim1: 48 % of the DRAM floor): its seeds lead with 32 loads a thread.
+FEW_COLUMNS = 1 << 18
 COL_FALLBACK = GroupConfig.of("col", threads=256, unroll=4)  # row variants when inner > 1 at run time
 SPLIT_FALLBACK = GroupConfig.of("row_split", threads=256, items=4)  # other variants on few long lines
 SPLIT_MIN_LENGTH = 16384  # with fewer lines than SMs, lines this long go to the split kernels
@@ -195,12 +198,15 @@ class ScanTemplate:
         first = self.default(group, facts)
         _, _, _, _, inner = _geometry(group)
         if inner > 1:
+            _, _, length, outer, _ = _geometry(group)
+            deep = GroupConfig.of("col", threads=128, unroll=32 if length >= 32 else 16)
             others = [
                 GroupConfig.of("col", threads=256, unroll=4),
                 GroupConfig.of("col", threads=128, unroll=8),
                 GroupConfig.of("col", threads=512, unroll=2),
                 GroupConfig.of("col", threads=128, unroll=1),
             ]
+            others.insert(0 if outer * inner < FEW_COLUMNS else len(others), deep)
         else:
             others = [
                 GroupConfig.of("row_block", threads=512, items=8),
