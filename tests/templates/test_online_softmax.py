@@ -1,8 +1,8 @@
-"""Softmax's denominator, ``sum(exp(x - max(x)))``, is taken online in the max's pass by kernels that read the
-row anew for every pass (a running max, the sum rescaled when it grows): one pass fewer over rows too long to
-stay in cache. Kernels that hold the row in registers, or split it over blocks, keep their passes. Checked
-against torch on the CPU emulator, with rows that make the rescaling work (values up to ±90), rows holding
--inf (masked), +inf and NaN, and a row of -inf alone (NaN in the reference)."""
+"""Softmax's denominator, ``sum(exp(x - max(x)))`` (and logsumexp's, whose shift guards an infinite max), is
+taken online in the max's pass by kernels that read the row anew for every pass (a running max, the sum rescaled
+when it grows): one pass fewer over rows too long to stay in cache. Kernels that hold the row in registers, or
+split it over blocks, keep their passes. Checked against torch on the CPU emulator, with rows that make the
+rescaling work (values up to ±90), rows holding -inf (masked), +inf and NaN, and a row of -inf alone."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ FORWARDS = {
     "softmax": ("x\nreturn torch.softmax(x, dim=1)", lambda x: torch.softmax(x, dim=1)),
     "log_softmax": ("x\nreturn torch.log_softmax(x, dim=-1)", lambda x: torch.log_softmax(x, dim=-1)),
     "softmax_dim0": ("x\nreturn torch.softmax(x, dim=0)", lambda x: torch.softmax(x, dim=0)),
+    "logsumexp": ("x\nreturn torch.logsumexp(x, dim=1)", lambda x: torch.logsumexp(x, dim=1)),  # a guarded max
 }
 STREAMING = [  # items=0: the row is read again from memory for each pass
     GroupConfig.of("block_row", threads=256, vec=4, items=0),
@@ -44,7 +45,7 @@ def _inputs(dim: int) -> torch.Tensor:
     lines[0, ::3] = float("-inf")
     lines[1, 4 if dim == 0 else 400] = 90.0
     lines[2, :] = float("-inf")
-    lines[3, 5] = float("inf")
+    lines[3, 5] = lines[3, 2] = float("inf")  # two: softmax NaN, logsumexp inf
     lines[4, 1] = float("nan")
     return x
 

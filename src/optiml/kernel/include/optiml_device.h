@@ -69,22 +69,25 @@ template <typename T> __device__ __forceinline__ void optiml_argmin_upd(T& v, in
   if (take) { v = v2; i = i2; }
 }
 
-// Online sum of exp(x - max) over a row: softmax's denominator taken in the max's own pass. `s` is the sum of
-// exp(x - m) over the elements seen so far, `m` the largest of them (-inf before any); an element of -inf adds
-// nothing. A row whose max is not finite has a NaN sum in the reference (exp(inf - inf)): the kernel's finish
-// says so from `m`.
+// Online sum of exp(x - c) over a row, c a per-row value derived from the row's max (the max itself for
+// softmax, logsumexp's guarded max): taken in the max's own pass. `s` is the sum of exp(x - m) over the elements
+// seen so far, `m` the largest of them (-inf before any): an element equal to m adds 1 (also where m is infinite,
+// so that the finish reproduces the reference's exp(inf - inf) = NaN for softmax and its infinite sum for
+// logsumexp), a larger one rescales the sum. The finish is s * exp(m - c).
 __device__ __forceinline__ float optiml_exp_of(float x) { return expf(x); }
 __device__ __forceinline__ double optiml_exp_of(double x) { return exp(x); }
 template <typename T> __device__ __forceinline__ void optiml_sumexp_add(double& s, T& m, T x) {
   if (x > m) { s = s * (double)optiml_exp_of(m - x) + 1.0; m = x; }
-  else if (x > -INFINITY || x != x) s += (double)optiml_exp_of(x - m);
+  else if (x == m) s += 1.0;
+  else s += (double)optiml_exp_of(x - m);
 }
 template <typename T> __device__ __forceinline__ void optiml_sumexp_merge(double& s, T& m, double s2, T m2) {
   if (m2 > m) { s = s * (double)optiml_exp_of(m - m2) + s2; m = m2; }
-  else if (m2 > -INFINITY) s += s2 * (double)optiml_exp_of(m2 - m);
+  else if (m2 == m) s += s2;
+  else s += s2 * (double)optiml_exp_of(m2 - m);
 }
-template <typename T> __device__ __forceinline__ double optiml_sumexp_at(double s, T m, T peak) {
-  return (m == (T)INFINITY || m == -(T)INFINITY) ? (double)NAN : s * (double)optiml_exp_of(m - peak);
+template <typename T> __device__ __forceinline__ double optiml_sumexp_at(double s, T m, T c) {
+  return s * (double)optiml_exp_of(m - c);
 }
 
 #endif  // OPTIML_DEVICE_H

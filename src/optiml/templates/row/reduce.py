@@ -867,7 +867,7 @@ class _Renderer:
             out.append("__syncthreads();")
         return out
 
-    def finish(self, red: Reduction, stats: dict[int, str]) -> list[str]:
+    def finish(self, red: Reduction, stats: dict[int, str], row: Scope | None = None) -> list[str]:
         k, t = red.out, self.p.value_type(red.out)
         if red.is_arg:
             stats[k] = f"ai{k}"
@@ -879,10 +879,14 @@ class _Renderer:
             lines = [f"double q{k} = a{k} - a{m} * a{m} / (double)p.R; if (q{k} < 0.0) q{k} = 0.0;"]
             scale = " / (double)p.R" if red.node.op == "mean" else ""
             return [*lines, f"const {t} st{k} = ({t})(q{k}{scale});"]
-        if red.kind == "sumexp":  # its max is finished first (same stage, earlier in order)
-            assert red.partner is not None
+        if red.kind == "sumexp":  # its max is finished first (same stage, earlier in order): the shift follows
+            assert row is not None, "online sums are rendered by single-kernel variants only"
+            start = len(row.lines)
+            shift = self.p.emit(red.shift, self.p.frames[red.shift], row, stats, self.gather_renderer(row, stats))
+            lines = row.lines[start:]
+            del row.lines[start:]
             v = self.p.value_type(red.source[0])
-            return [f"const {t} st{k} = ({t})optiml_sumexp_at<{v}>(a{k}, am{k}, st{red.partner.out});"]
+            return [*lines, f"const {t} st{k} = ({t})optiml_sumexp_at<{v}>(a{k}, am{k}, ({v})({shift}));"]
         if red.kind == "mean":
             return [f"const {t} st{k} = ({t})(a{k} / ({self.acc_type(red)})p.R);"]
         return [f"const {t} st{k} = ({t})a{k};"]
@@ -949,7 +953,7 @@ class _Renderer:
             body += inits + self.pass_over_row("0", hi, [r.source for r in reds], row, stats, consume)
             body += self.team_reduce(reds)
             for r in reds:
-                body += self.finish(r, stats)
+                body += self.finish(r, stats, row)
         if self.full_outs:
             body += self.pass_over_row("0", hi, list(self.full_outs), row, stats, self.store_full, stores=True)
         body += self.store_outer(row, stats, f"{guard}{self.lane} == 0")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 from optiml.graph.ir import Graph, Node
+from optiml.graph.ops import op_class
 from optiml.graph.sizes import SizeResolver
 from optiml.templates.base import TemplateError, c_type, to_compute
 from optiml.templates.cexpr import arith_type, literal, pointwise
@@ -65,9 +66,11 @@ class Reduction:
     kind: str  # sum, mean, prod, amax, amin, argmax, argmin, any, all; "sumsq", "sumexp" (below)
     #: "sumsq": the node reduces ``(x - mean(x))²`` (a sum or a mean of it), computed in the same pass as that
     #: mean (``partner``) from the sums of ``x`` and ``x²``: a variance costs no pass of its own over the row.
-    #: "sumexp": the node sums ``exp(x - amax(x))``, computed online in the same pass as that max (``partner``):
-    #: softmax's denominator costs no pass of its own over the row
+    #: "sumexp": the node sums ``exp(x - c)``, ``c`` (``shift``) a per-row value computed from ``amax(x)`` alone
+    #: (that max, or logsumexp's guard of it), online in the same pass as that max (``partner``): softmax's
+    #: denominator costs no pass of its own over the row
     partner: Reduction | None = None
+    shift: int = -1
 
     @property
     def out(self) -> int:
@@ -383,11 +386,12 @@ class RowProgram:
         for node in self.nodes:
             if node.op in REDUCE_IDENTITY or node.op in ("argmax", "argmin"):
                 partner = self._centred_mean(node)
-                peak = self._shifted_exp_peak(node) if self.online and partner is None else None
+                shifted = self._shifted_exp(node) if self.online and partner is None else None
                 if partner is not None:
                     reduction = Reduction(node, partner.stage, partner.source, "sumsq", partner)
-                elif peak is not None:
-                    reduction = Reduction(node, peak.stage, peak.source, "sumexp", peak)
+                elif shifted is not None:
+                    peak, shift = shifted
+                    reduction = Reduction(node, peak.stage, peak.source, "sumexp", peak, shift)
                 else:
                     source = (node.inputs[0], tuple(range(self.n)))
                     reduction = Reduction(node, self._stage(*source), source, node.op)
@@ -419,21 +423,31 @@ class RowProgram:
                 return found[0]
         return None
 
-    def _shifted_exp_peak(self, node: Node) -> Reduction | None:
-        """The max reduction ``m`` of a float value ``x`` when ``node`` sums ``exp(x - m)`` over the row (softmax,
-        log-softmax, cross-entropy; ``m`` through views); else None. The sum is then taken online in ``m``'s pass:
-        a running max and the sum rescaled when it grows."""
+    def _shifted_exp(self, node: Node) -> tuple[Reduction, int] | None:
+        """``(m, c)`` when ``node`` sums ``exp(x - c)`` over the row, ``m`` the max reduction of the float value
+        ``x`` and ``c`` computed from ``m`` alone (softmax, log-softmax, cross-entropy: ``c`` is ``m``; logsumexp:
+        ``where(isinf(m), 0, m)``); else None. The sum is then taken online in ``m``'s pass."""
         if node.op != "sum":
             return None
         power = self._node_computing(node.inputs[0])
         shifted = self._node_computing(power.inputs[0]) if power is not None and power.op == "exp" else None
-        if shifted is None or shifted.op != "sub":
+        if shifted is None or shifted.op != "sub" or self.value_type(shifted.inputs[0]) not in ("float", "double"):
             return None
-        x, peak = shifted.inputs
-        while (producer := self._node_computing(peak)) is not None and producer.op in ("view", "expand"):
-            peak = producer.inputs[0]
-        found = [r for r in self.reductions if r.kind == "amax" and r.out == peak and r.source[0] == x]
-        return found[0] if found and self.value_type(x) in ("float", "double") else None
+        x, shift = shifted.inputs
+        for peak in self.reductions:
+            if peak.kind == "amax" and peak.source[0] == x and self._computed_from(shift, peak.out):
+                return peak, shift
+        return None
+
+    def _computed_from(self, vid: int, root: int) -> bool:
+        """``vid`` is ``root``, or computed by element-wise ops and views from ``root`` and constants alone."""
+        if vid == root:
+            return True
+        node = self._node_computing(vid)
+        if node is None or op_class(node.op) not in ("pointwise", "view"):
+            return False
+        operands = [i for i in node.inputs if not self.g.value(i).is_const]
+        return bool(operands) and all(self._computed_from(i, root) for i in operands)
 
     def _const(self, vid: int) -> object:
         value = self.g.value(vid)
