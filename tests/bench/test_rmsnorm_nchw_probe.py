@@ -4,7 +4,6 @@ floor, the chunked exact reference and comparison) do what they say."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -12,7 +11,12 @@ from types import ModuleType
 import pytest
 import torch
 
-from benchmark_scripts import benchmark_module, run_benchmark_script
+from benchmark_scripts import (
+    assert_exits_2_without_a_gpu,
+    assert_ptx_assembles,
+    benchmark_module,
+    dumped_source,
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,31 +44,17 @@ def test_the_kernels_build_for_sm_90_with_every_hint_in_its_own_instruction(prob
         assert instruction in text, instruction
     for kernel in ("reg_kernel", "twopass_kernel", "tile_kernel"):
         assert f".entry _ZN8rmsprobe{len(kernel)}{kernel}" in text
-    if shutil.which("ptxas") is not None:  # the inline PTX is checked by ptxas, not by nvcc --ptx
-        assembled = subprocess.run(
-            ["ptxas", "-arch=sm_90", str(ptx), "-o", str(tmp_path / "probe.cubin")], capture_output=True, text=True
-        )
-        assert assembled.returncode == 0, assembled.stderr[-3000:]
+    assert_ptx_assembles(ptx, tmp_path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the script would run")
 def test_without_a_gpu_the_script_exits_2_with_one_line() -> None:
-    run = run_benchmark_script("rmsnorm_nchw_probe", "--quick")
-    assert run.returncode == 2, run.stderr
-    assert run.stdout == ""
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in run.stderr
-    assert lines[0].startswith("rmsnorm_nchw_probe:") and "GPU" in lines[0]
+    assert_exits_2_without_a_gpu("rmsnorm_nchw_probe")
 
 
 def test_dump_source_needs_no_gpu_and_writes_both_halves(probe: ModuleType, tmp_path: Path) -> None:
-    target = tmp_path / "out" / "probe.cu"
-    run = run_benchmark_script("rmsnorm_nchw_probe", "--dump-source", str(target))
-    assert run.returncode == 0, run.stderr
-    assert target.read_text() == probe.kernel_source()
-    assert target.with_suffix(".cpp").read_text() == probe.TORCH_WRAPPER
-    assert "#include <torch" not in target.read_text()  # nvcc builds it without torch's headers
-    assert "#define RMSPROBE_CHANNELS(X) X(32) X(64) X(128)" in target.read_text()
+    text = dumped_source("rmsnorm_nchw_probe", probe, tmp_path)
+    assert "#define RMSPROBE_CHANNELS(X) X(32) X(64) X(128)" in text
 
 
 def test_the_configurations_cover_each_structure_once_per_block_size(probe: ModuleType) -> None:

@@ -5,7 +5,6 @@ references and comparisons) do what they say."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +12,12 @@ from types import ModuleType
 import pytest
 import torch
 
-from benchmark_scripts import benchmark_module, run_benchmark_script
+from benchmark_scripts import (
+    assert_exits_2_without_a_gpu,
+    assert_ptx_assembles,
+    benchmark_module,
+    dumped_source,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,33 +47,18 @@ def test_the_kernels_build_for_sm_90_without_warnings(probe: ModuleType, tmp_pat
     for kernel in ("gridstride_kernel", "oneshot_kernel", "read_kernel", "col_kernel", "tile_kernel"):
         assert f".entry _ZN11streamprobe{len(kernel)}{kernel}" in text, kernel
     assert ".entry _ZN11streamprobe14combine_kernel" in text
-    if shutil.which("ptxas") is not None:  # the inline PTX is checked by ptxas, not by nvcc --ptx
-        assembled = subprocess.run(
-            ["ptxas", "-arch=sm_90", str(ptx), "-o", str(tmp_path / "probe.cubin")], capture_output=True, text=True
-        )
-        assert assembled.returncode == 0, assembled.stderr[-3000:]
-        assert "warning" not in assembled.stderr.lower(), assembled.stderr[-3000:]
+    assert_ptx_assembles(ptx, tmp_path, no_warnings=True)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the script would run")
 def test_without_a_gpu_the_script_exits_2_with_one_line() -> None:
-    run = run_benchmark_script("stream_probe", "--quick")
-    assert run.returncode == 2, run.stderr
-    assert run.stdout == ""
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in run.stderr
-    assert lines[0].startswith("stream_probe:") and "GPU" in lines[0]
+    assert_exits_2_without_a_gpu("stream_probe")
 
 
 def test_dump_source_needs_no_gpu_and_writes_both_halves(probe: ModuleType, tmp_path: Path) -> None:
-    target = tmp_path / "out" / "probe.cu"
-    run = run_benchmark_script("stream_probe", "--dump-source", str(target))
-    assert run.returncode == 0, run.stderr
-    assert target.read_text() == probe.kernel_source()
-    assert target.with_suffix(".cpp").read_text() == probe.TORCH_WRAPPER
-    assert "#include <torch" not in target.read_text()  # nvcc builds it without torch's headers
+    text = dumped_source("stream_probe", probe, tmp_path)
     for name in ("streamprobe_elementwise", "streamprobe_column", "streamprobe_error"):
-        assert name in target.read_text() and name in probe.TORCH_WRAPPER  # defined there, declared here
+        assert name in text and name in probe.TORCH_WRAPPER  # defined there, declared here
 
 
 def test_the_elementwise_configurations(probe: ModuleType) -> None:

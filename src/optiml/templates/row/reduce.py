@@ -113,8 +113,8 @@ class RowTemplate:
         self.sizes = sizes
         self.graphs = graphs
 
-    def program(self, group: Group) -> RowProgram:
-        return RowProgram(group, self.sizes, self.graphs)
+    def program(self, group: Group, online: bool = False) -> RowProgram:
+        return RowProgram(group, self.sizes, self.graphs, online=online)
 
     # -- space and rules ---------------------------------------------------------------------------
     def space(self, group: Group, facts: DeviceFacts) -> Space:
@@ -232,7 +232,7 @@ class RowTemplate:
         # A kernel that reads the row anew for each pass takes exp(x - max)'s sum in the max's pass (online); one
         # holding the row in registers (items) or splitting it over blocks (split_row) keeps its passes.
         online = config.variant != "split_row" and int(config.get("items", 0)) == 0
-        prog = RowProgram(group, self.sizes, self.graphs, online=online)
+        prog = self.program(group, online=online)
         return _Renderer(prog, layout_of(prog), config, ctx).render()
 
 

@@ -196,9 +196,8 @@ class ScanTemplate:
 
     def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         first = self.default(group, facts)
-        _, _, _, _, inner = _geometry(group)
+        _, _, length, outer, inner = _geometry(group)
         if inner > 1:
-            _, _, length, outer, _ = _geometry(group)
             deep = GroupConfig.of("col", threads=128, unroll=32 if length >= 32 else 16)
             others = [
                 GroupConfig.of("col", threads=256, unroll=4),
