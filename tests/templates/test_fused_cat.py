@@ -92,14 +92,16 @@ def test_rotate_half_is_one_kernel() -> None:
 
 def test_rotate_half_is_one_row_of_two_runs_walked_flat() -> None:
     """Not B*H*S rows of 128 elements (a warp each): the slice and the cat cut the trailing dims once, so the
-    row is S runs of D, and its loops walk the flat range (the whole team on 128-element runs)."""
+    row is S runs of D, and its loops walk the flat range (the whole team on 128-element runs), each thread's
+    (run, element) split from its first flat index and then stepped without a division."""
     kernels = planned(load_task(ROTARY))
     (group,) = kernels.plan.groups
     template = kernels.templates.of(group)
     assert isinstance(template, RowTemplate)
     layout = layout_of(template.program(group))
     assert (layout.kept, layout.r1, layout.r2) == ((0, 1), (2,), (3,))
-    assert "optiml_divmod(r1, p.R2)" in kernels.render(kernels.default()).code
+    code = kernels.render(kernels.default()).code
+    assert "optiml_divmod(r1s, p.R2)" in code and "es += sr" in code  # split once, then stepped
 
 
 def test_parts_starting_at_pack_boundaries_are_read_as_packs() -> None:

@@ -19,6 +19,8 @@ CASES = {
     "rank3": ([{"N": 2, "C": 12, "L": 37}, {"N": 1, "C": 24, "L": 5}], "N, C, L"),
     "rank4": ([{"N": 2, "C": 24, "H": 9, "W": 13}, {"N": 3, "C": 12, "H": 3, "W": 5}], "N, C, H, W"),
     "rank5": ([{"N": 1, "C": 12, "D": 3, "H": 4, "W": 7}], "N, C, D, H, W"),
+    # runs of H*W longer than a block's stride, which a thread steps across without dividing (vector and scalar)
+    "rank4_long": ([{"N": 2, "C": 8, "H": 32, "W": 65}, {"N": 1, "C": 8, "H": 33, "W": 65}], "N, C, H, W"),
 }
 
 

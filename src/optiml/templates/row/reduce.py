@@ -229,9 +229,11 @@ class RowTemplate:
         reason = self.space(group, ctx.facts).reason_invalid(config)
         if reason:
             raise TemplateError(reason)
-        # A kernel that reads the row anew for each pass takes exp(x - max)'s sum in the max's pass (online); one
-        # holding the row in registers (items) or splitting it over blocks (split_row) keeps its passes.
-        online = config.variant != "split_row" and int(config.get("items", 0)) == 0
+        # A row kernel that reads the row anew for each pass takes exp(x - max)'s sum in the max's pass (online); one
+        # holding the row in registers (items) or splitting it over blocks (split_row) keeps its passes, and so do
+        # the column kernels: a block's columns are read again from L2, where the online rescaling costs more than
+        # the pass it saves (softmax over dim 1 of 16x1024x4096 ran 0.457 ms online against 0.296 ms, H100).
+        online = config.variant in ("warp_row", "block_row") and int(config.get("items", 0)) == 0
         prog = self.program(group, online=online)
         return _Renderer(prog, layout_of(prog), config, ctx).render()
 
@@ -553,10 +555,12 @@ class _Renderer:
     ) -> list[str]:
         """Team-strided loops over the flat row range [lo, hi); ``lo`` is a multiple of VEC.
 
-        A row of two runs is walked flat, each element's (r1, e) split from its flat index ``f``: the whole
-        team works however short the inner run is (a nested loop over r1 left all but R2 / VEC of its
-        threads idle; rotary embeddings have R2 = 128), and a pack never crosses an inner run (the vector
-        path needs R2 % VEC == 0). A column's thread walks its run alone: nested loops, no division."""
+        A row of two runs is walked flat: the whole team works however short the inner run is (a nested loop
+        over r1 left all but R2 / VEC of its threads idle; rotary embeddings have R2 = 128), and a pack never
+        crosses an inner run (the vector path needs R2 % VEC == 0). Each element's (r1, e) is split from its
+        flat index once, then stepped with the stride's own split (a division an iteration made GroupNorm's
+        one kernel, runs of H*W under a per-channel affine, instruction-bound at half the bandwidth). A
+        column's thread walks its run alone: nested loops, no division."""
         team, lane, v = self.team, self.lane, self.vec
         flat = bool(self.lay.r1) and self.variant not in ("col", "col_split")
         index = "f" if flat else "r1 * p.R2 + e"
@@ -564,8 +568,12 @@ class _Renderer:
         def head(step: str) -> list[str]:
             if flat:
                 return [
-                    f"for (int64_t f = ({lo}) + (int64_t)({lane}){step}; f < ({hi}); f += (int64_t){team}{step}) {{",
-                    "  int64_t r1 = f; const int64_t e = optiml_divmod(r1, p.R2); const int64_t rr = f; (void)rr;",
+                    f"{{ const int64_t f0 = ({lo}) + (int64_t)({lane}){step}, fs = (int64_t){team}{step};",
+                    "  int64_t r1s = f0; int64_t es = optiml_divmod(r1s, p.R2);",
+                    "  int64_t sq = fs; const int64_t sr = optiml_divmod(sq, p.R2);",
+                    f"  for (int64_t f = f0; f < ({hi}); f += fs, r1s += sq, es += sr, r1s += (es >= p.R2),"
+                    " es -= (es >= p.R2) ? p.R2 : 0) {",
+                    "  const int64_t r1 = r1s, e = es, rr = f; (void)rr;",
                 ]
             return [
                 f"for (int64_t r1 = ({lo}) / p.R2; r1 < p.R1 && r1 * p.R2 < ({hi}); ++r1) {{",
@@ -575,7 +583,7 @@ class _Renderer:
                 *([] if step else ["    const int64_t rr = r1 * p.R2 + e; (void)rr;"]),
             ]
 
-        tail = ["}"] if flat else ["  }", "}"]
+        tail = ["  }", "}"]
         direct: set[int] = set()  # leaves read at the element's own index (a fused cat's parts read shifted)
 
         def read(leaf: Leaf) -> str:
