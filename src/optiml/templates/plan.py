@@ -46,6 +46,7 @@ from optiml.graph.ops import op_class
 from optiml.templates.base import TemplateError
 from optiml.templates.group import Group
 from optiml.templates.registry import dedicated_op_classes, family, served
+from optiml.templates.view_sinking import sink_views
 
 #: Parts a fused cat may have (each is a branch in every element's code); more: a copy kernel.
 MAX_FUSED_PARTS = 8
@@ -560,7 +561,7 @@ def _scan_prologue(graphs: list[Graph], vid: int, recomputable: set[int], stride
 
 def make_plan(graphs: list[Graph]) -> Plan:
     """Plan kernels for a task from its graphs at every shape set (see the module docstring)."""
-    cleaned = [cse(g) for g in graphs]
+    cleaned = [cse(g) for g in sink_views([cse(g) for g in graphs])]
     planner = _Planner(cleaned[0], cleaned)
     buildings = planner.plan()
     g = cleaned[0]
