@@ -72,6 +72,7 @@ EXPECTED = {
         "channel_concat",
         "rotary_half",
         "relative_position_bias",
+        "upsample_nearest",
     ],
     "pooling": ["maxpool1d", "maxpool2d", "avgpool2d", "maxpool3d", "avgpool3d", "avgpool1d"],
 }

@@ -569,6 +569,8 @@ struct alignas(16) int4 { int x, y, z, w; };
 static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 // ... what the conv, batch-norm and pooling kernels use
 static inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
+using std::isinf;  // CUDA's are global functions; <cmath>'s live in std
+using std::isnan;
 static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
 static inline uint64_t __umul64hi(uint64_t a, uint64_t b) { return (uint64_t)(((unsigned __int128)a * b) >> 64); }
 static inline float __int_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }

@@ -80,6 +80,7 @@ FAMILIES = {
     "transpose": "permute",
     "transpose_batched": "permute",
     "triplet_margin_loss": "reduce reduce",
+    "upsample_nearest": "pointwise",
 }
 
 EXACT = {

@@ -2,7 +2,8 @@
 
 A slice that row kernels read in place through its source's strides was also read so when it was
 reshaped (``q, k, v = x.split(C, 2); q.view(B, T, H, C // H)``, attention's head split; NetVLAD's
-``a[:, :K].view(B, N, K)``): the reshaped dims stepped through the source with the wrong strides.
+``a[:, :K].view(B, N, K)``), or when an element-wise value over it was (``relu(q).view(...)``): the reshaped
+dims stepped through the source with the wrong strides.
 A ``cat`` read an ``expand`` of a class token as if the expand were memory (ViT's
 ``torch.cat([cls_token.expand(B, -1, -1), x], 1)``). Both gave wrong numbers without an error.
 """
@@ -40,6 +41,8 @@ CASES = [
     "q, k, v = x.split(C, dim=2); return (q.view(B, T, H, C // H) * k.view(B, T, H, C // H)).sum(-1)",
     "q, k, v = x.split(C, dim=2); return q.reshape(B * T, C) + 1",
     "q, k, v = x.split(C, dim=2); return torch.sigmoid(q.unsqueeze(2)) * v.unsqueeze(2)",  # read in place
+    # the reshape is of an element-wise value kernels recompute from the slice (it read past the tensor's end)
+    "q, k, v = x.split(C, dim=2); return torch.relu(q).view(B, T, H, C // H).sum(-1)",
     "return torch.cat([tok.expand(x.shape[0], -1, -1), x], dim=1)",
 ]
 

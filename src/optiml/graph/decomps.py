@@ -47,6 +47,17 @@ _TORCH_DECOMPOSED = [
     aten.glu,
     aten._prelu_kernel,
     aten.binary_cross_entropy_with_logits,
+    # element-wise compositions, rows picked by index (as `x[idx]`), tiling and pixel shuffles (views and copies)
+    aten.lerp,
+    aten.addcmul,
+    aten.addcdiv,
+    aten.logaddexp,
+    aten.logaddexp2,
+    aten.index_select,
+    aten.embedding,
+    aten.repeat,
+    aten.pixel_shuffle,
+    aten.pixel_unshuffle,
 ]
 
 
@@ -251,6 +262,46 @@ def adaptive_max_pool2d(x: torch.Tensor, output_size: Sequence[int]) -> Any:
     return NotImplemented
 
 
+def hypot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``sqrt(x² + y²)`` (PyTorch's reference is ``prims.hypot``, which no template has)."""
+    return torch.sqrt(x * x + y * y)
+
+
+def nan_to_num(x: torch.Tensor, nan: Any = None, posinf: Any = None, neginf: Any = None) -> torch.Tensor:
+    """NaN to ``nan`` (0), ±inf to ``posinf`` / ``neginf`` (the dtype's largest finite values by default)."""
+    if not x.is_floating_point():
+        return aten.clone.default(x)
+    info = torch.finfo(x.dtype)
+    replacements = (
+        (aten.isnan.default(x), 0.0 if nan is None else nan),
+        (aten.eq.Scalar(x, float("inf")), info.max if posinf is None else posinf),
+        (aten.eq.Scalar(x, float("-inf")), info.min if neginf is None else neginf),
+    )
+    out = x
+    for where, value in replacements:
+        out = aten.where.self(where, aten.full_like.default(x, value), out)
+    return out
+
+
+def upsample_nearest(x: torch.Tensor, output_size: Sequence[int], *scales: Any) -> Any:
+    """Nearest-neighbour upsampling by whole factors: each element repeated ``s`` times along each spatial dim (a
+    broadcast and a reshape; PyTorch's ``floor(i / s)`` source index at every such factor). Other factors are left
+    to the refusal naming the op."""
+    spatial = len(output_size)
+    sizes_in = list(x.shape[-spatial:])
+    factors = []
+    for d, (size_in, size_out) in enumerate(zip(sizes_in, output_size, strict=True)):
+        scale = scales[d] if d < len(scales) else None
+        if size_in <= 0 or size_out % size_in or (scale is not None and scale != size_out // size_in):
+            return NotImplemented
+        factors.append(size_out // size_in)
+    lead = list(x.shape[:-spatial])
+    spread = lead + [n for size in sizes_in for n in (size, 1)]
+    tiled = lead + [n for size, f in zip(sizes_in, factors, strict=True) for n in (size, f)]
+    repeated = aten.expand.default(aten.view.default(x, spread), tiled)
+    return aten.clone.default(repeated).view(lead + list(output_size))
+
+
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table: dict[Any, Callable[..., Any]] = dict(get_decompositions(_TORCH_DECOMPOSED))
     table.update(
@@ -271,6 +322,11 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
             aten._safe_softmax.default: safe_softmax,
             aten.rrelu_with_noise.default: rrelu_with_noise,
             aten.adaptive_max_pool2d.default: adaptive_max_pool2d,
+            aten.hypot.default: hypot,
+            aten.upsample_nearest1d.default: upsample_nearest,
+            aten.upsample_nearest2d.default: upsample_nearest,
+            aten.upsample_nearest3d.default: upsample_nearest,
+            aten.nan_to_num.default: nan_to_num,
         }
     )
     return table

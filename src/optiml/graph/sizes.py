@@ -172,7 +172,8 @@ def _prod(dims: tuple[int, ...]) -> int:
     return n
 
 
-#: The powers of a size :meth:`SizeResolver.constant` recognises, most common first.
-_SIZE_POWERS = (1, -1, -0.5, 0.5, 2, -2)
+#: The powers of a size :meth:`SizeResolver.constant` recognises, most common first (``scaled_dot_product_attention``
+#: scales both ``q`` and ``k`` by ``d ** -0.25``).
+_SIZE_POWERS = (1, -1, -0.5, 0.5, 2, -2, -0.25, 0.25)
 #: how far a size may sit from a run of dims and still be named by it (``torch.var``'s unbiased n - 1)
 MAX_SIZE_OFFSET = 2

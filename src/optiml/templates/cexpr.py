@@ -90,6 +90,8 @@ def pointwise(node: Node, args: Sequence[str], arg_types: Sequence[str], ctype: 
         return f"{_fn(op, ctype)}({a})"
     if op == "abs":
         return f"(({a}) < 0 ? -({a}) : ({a}))"
+    if ctype == "bool" and op in ("mul", "add"):  # torch's product and sum of booleans: and, or
+        return f"(({a}) {'&&' if op == 'mul' else '||'} ({b}))"
     simple = {
         "neg": f"(-({a}))",
         "reciprocal": f"(({ctype})1 / ({a}))",

@@ -157,6 +157,8 @@ class _Planner:
             if node.index in self.fused_cats:
                 self._elementwise(node)
                 continue
+            if cls in ("matmul", "conv"):
+                self._require_stored_operands(node)
             if cls in dedicated_op_classes():
                 self._dedicated(node, cls)
             elif cls == "matmul":
@@ -173,6 +175,17 @@ class _Planner:
             else:
                 self._elementwise(node)
         return self.groups
+
+    def _require_stored_operands(self, node: Node) -> None:
+        """Products and convolutions read their operands from memory: a constant tensor made inside ``forward``
+        (``F.conv2d(x, torch.ones(C, C, 3, 3))``) is refused in one line, naming the op."""
+        for k, vid in enumerate(node.inputs):
+            value, shape = self.g.value(vid), self.g.type(vid).shape
+            if value.is_const and shape:
+                raise TemplateError(
+                    f"{node.target or node.op}: operand {k} is a constant tensor made inside forward() "
+                    f"(shape {shape}, every element {value.const}): make it a parameter or an input"
+                )
 
     # dedicated kernels
     def _dedicated(self, node: Node, cls: str) -> None:
@@ -255,12 +268,29 @@ class _Planner:
             return False
         if any(op_class(u.op) not in ("pointwise", "reduce", "view") and u.index not in self.fused_cats for u in users):
             return False  # a view of it is computed by a row kernel too (select: a slice viewed without its dim)
-        # a reshape of it (NetVLAD's ``a[:, :K].view(B, N, K)``) has dims its source's strides cannot step
-        shape = _squeezed(self.g.type(out).shape)
-        if any(u.op == "view" and _squeezed(self.g.type(u.outputs[0]).shape) != shape for u in users):
+        # a reshape of it (NetVLAD's ``a[:, :K].view(B, N, K)``), or of an element-wise value over it that kernels
+        # recompute from it (``relu(q).view(B, T, H, C // H)``), has dims its source's strides cannot step
+        if self._reshaped_downstream(out):
             return False
         self.strided[out] = src
         return True
+
+    def _reshaped_downstream(self, vid: int) -> bool:
+        """A view reshapes ``vid``, or an element-wise value kernels recompute from it (every operand computable
+        anywhere: not written by a kernel, whose reshape would be a view of memory)."""
+        shape = _squeezed(self.g.type(vid).shape)
+        pending, seen = [vid], set()
+        while pending:
+            value = pending.pop()
+            if value in seen:
+                continue
+            seen.add(value)
+            for user in self.g.users(value):
+                if user.op == "view" and _squeezed(self.g.type(user.outputs[0]).shape) != shape:
+                    return True
+                if op_class(user.op) == "pointwise" and all(self._computable_anywhere(i) for i in user.inputs):
+                    pending.extend(user.outputs)
+        return False
 
     def _new(self, template: str, node: Node, spec: dict[str, Any]) -> None:
         self.groups.append(_Building(template, spec=spec, nodes=[node.index]))
@@ -294,7 +324,11 @@ class _Planner:
             self.groups[target].template, self.groups[target].dims = "reduce", dims
             self._join(target, node)
             return
-        if all(self._is_leafish(i) or self._views_an_input(i) for i in node.inputs) and node.op != "view":
+        # a broadcast that a reshape merges with real dims (nearest upsampling: expand, then view) has no strides
+        # to recompute it through: it is written once and the reshape reads memory
+        broadcast_reshaped = node.op == "expand" and self._reshaped_downstream(node.outputs[0])
+        leafish = all(self._is_leafish(i) or self._views_an_input(i) for i in node.inputs)
+        if leafish and node.op != "view" and not broadcast_reshaped:
             self.recomputable.update(node.outputs)
         target = self._row_group_for(
             node, lambda b: self._fits(b, out_shape) or self._follows_in(b, node), any_group=True

@@ -103,10 +103,12 @@ class _Sinker:
         ]
 
     def _reshapes_computed(self, node: Node) -> bool:
-        """A reshape (not only size-1 dims in or out) of a value a kernel computes."""
+        """A reshape (not only size-1 dims in or out) of an element-wise result or a broadcast: what a kernel
+        computes (an input, a slice or a view of one is read in place already)."""
         src, out = node.inputs[0], node.outputs[0]
-        if self.graphs[0].value(src).producer is None:
-            return False  # a view of an input is read in place already
+        producer = self.graphs[0].producer(src)
+        if producer is None or (op_class(producer.op) != "pointwise" and producer.op != "expand"):
+            return False
         return all(
             g.type(src).numel == g.type(out).numel and _squeezed(g.type(src).shape) != _squeezed(g.type(out).shape)
             for g in self.graphs

@@ -558,9 +558,9 @@ class _Renderer:
         A row of two runs is walked flat: the whole team works however short the inner run is (a nested loop
         over r1 left all but R2 / VEC of its threads idle; rotary embeddings have R2 = 128), and a pack never
         crosses an inner run (the vector path needs R2 % VEC == 0). Each element's (r1, e) is split from its
-        flat index once, then stepped with the stride's own split (a division an iteration made GroupNorm's
-        one kernel, runs of H*W under a per-channel affine, instruction-bound at half the bandwidth). A
-        column's thread walks its run alone: nested loops, no division."""
+        flat index once, then stepped with the stride's own split (GroupNorm's one kernel, runs of H*W under a
+        per-channel affine, divided once an iteration and moved half the bytes a second of its earlier two
+        kernels). A column's thread walks its run alone: nested loops, no division."""
         team, lane, v = self.team, self.lane, self.vec
         flat = bool(self.lay.r1) and self.variant not in ("col", "col_split")
         index = "f" if flat else "r1 * p.R2 + e"

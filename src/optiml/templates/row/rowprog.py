@@ -22,6 +22,7 @@ global load at ``r``, or at a gathered index).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
@@ -35,6 +36,8 @@ from optiml.templates.group import Group, RowSpec
 
 DMap = tuple[int, ...]  # for each dim of a value, the domain dim it runs along (-1: a broadcast size-1 dim)
 
+#: an element-wise row shorter than this (a warp's lanes) at some shape set is widened where it can be
+SHORT_ROW = 32
 REDUCE_IDENTITY = {"sum": 0, "mean": 0, "prod": 1, "amax": "-inf", "amin": "inf", "any": False, "all": True}
 
 
@@ -246,13 +249,36 @@ class RowProgram:
         not ``B * H * S`` rows of ``D``)."""
         self._collect_leaves()
         breaks = {m for leaf in self.leaves for m in leaf.breaks} | self.cat_dims
+        row: tuple[int, ...] = (self.n - 1,) if self.n else ()
         for start in range(self.n):
             run = set(range(start, self.n))
             if all(not (leaf.domain_dims() & run) or run <= leaf.domain_dims() for leaf in self.leaves) and (
                 len({m for m in breaks if m > start}) <= 1
             ):
-                return tuple(sorted(run))
-        return (self.n - 1,) if self.n else ()
+                row = tuple(sorted(run))
+                break
+        if row and self._shortest(row) < SHORT_ROW:
+            return self._widened_row(breaks, row[0]) or row
+        return row
+
+    def _shortest(self, dims: tuple[int, ...]) -> int:
+        """The fewest elements ``dims`` of the domain hold at any shape set."""
+        return min(math.prod(g.type(self.anchor).shape[d] for d in dims) for g in self.graphs)
+
+    def _widened_row(self, breaks: set[int], first: int) -> tuple[int, ...] | None:
+        """A row too short for a warp's lanes (nearest upsampling's ``[..., W, factor]``, its input broadcast along
+        the factor: rows of 2) widened to the longest run of trailing dims from before its ``first`` dim that leaves
+        a dim to the rows and that one cut splits into two runs each leaf reads whole or not at all (``W`` and the
+        factor); None where none does."""
+        for start in range(1, first):
+            run = range(start, self.n)
+            cuts = {m for m in breaks if m > start}
+            for leaf in self.leaves:
+                covered = leaf.domain_dims()
+                cuts |= {m for m in run if m > start and ((m - 1) in covered) != (m in covered)}
+            if len(cuts) <= 1:
+                return tuple(run)
+        return None
 
     def _collect_leaves(self) -> None:
         for node in self.nodes:
@@ -511,6 +537,8 @@ class RowProgram:
                 result = False
             elif node.op == "expand" and self._spans_row(vid, dmap):
                 result = True  # a broadcast along the row varies there even where its operand does not
+            elif node.op == "cat" and dmap[self.cat_dim(node)] in rset:
+                result = True  # parts side by side along the row (torch.stack's parts are constant along it)
             else:
                 maps = self._maps_for(node, vid, dmap)
                 result = any(self.is_full(i, m) for i, m in zip(node.inputs, maps, strict=True))
