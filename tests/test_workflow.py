@@ -231,6 +231,42 @@ def test_the_bench_job_runs_the_workflow_over_the_sessions_assembly(
         assert runs.get_run(row.run_id).task_name == "silu"
 
 
+class _Compiler:
+    arch = "sm_90a"
+
+    def compile(self, kernel: KernelSource) -> Any:
+        return type("Built", (), {"so_path": None})()
+
+
+def test_the_bench_job_starts_the_user_s_process_with_the_task_and_ends_it_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's process is started before the judge prepares (its `import torch` overlaps the judge's work),
+    is alive and waiting when the best kernel is measured in it, and is gone once the row is made."""
+    import optiml.bench.user_clock as user_clock
+
+    task = load_task(ROOT / "tasks" / "silu.py")
+    assert task.naive_kernel_path is not None
+    judged = Judged(task, KernelSource.from_file(task.naive_kernel_path))
+    monkeypatch.setattr(optiml.session, "make_compiler", lambda for_task, arch=None: _Compiler())
+    monkeypatch.setattr(optiml.session, "make_evaluator", lambda *args, **kwargs: judged)
+    seen: list[Any] = []
+
+    def measure(task: Task, kernel: KernelSource, *args: Any) -> dict[str, Any]:
+        ready = args[-1]
+        seen.append((ready, ready.process.poll(), ready.spec.exists()))
+        return {"error": "not measured here"}
+
+    monkeypatch.setattr(user_clock, "measure_for_bench", measure)
+    job = optimize_job(BenchConfig(evaluations=4, seeds=2, torch_compile=False), tmp_path)
+    row = job(task.path, Worker(), None)
+    [(ready, running, spec)] = seen
+    assert running is None and not spec  # alive, still waiting for its spec, when the kernel was ready
+    assert ready.process.poll() is not None and not ready.work.exists()  # ended with the task
+    assert row.status == "verified" and row.user_clock == {"error": "not measured here"}
+    assert list(row.phases_s) == ["prepare", "roots", "search", "user_clock"]
+
+
 @pytest.mark.parametrize(("value", "expected"), [(None, "best_effort"), ("required", "required"), (" ", "best_effort")])
 def test_the_isolation_policy_comes_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str | None, expected: str

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +19,7 @@ import torch
 from optiml.bench import user_clock_child as child
 from optiml.bench.user_clock import (
     Prebuilt,
+    ReadyProcess,
     UserClockOptions,
     UserClockResult,
     agreement,
@@ -175,6 +179,54 @@ def test_a_process_that_dies_is_one_line_and_a_hang_is_killed(tmp_path: Path) ->
     hung = measure_files("toy", task, hangs, UserClockOptions(device="cpu", timeout_s=8))
     assert hung.error == "the user's process timed out after 8 s"
     assert time.perf_counter() - begin < 30
+
+
+def test_a_process_started_ahead_imports_torch_while_it_waits_for_its_spec(tmp_path: Path) -> None:
+    """The bench starts the user's process with the task: by the time the judge is done, ``import torch`` is."""
+    task, model_new = stand_in(tmp_path, "return torch.relu(self.linear(x))")
+    with ReadyProcess(replace(CPU, correct_trials=1)) as ready:
+        time.sleep(3.0)  # the judge's work
+        assert ready.process.poll() is None and not ready.spec.exists()
+        begin = time.perf_counter()
+        result = measure_files("toy", task, model_new, ready=ready)
+        waited = time.perf_counter() - begin
+    assert result.ok and result.verdict is not None and result.verdict.passed_trials == 1, result
+    # it was ready before its spec came (unless its import took the whole three seconds on a loaded machine)
+    assert result.waited_s > 0.0 or result.phases_s["import"] > 2.5, (result.waited_s, result.phases_s)
+    assert result.process_s == pytest.approx(waited, abs=0.5)  # from the spec on, not from the start
+    assert result.phases_s["import"] > 0
+    fresh = measure_files("toy", task, model_new, replace(CPU, correct_trials=1))
+    assert fresh.ok and fresh.waited_s < 1.0  # started on demand: no wait
+
+
+def test_a_process_started_ahead_ends_without_its_spec(tmp_path: Path) -> None:
+    ready = ReadyProcess(CPU)
+    folder = ready.work
+    ready.close()  # the task failed before its kernel was measured
+    assert ready.process.poll() is not None and not folder.exists()
+    # one whose starter dies without closing it stops waiting (no process left behind)
+    starter = (
+        "import sys, os\n"
+        "from optiml.bench.user_clock import ReadyProcess, UserClockOptions\n"
+        "ready = ReadyProcess(UserClockOptions(device='cpu'))\n"
+        "print(ready.process.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, timeout=60, check=True)
+    pid = int(out.stdout.strip())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    assert not _alive(pid), "the orphaned user's process kept waiting"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))  # a zombie has ended
 
 
 def test_a_missing_model_new_is_the_result_s_error(tmp_path: Path) -> None:

@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from optiml.bench.metrics import BenchRow, markdown, suite_metrics
 from optiml.bench.utilisation import UtilisationSampler
 from optiml.bench.utilisation import describe as describe_utilisation
 from optiml.errors import NoGPUError, OptimlError, ToolchainError
+
+if TYPE_CHECKING:
+    from optiml.bench.user_clock import ReadyProcess
 
 STATE = "bench.json"
 REPORT = "bench.md"
@@ -259,12 +262,21 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
     compiler = make_compiler(None)  # shared by every GPU's thread: one compile cache
 
     def job(path: Path, worker: Any, gpu: int | None) -> BenchRow:
+        start = time.perf_counter()
+        if not config.user_clock:
+            return measured(path, worker, gpu, start, None)
+        from optiml.bench.user_clock import ReadyProcess, bench_options
+
+        # the user's process starts now: its `import torch` overlaps the judge's work, and it waits for its spec
+        with ReadyProcess(bench_options(gpu, config.torch_compile)) as ready:
+            return measured(path, worker, gpu, start, ready)
+
+    def measured(path: Path, worker: Any, gpu: int | None, start: float, ready: ReadyProcess | None) -> BenchRow:
         from optiml.search import Budgets, SearchConfig
         from optiml.session import SessionOptions, make_evaluator, offline_session
         from optiml.task import load_task
         from optiml.workflow import Workflow
 
-        start = time.perf_counter()
         task = load_task(path)
         options = SessionOptions(torch_compile=config.torch_compile)
         evaluator = make_evaluator(task, options, compiler=compiler, worker=worker)  # the thread keeps the worker
@@ -303,14 +315,14 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         row.confirmed = outcome.confirmed
         row.run_id = outcome.run_id
         row.cost_usd = outcome.cost_usd
-        if config.user_clock:  # the best kernel's export timed in a fresh process as KernelBench times it
+        if ready is not None:  # the best kernel's export timed in a fresh process as KernelBench times it
             from optiml.bench.user_clock import Prebuilt, measure_for_bench
 
             store_path, footprint = out_dir / "runs.db", facts.input_bytes + facts.output_bytes
             built = compiler.compile(outcome.best_kernel)  # the judge's build, from its cache
             prebuilt = Prebuilt(Path(built.so_path), compiler.arch) if built.so_path else None
             row.user_clock = measure_for_bench(
-                task, outcome.best_kernel, store_path, gpu, config.torch_compile, worker, footprint, prebuilt
+                task, outcome.best_kernel, store_path, gpu, config.torch_compile, worker, footprint, prebuilt, ready
             )
             lap("user_clock")
         row.wall_s = round(time.perf_counter() - start, 1)

@@ -123,7 +123,8 @@ class UserClockResult:
     #: and the export), ``check_*`` (KernelBench's trials: its inputs, the reference, ModelNew, whose first call
     #: loads the kernel, the comparison), ``inputs``, then each timed subject (``compile``: torch.compile's build)
     phases_s: dict[str, float] = field(default_factory=dict)
-    process_s: float = 0.0  # the fresh process from its start to its answer, as the bench waited for it
+    process_s: float = 0.0  # the fresh process from its spec to its answer, as the bench waited for it
+    waited_s: float = 0.0  # a process started ahead (:class:`ReadyProcess`): how long it waited for its spec
     inputs_drawn_in_parallel: int = 0  # KernelBench's input sets drawn at once by forked processes (0: in turn)
     error: str = ""
     #: whose build of the kernel the export loaded: "judge" (the judge's verified binary, seeded into the
@@ -197,10 +198,12 @@ def measure_kernel(
     options: UserClockOptions | None = None,
     store: str | Path | None = None,
     prebuilt: Prebuilt | None = None,
+    ready: ReadyProcess | None = None,
 ) -> UserClockResult:
     """Export ``kernel`` for ``task`` (labelled with its verification from ``store`` where one is recorded)
-    and measure it in a fresh process; every failure, the export's included, is the result's ``error``.
-    ``prebuilt``: the judge's build, loaded by the export in place of its own (:func:`seed_export_build`)."""
+    and measure it in a fresh process (``ready``'s, started with ``options``, where given); every failure, the
+    export's included, is the result's ``error``. ``prebuilt``: the judge's build, loaded by the export in place
+    of its own (:func:`seed_export_build`)."""
     options = options or UserClockOptions()
     from optiml.errors import OptimlError
     from optiml.export.kernelbench import render_model_new
@@ -226,8 +229,59 @@ def measure_kernel(
         except (OptimlError, OSError) as exc:
             return UserClockResult(task=task.name, error=f"export: {_one_line(exc)}")
         seeded = prebuilt is not None and seed_export_build(task, kernel, prebuilt)
-        result = measure_files(task.name, task.path, model_new, options, op_file=op_file, precision=task.meta.dtype)
+        result = measure_files(
+            task.name, task.path, model_new, options, op_file=op_file, precision=task.meta.dtype, ready=ready
+        )
         return replace(result, binary="judge") if seeded else result
+
+
+#: the child's environment variable naming the process that started it (it stops waiting once that one is gone)
+PARENT_VARIABLE = "OPTIML_USER_CLOCK_PARENT"
+
+
+class ReadyProcess:
+    """A user's process started ahead of its measurement: the child's ``import torch`` (3–5 s, no CUDA) runs
+    while the judge works, then the child waits for its spec file; :func:`measure_files` writes it. ``close()``
+    ends a process that never got one (the task failed first) and removes its folder. A child whose parent is
+    gone stops waiting."""
+
+    def __init__(self, options: UserClockOptions | None = None) -> None:
+        self.options = options or UserClockOptions()
+        self._folder = tempfile.TemporaryDirectory(prefix="optiml-user-clock-run-")
+        self.work = Path(self._folder.name)
+        self.spec = self.work / "spec.json"
+        child = self.work / CHILD.name
+        shutil.copyfile(CHILD, child)
+        env = {**os.environ, PARENT_VARIABLE: str(os.getpid())}
+        if self.options.visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.options.visible_devices
+        self.process = subprocess.Popen(
+            [sys.executable, str(child), str(self.spec)],
+            cwd=self.work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def start(self, spec: dict[str, Any]) -> None:
+        """Hand the child its spec (whole or not at all: written beside, then renamed)."""
+        ready = self.work / "spec.json.part"
+        ready.write_text(json.dumps(spec), encoding="utf-8")
+        ready.rename(self.spec)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.communicate()
+        self._folder.cleanup()
+
+    def __enter__(self) -> ReadyProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def measure_files(
@@ -238,36 +292,34 @@ def measure_files(
     *,
     op_file: Path | None = None,
     precision: str = "float32",
+    ready: ReadyProcess | None = None,
 ) -> UserClockResult:
     """Measure a ready ``ModelNew`` file (any file defining ``ModelNew``, as KernelBench accepts) against
-    ``task_file``'s ``Model`` in a fresh process."""
-    options = options or UserClockOptions()
-    with tempfile.TemporaryDirectory(prefix="optiml-user-clock-run-") as folder:
-        work = Path(folder)
-        child = work / CHILD.name
-        shutil.copyfile(CHILD, child)
-        spec = {
-            "task_file": str(Path(task_file).resolve()),
-            "model_new_file": str(Path(model_new_file).resolve()),
-            "op_file": str(Path(op_file).resolve()) if op_file is not None else None,
-            "build_dir": str(work / "torch_extensions"),
-            "device": options.device,
-            "precision": precision,
-            "seed": options.seed,
-            "correct_trials": options.correct_trials,
-            "perf_trials": options.perf_trials,
-            "torch_compile": options.torch_compile,
-            "warm_windows": options.warm_windows,
-            "window_ms": options.window_ms,
-            "parallel_input_bytes": options.parallel_input_bytes,
-        }
-        (work / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
-        begin = time.perf_counter()
-        env = dict(os.environ)
-        if options.visible_devices is not None:
-            env["CUDA_VISIBLE_DEVICES"] = options.visible_devices
-        command = [sys.executable, str(child), str(work / "spec.json")]
-        data, error = run_child(command, work, options.timeout_s, env)
+    ``task_file``'s ``Model`` in a fresh process: ``ready``'s, started earlier with these options, or a new one."""
+    if ready is None:
+        with ReadyProcess(options) as fresh:
+            return measure_files(
+                name, task_file, model_new_file, options, op_file=op_file, precision=precision, ready=fresh
+            )
+    options = ready.options
+    spec = {
+        "task_file": str(Path(task_file).resolve()),
+        "model_new_file": str(Path(model_new_file).resolve()),
+        "op_file": str(Path(op_file).resolve()) if op_file is not None else None,
+        "build_dir": str(ready.work / "torch_extensions"),
+        "device": options.device,
+        "precision": precision,
+        "seed": options.seed,
+        "correct_trials": options.correct_trials,
+        "perf_trials": options.perf_trials,
+        "torch_compile": options.torch_compile,
+        "warm_windows": options.warm_windows,
+        "window_ms": options.window_ms,
+        "parallel_input_bytes": options.parallel_input_bytes,
+    }
+    begin = time.perf_counter()
+    ready.start(spec)
+    data, error = collect(ready.process, options.timeout_s)
     process_s = round(time.perf_counter() - begin, 2)
     if data is None:
         return UserClockResult(task=name, error=error, wall_s=process_s, process_s=process_s)
@@ -277,13 +329,8 @@ def measure_files(
         return UserClockResult(task=name, error=f"the user's process answered an unreadable result: {_one_line(exc)}")
 
 
-def run_child(
-    command: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None
-) -> tuple[dict[str, Any] | None, str]:
-    """Run the child in a session of its own (killed whole on timeout); (its JSON, "") or (None, why)."""
-    process = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+def collect(process: subprocess.Popen[str], timeout_s: float) -> tuple[dict[str, Any] | None, str]:
+    """Wait for the child (its session killed whole on timeout); (its JSON, "") or (None, why)."""
     try:
         out, err = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -336,6 +383,12 @@ def _one_line(exc: BaseException) -> str:
 RELEASE_BYTES = 1 << 30
 
 
+def bench_options(gpu: int | None, torch_compile: bool) -> UserClockOptions:
+    """A bench's measurement on the GPU the judge used (``gpu`` made the only visible device, as
+    :class:`~optiml.evaluate.client.WorkerClient` does)."""
+    return UserClockOptions(visible_devices=None if gpu is None else str(gpu), torch_compile=torch_compile)
+
+
 def measure_for_bench(
     task: Task,
     kernel: KernelSource,
@@ -345,17 +398,18 @@ def measure_for_bench(
     worker: BenchWorker | None = None,
     footprint: int = 0,
     prebuilt: Prebuilt | None = None,
+    ready: ReadyProcess | None = None,
 ) -> dict[str, Any]:
-    """A bench row's ``user_clock``: the best kernel measured on the GPU the judge used (``gpu`` made the only
-    visible device, as :class:`~optiml.evaluate.client.WorkerClient` does), as a dict; any failure, however it
-    happens, is the dict's ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's)
-    is stopped first when the task's ``footprint`` (bytes in and out) is over
-    :data:`RELEASE_BYTES`. ``prebuilt``: the judge's build of ``kernel`` (:func:`seed_export_build`)."""
-    options = UserClockOptions(visible_devices=None if gpu is None else str(gpu), torch_compile=torch_compile)
+    """A bench row's ``user_clock``: the best kernel measured with :func:`bench_options` (in ``ready``, started
+    with them while the judge worked, where given), as a dict; any failure, however it happens, is the dict's
+    ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's) is stopped first when
+    the task's ``footprint`` (bytes in and out) is over :data:`RELEASE_BYTES`. ``prebuilt``: the judge's build
+    of ``kernel`` (:func:`seed_export_build`)."""
+    options = bench_options(gpu, torch_compile)
     try:
         if footprint > RELEASE_BYTES and worker is not None:
             worker.stop()
-        return measure_kernel(task, kernel, options, store, prebuilt).to_dict()
+        return measure_kernel(task, kernel, options, store, prebuilt, ready).to_dict()
     except Exception as exc:
         return UserClockResult(task=task.name, error=f"user clock: {_one_line(exc)}").to_dict()
 
