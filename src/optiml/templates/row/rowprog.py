@@ -246,7 +246,8 @@ class RowProgram:
         (all dims, for a purely element-wise kernel over same-shape tensors: one flat row). One place
         inside it where a slice's rows lie apart or a fused cat runs may cut it in two (the row's two
         runs: a rotate-half over ``[B, H, S, D]`` with ``[S, D]`` tables is a row of ``S`` runs of ``D``,
-        not ``B * H * S`` rows of ``D``)."""
+        not ``B * H * S`` rows of ``D``). A row shorter than :data:`SHORT_ROW` is widened where it can be
+        (:meth:`_widened_row`)."""
         self._collect_leaves()
         breaks = {m for leaf in self.leaves for m in leaf.breaks} | self.cat_dims
         row: tuple[int, ...] = (self.n - 1,) if self.n else ()
