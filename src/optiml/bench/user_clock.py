@@ -235,7 +235,8 @@ def measure_kernel(
         return replace(result, binary="judge") if seeded else result
 
 
-#: the child's environment variable naming the process that started it (it stops waiting once that one is gone)
+#: the child's environment variable naming the process that started it (it stops waiting once that one is gone;
+#: the child, which imports no OptiML, names it too: ``user_clock_child.PARENT_VARIABLE``)
 PARENT_VARIABLE = "OPTIML_USER_CLOCK_PARENT"
 
 
@@ -405,7 +406,7 @@ def measure_for_bench(
     ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's) is stopped first when
     the task's ``footprint`` (bytes in and out) is over :data:`RELEASE_BYTES`. ``prebuilt``: the judge's build
     of ``kernel`` (:func:`seed_export_build`)."""
-    options = bench_options(gpu, torch_compile)
+    options = ready.options if ready is not None else bench_options(gpu, torch_compile)
     try:
         if footprint > RELEASE_BYTES and worker is not None:
             worker.stop()

@@ -49,6 +49,8 @@ import torch  # noqa: E402  (timed: the import is part of what a fresh process c
 IMPORT_S = time.perf_counter() - IMPORT_BEGIN
 
 MARKER = "OPTIML_USER_CLOCK "
+#: names the process that started this one (``user_clock.ReadyProcess``): waiting for a spec ends with it
+PARENT_VARIABLE = "OPTIML_USER_CLOCK_PARENT"
 #: KernelBench's tolerances by precision (``get_tolerance_for_precision``): atol = rtol.
 TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 #: Elements compared at once: bounds the temporaries of a comparison on multi-GB outputs.
@@ -634,7 +636,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: user_clock_child.py SPEC.json", file=sys.stderr)
         return 2
-    waited_s = wait_for(Path(argv[0]), int(os.environ.get("OPTIML_USER_CLOCK_PARENT") or os.getppid()))
+    waited_s = wait_for(Path(argv[0]), int(os.environ.get(PARENT_VARIABLE) or os.getppid()))
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     result = run(spec)
     result["waited_s"] = round(waited_s, 2)  # started ahead: its import overlapped the judge's work

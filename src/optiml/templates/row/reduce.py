@@ -863,13 +863,7 @@ class _Renderer:
                     f"for (int w = 1; w < {lanes}; ++w) optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {sm}[w][{col}], "
                     f"{smi}[w][{col}]);"
                 )
-            elif red.kind == "sumexp":
-                v = self.p.value_type(red.source[0])
-                out.append(
-                    f"for (int w = 1; w < {lanes}; ++w) optiml_sumexp_merge<{v}>(a{k}, am{k}, {sm}[w][{col}], "
-                    f"{smi}[w][{col}]);"
-                )
-            else:
+            else:  # (online sums are row kernels' only: no column combines one)
                 comb = _COMBINE[red.kind].format(a=f"a{k}", b=f"{sm}[w][{col}]", t=t)
                 out.append(f"for (int w = 1; w < {lanes}; ++w) a{k} = {comb};")
             out.append("__syncthreads();")
