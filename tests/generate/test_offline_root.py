@@ -128,6 +128,17 @@ def test_no_verified_candidate_means_no_root_and_says_why_each_failed() -> None:
     assert f"{root.candidates[1].label}: wrong_answer (max abs diff 0.5)" in reason
 
 
+def test_a_long_failure_message_is_cut_at_a_word_and_says_so() -> None:
+    task, _ = softmax()
+    long = "the judge ran out of GPU memory: " + "cuMemCreate failed " * 20
+    root = generate_offline_root(task, FakeEvaluator(lambda k, kernel: EvalResult(EvalStatus.OUT_OF_MEMORY, long)))
+    reason = root.failure_reason()
+    for candidate in root.candidates:
+        part = reason.split(f"{candidate.label}: out_of_memory (")[1].split(")")[0]
+        assert part.endswith(" …") and len(part) <= 200
+        assert part.removesuffix(" …").split()[-1] in {"cuMemCreate", "failed"}  # whole words only
+
+
 def test_an_unsupported_op_is_an_error_and_the_shipped_kernel_is_still_evaluated() -> None:
     task = load_task(ROOT / "tests" / "tasks" / "unplannable" / "sort_rows.py")
     evaluator = FakeEvaluator(lambda k, kernel: ok(1.0))

@@ -109,6 +109,18 @@ class Block:
         self.base = self.bytes.data_ptr()
 
     def _device_memory(self, device: torch.device) -> _DeviceMemory:
+        """The block's device allocation. Where the card looks full, torch's cached but unused blocks (a reference's
+        freed temporaries, the compiled baseline's buffers) are handed back to the driver and the allocation is tried
+        once more: this allocation goes to the driver directly and cannot use them."""
+        try:
+            return self._allocate(device)
+        except cudart.CudaError as exc:
+            if not exc.out_of_memory:
+                raise
+        torch.cuda.empty_cache()
+        return self._allocate(device)
+
+    def _allocate(self, device: torch.device) -> _DeviceMemory:
         memory = _virtual_memory(_index(device))
         if memory is None:
             address = cudart.malloc(self.nbytes)

@@ -8,6 +8,7 @@ it is never chosen. Every candidate's outcome is kept for the summary the CLI pr
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from optiml.errors import OptimlError
@@ -43,7 +44,7 @@ class OfflineRoot:
             return self.error or "no template kernel"
         parts = []
         for c in self.candidates:
-            first = (c.result.message.strip().splitlines() or [""])[0][:160]
+            first = textwrap.shorten((c.result.message.strip().splitlines() or [""])[0], 200, placeholder=" …")
             parts.append(f"{c.label}: {c.result.status.value}" + (f" ({first})" if first else ""))
         return "no root candidate verified: " + "; ".join(parts)
 
