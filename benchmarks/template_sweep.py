@@ -44,6 +44,17 @@ def legal_configs(kernels: TemplateKernels, variants: list[str], limit: int) -> 
     return [c for v in wanted if v in kernels.spaces[0].variants for c in configs_of(kernels, v, limit)][:limit]
 
 
+def configs_to_time(kernels: TemplateKernels, variants: list[str], limit: int, seeds: bool) -> list[GroupConfig]:
+    """The first kernel's configurations to time, its default first: the root's seeds as optiml generates them
+    (``seeds``), else the space's legal configurations of ``variants``."""
+    default = kernels.default()[0]
+    if seeds:
+        configs = list(dict.fromkeys(configs[0] for configs in kernels.seeds(limit)))
+    else:
+        configs = legal_configs(kernels, variants, limit)
+    return configs if default in configs else [default, *configs]
+
+
 _PACK_STORE = re.compile(r"optiml_store_pack<([^,>]+), VEC>\((.+), (so\d+)\);")
 
 
@@ -101,14 +112,18 @@ REWRITES = {"member-wise stores": member_wise_stores, "nc loads": nc_loads}
 
 
 def sweep(
-    path: Path, compiler: Compiler, variants: list[str], reps: int, limit: int, rewrites: tuple[str, ...] = ()
+    path: Path,
+    compiler: Compiler,
+    variants: list[str],
+    reps: int,
+    limit: int,
+    rewrites: tuple[str, ...] = (),
+    seeds: bool = False,
 ) -> dict[str, Any]:
     task = load_task(path)
     kernels = TemplateKernels.for_task(task)
     default = kernels.default()
-    configs = legal_configs(kernels, variants, limit)
-    if default[0] not in configs:
-        configs.insert(0, default[0])
+    configs = configs_to_time(kernels, variants, limit, seeds)
     sources = [kernels.render([c, *default[1:]]) for c in configs]
     labels = [c.label() for c in configs]
     defaults = [c == default[0] for c in configs]
@@ -184,6 +199,7 @@ def main() -> int:
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--member-wise-stores", action="store_true", help="also time plain pack stores")
     parser.add_argument("--nc-loads", action="store_true", help="also time pack reads through __ldg")
+    parser.add_argument("--seeds", action="store_true", help="time the root's seeds (up to --limit), not the space")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("template_sweep: no CUDA GPU", file=sys.stderr)
@@ -195,7 +211,7 @@ def main() -> int:
         asked = (("member-wise stores", args.member_wise_stores), ("nc loads", args.nc_loads))
         rewrites = tuple(name for name, on in asked if on)
         for path in args.tasks:
-            results.append(sweep(path, compiler, variants, args.reps, args.limit, rewrites))
+            results.append(sweep(path, compiler, variants, args.reps, args.limit, rewrites, args.seeds))
             write_result(args.out, "template_sweep", args.commit, tasks=results)
     return 0
 

@@ -40,3 +40,13 @@ def test_every_rewrite_still_builds(tmp_path: Path) -> None:
     compiler = Compiler(CompilerConfig(arch="sm_90a", cache_dir=tmp_path))
     results = compiler.compile_many([rewrite(source) for rewrite in sweep.REWRITES.values()])
     assert all(r.ok for r in results), [r.error_summary() for r in results]
+
+
+def test_seeds_mode_times_the_roots_competitors_default_first() -> None:
+    sweep = benchmark_module("template_sweep")
+    kernels = TemplateKernels.for_task(load_task(ROOT / "tasks" / "memory" / "groupnorm.py"))
+    configs = sweep.configs_to_time(kernels, [], 4, seeds=True)
+    assert configs == [c[0] for c in kernels.seeds(4)] and configs[0] == kernels.default()[0]
+    assert configs[1] == configs[0].with_params(ilp=2)
+    space = sweep.configs_to_time(kernels, ["warp_row"], 3, seeds=False)
+    assert space[0] == kernels.default()[0] and all(c.variant == "warp_row" for c in space[1:])

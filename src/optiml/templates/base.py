@@ -67,10 +67,23 @@ class Space:
 
     knobs: Mapping[str, Mapping[str, tuple[Any, ...]]]
     check: Callable[[GroupConfig], str | None] | None = None
+    #: per variant, knobs a configuration may leave out and the value they then take: knobs added after
+    #: configurations were recorded, so a recorded configuration keeps its label and renders the same kernel
+    implied: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def variants(self) -> tuple[str, ...]:
         return tuple(self.knobs)
+
+    def value(self, config: GroupConfig, knob: str) -> Any:
+        """The knob's value in ``config``, the implied one where ``config`` leaves it out."""
+        return config.get(knob, self.implied.get(config.variant, {}).get(knob))
+
+    def normalized(self, config: GroupConfig) -> GroupConfig:
+        """``config`` without the knobs set to their implied values (one label for one kernel)."""
+        implied = self.implied.get(config.variant, {})
+        kept = tuple((k, v) for k, v in config.params if k not in implied or implied[k] != v)
+        return GroupConfig(config.variant, kept)
 
     def reason_invalid(self, config: GroupConfig) -> str | None:
         if config.variant not in self.knobs:
@@ -81,7 +94,7 @@ class Space:
                 return f"{config.variant} has no knob {key!r}"
             if value not in allowed[key]:
                 return f"{config.variant}: {key}={value!r} not in {list(allowed[key])}"
-        missing = set(allowed) - {k for k, _ in config.params}
+        missing = set(allowed) - {k for k, _ in config.params} - set(self.implied.get(config.variant, {}))
         if missing:
             return f"{config.variant}: knobs {sorted(missing)} not set"
         return self.check(config) if self.check is not None else None

@@ -77,6 +77,9 @@ class TemplateKernels:
         return chosen[:limit]
 
     def render(self, configs: Sequence[GroupConfig]) -> KernelSource:
+        """The kernel of ``configs`` (knobs set to their implied values are left out: one kernel, one label)."""
+        if len(configs) == len(self.spaces):  # (a wrong count is render's one-line error)
+            configs = [space.normalized(c) for space, c in zip(self.spaces, configs, strict=True)]
         return render(self.plan, configs, self.facts)
 
     def neighbours(self, configs: Sequence[GroupConfig]) -> list[Move]:
@@ -92,13 +95,13 @@ class TemplateKernels:
                     moves.append(Move(index, candidate, VARIANT, config.variant, variant))
             allowed = space.knobs.get(config.variant, {})
             for knob, values in allowed.items():
-                current = config.get(knob)
+                current = space.value(config, knob)
                 if current not in values:
                     continue
                 at = values.index(current)
                 for step in (-1, 1):
                     if 0 <= at + step < len(values):
-                        candidate = config.with_params(**{knob: values[at + step]})
+                        candidate = space.normalized(config.with_params(**{knob: values[at + step]}))
                         if space.reason_invalid(candidate) is None:
                             moves.append(Move(index, candidate, knob, current, values[at + step]))
         return moves
@@ -106,15 +109,17 @@ class TemplateKernels:
     @staticmethod
     def _adapt(config: GroupConfig, variant: str, space: Space) -> GroupConfig | None:
         allowed = space.knobs[variant]
+        implied = space.implied.get(variant, {})
         params = {}
         for knob, values in allowed.items():
             current = config.get(knob)
-            params[knob] = current if current in values else values[min(1, len(values) - 1)]
-        candidate = GroupConfig.of(variant, **params)
+            fallback = implied[knob] if knob in implied else values[min(1, len(values) - 1)]
+            params[knob] = current if current in values else fallback
+        candidate = space.normalized(GroupConfig.of(variant, **params))
         if space.reason_invalid(candidate) is None:
             return candidate
         for combo in itertools.islice(itertools.product(*allowed.values()), 64):
-            candidate = GroupConfig.of(variant, **dict(zip(allowed, combo, strict=True)))
+            candidate = space.normalized(GroupConfig.of(variant, **dict(zip(allowed, combo, strict=True))))
             if space.reason_invalid(candidate) is None:
                 return candidate
         return None

@@ -72,7 +72,8 @@ class _GroupModel:
             self.best[variant] = {}
             for knob, values in knobs.items():
                 kept = variant in (default.variant, self.hidden)
-                at = values.index(carried.get(knob)) if carried.get(knob) in values else 0
+                carried_value = space.value(carried, knob)
+                at = values.index(carried_value) if carried_value in values else 0
                 self.best[variant][knob] = at if kept else rng.randrange(len(values))
         if self.hidden is not None and self.hidden in switches:
             self._hide(rng, switches[self.hidden], hidden_steps)
@@ -94,7 +95,7 @@ class _GroupModel:
         for _ in range(steps):
             away = []
             for knob, values in knobs.items():
-                at = values.index(switch.get(knob))
+                at = values.index(self.space.value(switch, knob))
                 away += [
                     (knob, i)
                     for i in (best[knob] - 1, best[knob] + 1)
@@ -107,7 +108,9 @@ class _GroupModel:
 
     def _distances(self, config: GroupConfig) -> list[int]:
         knobs = self.space.knobs[config.variant]
-        return [abs(values.index(config.get(k)) - self.best[config.variant][k]) for k, values in knobs.items()]
+        return [
+            abs(values.index(self.space.value(config, k)) - self.best[config.variant][k]) for k, values in knobs.items()
+        ]
 
     def time_factor(self, config: GroupConfig) -> float:
         cost = self.cost[config.variant]

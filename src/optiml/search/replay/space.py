@@ -27,7 +27,7 @@ def group_configs(space: Space) -> list[GroupConfig]:
     found = []
     for variant, knobs in space.knobs.items():
         for values in itertools.product(*knobs.values()):
-            config = GroupConfig.of(variant, **dict(zip(knobs, values, strict=True)))
+            config = space.normalized(GroupConfig.of(variant, **dict(zip(knobs, values, strict=True))))
             if space.reason_invalid(config) is None:
                 found.append(config)
     return found

@@ -18,7 +18,8 @@ structural choice of how threads share a row:
 
 Knobs: ``threads``, ``vec`` (elements per 16-byte access along the row, used when run-time
 alignment allows, else scalar), ``items`` (row elements each thread keeps in registers between
-passes; 0 = re-read every pass), ``blocks_per_sm`` (split_row: how many blocks fill the GPU).
+passes; 0 = re-read every pass), ``blocks_per_sm`` (split_row: how many blocks fill the GPU), ``ilp`` (row
+variants: packs a thread loads before it uses them, 1 or 2; left out, 1).
 The planner's rule (:meth:`RowTemplate.default`): the innermost dim kept → ``col_cached`` where its
 column fits in registers and is read more than once, else ``col`` (``col_split`` for too few columns);
 fewer rows than SMs with long rows → ``split_row``; rows of at most 1024 elements → ``warp_row``; else
@@ -128,32 +129,49 @@ class RowTemplate:
         if lay.inner_reduced:
             rows = _prod(prog.shape[d] for d in lay.kept)
             if rows > 1:
-                knobs["warp_row"] = {"threads": (128, 256), "vec": (1, 2, 4, 8), "items": (0, 1, 2, 4, 8, 16)}
+                knobs["warp_row"] = {
+                    "threads": (128, 256),
+                    "vec": (1, 2, 4, 8),
+                    "items": (0, 1, 2, 4, 8, 16),
+                    "ilp": (1, 2),
+                }
                 knobs["block_row"] = {
                     "threads": (128, 256, 512, 1024),
                     "vec": (1, 2, 4, 8),
                     "items": (0, 1, 2, 4, 8, 16),
+                    "ilp": (1, 2),
                 }
-            knobs["split_row"] = {"threads": (128, 256, 512, 1024), "vec": (1, 2, 4, 8), "blocks_per_sm": (1, 2, 4, 8)}
+            knobs["split_row"] = {
+                "threads": (128, 256, 512, 1024),
+                "vec": (1, 2, 4, 8),
+                "blocks_per_sm": (1, 2, 4, 8),
+                "ilp": (1, 2),
+            }
         else:
             knobs["col"] = {"threads": (64, 128, 256, 512)}
             knobs["col_split"] = {"threads": (128, 256, 512, 1024), "lanes": (4, 8, 16, 32)}
             if _column_items(prog, lay):
                 knobs["col_cached"] = {"threads": (64, 128, 256, 512), "items": (8, 16, 32, 64)}
 
-        if prog.cat_dims:  # a fused cat reads each element where its part is: no register caches of a row
+        if prog.cat_dims:  # a fused cat reads each element where its part is: no register caches of a row, no pairs
             for knob in knobs.values():
-                knob.update({k: v[:1] for k, v in knob.items() if k == "items"})
+                knob.update({k: v[:1] for k, v in knob.items() if k in ("items", "ilp")})
 
         def check(config: GroupConfig) -> str | None:
             items = config.get("items", 0) or 0
             if items and config.get("vec", 1) * items > 64:
                 return "vec * items > 64 registers per leaf"
+            if config.get("ilp", 1) > 1 and config.get("vec", 1) == 1:
+                return "ilp pairs packs: it needs vec > 1"
+            if config.get("ilp", 1) > 1 and items:
+                return "ilp pairs the packs of rows read anew each pass: it needs items = 0"
             if config.variant == "col_split" and config.get("threads") // config.get("lanes") < 32:
                 return "col_split needs at least 32 columns per block (threads / lanes >= 32) to coalesce"
             return None
 
-        return Space(knobs, check)
+        row_variants = ("warp_row", "block_row", "split_row")
+        implied: dict[str, dict[str, Any]] = {variant: {"ilp": 1} for variant in row_variants if variant in knobs}
+        return Space(knobs, check, implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         prog = self.program(group)
@@ -214,6 +232,8 @@ class RowTemplate:
                 GroupConfig.of("col_split", threads=512, lanes=16),
                 GroupConfig.of("col", threads=128),
             ]
+        if first.variant in ("warp_row", "block_row", "split_row"):  # the default with two packs in flight a thread
+            options.insert(0, first.with_params(ilp=2))
         out = [first]
         for candidate in options:
             if candidate not in out and space.reason_invalid(candidate) is None:
@@ -317,6 +337,9 @@ class _Renderer:
         self.outer_outs = [(o, m) for o, m in prog.outputs if not prog.is_full(o, m)]
         self.full_leaves = prog.full_leaves()
         self.cached = self.items > 0 and not lay.r1
+        # packs each thread loads ahead of using them (row variants, packed, no fused cat): more bytes in flight
+        row_variant = self.variant in ("warp_row", "block_row", "split_row")
+        self.ilp = int(config.get("ilp", 1)) if row_variant and self.vec > 1 and not prog.cat_dims else 1
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
         self.cat_packed: set[int] = set()  # leaves fused cats' parts read as packs (:meth:`cat_packed_elements`)
         self._smem = 0
@@ -426,14 +449,17 @@ class _Renderer:
         return "template <int VEC, bool CATV>" if self.p.cat_dims else "template <int VEC>"
 
     def _leaf_vec_ok(self, leaf: Leaf) -> list[str]:
-        """Host conditions for reading ``leaf`` as packs: an aligned pointer, contiguous (or broadcast) along
-        the inner run, every other stride a multiple of VEC."""
+        """Host conditions for reading ``leaf`` as packs: broadcast along the inner run (a pack is one element
+        read once: any address will do), or contiguous along it from an aligned pointer with every other stride a
+        multiple of VEC. (A per-channel weight in GroupNorm's row, stride 1 along its channels, sent the whole
+        kernel down the scalar path until 2026-12-06.)"""
         i, v = leaf.index, self.vec
-        return [
+        aligned = [
             f"((uintptr_t)P.l{i} % (sizeof({self.p.leaf_ctype(leaf)}) * {v}) == 0)",
-            f"(P.l{i}_r2 == 0 || P.l{i}_r2 == 1) && P.l{i}_r1 % {v} == 0",
+            f"P.l{i}_r1 % {v} == 0",
             *(f"P.l{i}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))),
         ]
+        return [f"(P.l{i}_r2 == 0 || (P.l{i}_r2 == 1 && " + " && ".join(aligned) + "))"]
 
     def launch(self, kernel: str, grid: str, args: str) -> str:
         call = "<<<" + grid + f", {self.threads}, 0, stream>>>({args});"
@@ -565,21 +591,22 @@ class _Renderer:
         flat = bool(self.lay.r1) and self.variant not in ("col", "col_split")
         index = "f" if flat else "r1 * p.R2 + e"
 
-        def head(step: str) -> list[str]:
+        def head(step: str, strides: int = 1) -> list[str]:
+            """The loop's head; ``strides``: the team's strides a thread steps at once (``ilp``)."""
             if flat:
+                advance = "r1s += sq, es += sr, r1s += (es >= p.R2), es -= (es >= p.R2) ? p.R2 : 0"
                 return [
                     f"{{ const int64_t f0 = ({lo}) + (int64_t)({lane}){step}, fs = (int64_t){team}{step};",
                     "  int64_t r1s = f0; int64_t es = optiml_divmod(r1s, p.R2);",
                     "  int64_t sq = fs; const int64_t sr = optiml_divmod(sq, p.R2);",
-                    f"  for (int64_t f = f0; f < ({hi}); f += fs, r1s += sq, es += sr, r1s += (es >= p.R2),"
-                    " es -= (es >= p.R2) ? p.R2 : 0) {",
+                    f"  for (int64_t f = f0; f < ({hi}); f += {strides} * fs, {', '.join([advance] * strides)}) {{",
                     "  const int64_t r1 = r1s, e = es, rr = f; (void)rr;",
                 ]
             return [
                 f"for (int64_t r1 = ({lo}) / p.R2; r1 < p.R1 && r1 * p.R2 < ({hi}); ++r1) {{",
                 f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
                 f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
-                f"  for (int64_t e = e0 + (int64_t)({lane}){step}; e < e1; e += (int64_t){team}{step}) {{",
+                f"  for (int64_t e = e0 + (int64_t)({lane}){step}; e < e1; e += (int64_t){strides * team}{step}) {{",
                 *([] if step else ["    const int64_t rr = r1 * p.R2 + e; (void)rr;"]),
             ]
 
@@ -594,6 +621,9 @@ class _Renderer:
         scalar = [*head(""), *self.body(targets, read, row, stats, consume, None, ("r1", "e")), *tail]
         if v == 1:
             return scalar
+        if self.ilp == 2:
+            vector = self.paired_packs(head(" * VEC", 2), flat, hi, targets, row, stats, consume, index, direct, stores)
+            return ["if (VEC > 1) {", *vector, *tail, "} else {", *scalar, "}"]
         vector = [*head(" * VEC"), *self.pack_loads("r1", "e", direct)]
         vector += self.pack_decls() if stores else []
         # a part of a fused cat reads its leaves one element at a time, each where its part puts it
@@ -605,6 +635,48 @@ class _Renderer:
         vector += self.pack_stores("r1", "e") if stores else []
         vector += tail
         return ["if (VEC > 1) {", *vector, "} else {", *scalar, "}"]
+
+    def paired_packs(
+        self,
+        head: list[str],
+        flat: bool,
+        hi: str,
+        targets: list,
+        row: Scope,
+        stats: dict[int, str],
+        consume: Consume,
+        index: str,
+        direct: set[int],
+        stores: bool,
+    ) -> list[str]:
+        """The vector loop's body with two packs a thread (``ilp=2``): both loaded before either is used, so a thread
+        keeps two 16-byte loads in flight where it kept one (a row kernel whose registers allow two 512-thread
+        blocks an SM had 16 KB in flight an SM, too little to keep HBM busy). The loop steps twice the team's
+        stride (``head``: the loop's head so stepped); the second pack, one stride on, is used where it lies before
+        ``hi``. Its element code is the first pack's, in a scope where ``f``, ``r1``, ``e`` and the packs name the
+        second's."""
+        lines = list(head)
+        if flat:
+            lines += [
+                f"  const int64_t fn = f + fs; const bool more = fn < ({hi});",
+                "  int64_t r1n = r1s + sq, en = es + sr; if (en >= p.R2) { r1n += 1; en -= p.R2; }",
+            ]
+        else:
+            lines += [f"  const int64_t en = e + (int64_t){self.team} * VEC, r1n = r1; const bool more = en < e1;"]
+        lines += self.pack_loads("r1", "e", direct)
+        lines += self.pack_loads("r1n", "en", direct, name="pn", guard="more")
+        renamed = [
+            f"const OptimlPack<{self.p.leaf_ctype(leaf)}, VEC> pk{leaf.index} = pn{leaf.index};"
+            for leaf in self.full_leaves
+            if leaf.index in direct
+        ]
+        pack = [
+            *(self.pack_decls() if stores else []),
+            *self.pack_elements(targets, row, stats, consume, index, lambda j: ("r1", f"(e + {j})")),
+            *(self.pack_stores("r1", "e") if stores else []),
+        ]
+        shadow = ("const int64_t f = fn, " if flat else "const int64_t ") + "r1 = r1n, e = en; (void)r1; (void)e;"
+        return [*lines, "{", *pack, "}", "if (more) {", shadow, *renamed, *pack, "}"]
 
     def cat_packed_elements(
         self, targets: list, row: Scope, stats: dict[int, str], consume: Consume, index: str
@@ -666,16 +738,19 @@ class _Renderer:
     def _pack_elem(self, leaf: Leaf, j: int) -> str:
         return self.p.load_expr(leaf, f"pk{leaf.index}.v", str(j))
 
-    def pack_loads(self, r1: str, e: str, direct: set[int]) -> list[str]:
+    def pack_loads(self, r1: str, e: str, direct: set[int], name: str = "pk", guard: str = "") -> list[str]:
         """A pack of each full leaf read at the element's own index (``direct``; a leaf only a fused cat's
-        part reads, shifted, could run past its row)."""
+        part reads, shifted, could run past its row), named ``name`` and the leaf's index, read where ``guard``."""
         out = []
         for leaf in self.full_leaves:
             if leaf.index not in direct:
                 continue
             i, row_start = leaf.index, f"b_l{leaf.index} + ({r1}) * p.l{leaf.index}_r1"
-            read = self._pack_read(leaf, f"pk{i}", f"{row_start} + ({e})", row_start)
-            out.append(f"OptimlPack<{self.p.leaf_ctype(leaf)}, VEC> pk{i}; {read}")
+            read = self._pack_read(leaf, f"{name}{i}", f"{row_start} + ({e})", row_start)
+            out.append(
+                f"OptimlPack<{self.p.leaf_ctype(leaf)}, VEC> {name}{i}; "
+                + (f"if ({guard}) {{ {read} }}" if guard else read)
+            )
         return out
 
     def pack_decls(self) -> list[str]:
