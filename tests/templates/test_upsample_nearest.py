@@ -42,3 +42,13 @@ def test_nearest_upsampling_matches_torch_on_the_emulator(name: str, tmp_path: P
     units = [(kernels.task, f"seed {k}", kernels.render(c).code) for k, c in enumerate(kernels.seeds(3))]
     failures = emulator_mismatches(tmp_path / "emu", units, seed=5, tol=1e-6)
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize(("name", "vec"), [("2d_by_2", 2), ("2d_by_3_2", 2), ("1d_by_4", 4)])
+def test_the_pack_is_the_widest_that_divides_the_factor_run(name: str, vec: int, tmp_path: Path) -> None:
+    """Runs of 2 take packs of 2: a pack of 4 would fall back to the scalar path at run time."""
+    kernels = planned(write_task(tmp_path, name, task_text(SHAPES, FORWARDS[name], "[torch.randn(B, C, H, W)]")))
+    (config,) = kernels.default()
+    assert config.get("vec") == vec, config.label()
+    code = kernels.render([config]).code
+    assert f"g0_kernel<{vec}><<<" in code and "P.R2 % " + str(vec) + " == 0" in code

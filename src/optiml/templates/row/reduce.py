@@ -23,7 +23,8 @@ variants: packs a thread loads before it uses them, 1 or 2; left out, 1).
 The planner's rule (:meth:`RowTemplate.default`): the innermost dim kept → ``col_cached`` where its
 column fits in registers and is read more than once, else ``col`` (``col_split`` for too few columns);
 fewer rows than SMs with long rows → ``split_row``; rows of at most 1024 elements → ``warp_row``; else
-``block_row`` with a register cache sized to hold the row when it fits.
+``block_row`` with a register cache sized to hold the row when it fits; packs as wide as 16 bytes and the row's
+inner run at the traced shape allow.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ class RowTemplate:
         shape = prog.shape
         rows = _prod(shape[d] for d in lay.kept)
         length = _prod(shape[d] for d in (*lay.r1, *lay.r2))
-        vec = self._vec(prog)
+        vec = _widest_pack(self._vec(prog), _prod(shape[d] for d in lay.r2))
         if (rows < facts.sm_count * 2 and length >= 8192) or rows == 1:
             return GroupConfig.of("split_row", threads=512, vec=vec, blocks_per_sm=4)
         if length <= 1024:
@@ -276,6 +277,15 @@ def _column_items(prog: RowProgram, lay: Layout) -> int:
         return 0
     items = max(8, ceil_pow2(length))
     return items if items * len(full_leaves) <= 64 else 0
+
+
+def _widest_pack(vec: int, inner: int) -> int:
+    """The widest pack, at most ``vec`` elements, that divides the row's inner run of ``inner`` elements at the
+    timed shape: nearest upsampling's runs of 2 (its factor) take packs of 2, not the scalar path that a pack of 4
+    falls back to at run time."""
+    while vec > 1 and inner % vec:
+        vec //= 2
+    return vec
 
 
 def _prod(values: Iterable[Any]) -> int:
