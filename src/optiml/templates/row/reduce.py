@@ -59,6 +59,8 @@ CACHED_COLUMN_THREADS = 64
 #: (columns of 4096 in a 128x4096x4095 tensor) ran 3.20 ms as ``col_split(threads=1024, lanes=32)``, 3.46 ms as
 #: ``col(threads=256)``, the rule's choice (H100, template_sweep_col_split_sum_h100.json).
 LONG_COLUMN = 1024
+#: The variants that walk a row along its inner run (packs, ``ilp``), as opposed to the column ones.
+ROW_VARIANTS = ("warp_row", "block_row", "split_row")
 
 
 @dataclass(frozen=True)
@@ -170,8 +172,7 @@ class RowTemplate:
                 return "col_split needs at least 32 columns per block (threads / lanes >= 32) to coalesce"
             return None
 
-        row_variants = ("warp_row", "block_row", "split_row")
-        implied: dict[str, dict[str, Any]] = {variant: {"ilp": 1} for variant in row_variants if variant in knobs}
+        implied: dict[str, dict[str, Any]] = {variant: {"ilp": 1} for variant in ROW_VARIANTS if variant in knobs}
         return Space(knobs, check, implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
@@ -233,7 +234,7 @@ class RowTemplate:
                 GroupConfig.of("col_split", threads=512, lanes=16),
                 GroupConfig.of("col", threads=128),
             ]
-        if first.variant in ("warp_row", "block_row", "split_row"):  # the default with two packs in flight a thread
+        if first.variant in ROW_VARIANTS:  # the default with two packs in flight a thread
             options.insert(0, first.with_params(ilp=2))
         out = [first]
         for candidate in options:
@@ -348,8 +349,8 @@ class _Renderer:
         self.full_leaves = prog.full_leaves()
         self.cached = self.items > 0 and not lay.r1
         # packs each thread loads ahead of using them (row variants, packed, no fused cat): more bytes in flight
-        row_variant = self.variant in ("warp_row", "block_row", "split_row")
-        self.ilp = int(config.get("ilp", 1)) if row_variant and self.vec > 1 and not prog.cat_dims else 1
+        paired = self.variant in ROW_VARIANTS and self.vec > 1 and not prog.cat_dims
+        self.ilp = int(config.get("ilp", 1)) if paired else 1
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
         self.cat_packed: set[int] = set()  # leaves fused cats' parts read as packs (:meth:`cat_packed_elements`)
         self._smem = 0
