@@ -10,9 +10,13 @@ import pytest
 from emulated_tasks import emulator_mismatches, planned, task_text, write_task
 from test_gemm_template import needs_gxx
 
+from optiml.templates.base import GroupConfig
 from optiml.templates.row.reduce import RowTemplate, layout_of
 
 SHAPES = [{"B": 2, "C": 3, "H": 5, "W": 7}, {"B": 1, "C": 2, "H": 4, "W": 16}]
+#: rows of 2·W elements: W = 8 takes packs of 4 and 8 across runs of 2; W = 6 packs of 4, not 8 (the scalar path);
+#: W = 3 neither
+EVEN_SHAPES = [{"B": 2, "C": 3, "H": 5, "W": 8}, {"B": 1, "C": 2, "H": 3, "W": 6}, {"B": 2, "C": 1, "H": 2, "W": 3}]
 FORWARDS = {
     "2d_by_2": "x\nreturn torch.nn.functional.interpolate(x, scale_factor=2, mode='nearest')",
     "2d_by_3_2": "x\nreturn torch.nn.functional.interpolate(x, scale_factor=(3, 2))",
@@ -45,10 +49,43 @@ def test_nearest_upsampling_matches_torch_on_the_emulator(name: str, tmp_path: P
 
 
 @pytest.mark.parametrize(("name", "vec"), [("2d_by_2", 2), ("2d_by_3_2", 2), ("1d_by_4", 4)])
-def test_the_pack_is_the_widest_that_divides_the_factor_run(name: str, vec: int, tmp_path: Path) -> None:
-    """Runs of 2 take packs of 2: a pack of 4 would fall back to the scalar path at run time."""
+def test_a_row_that_packs_of_4_do_not_divide_takes_the_widest_that_divides_the_factor_run(
+    name: str, vec: int, tmp_path: Path
+) -> None:
+    """Rows of 14 (W = 7 at the timed shape) take packs of 2 within each run of 2: a pack of 4 would fall back to
+    the scalar path at run time."""
     kernels = planned(write_task(tmp_path, name, task_text(SHAPES, FORWARDS[name], "[torch.randn(B, C, H, W)]")))
     (config,) = kernels.default()
     assert config.get("vec") == vec, config.label()
     code = kernels.render([config]).code
     assert f"g0_kernel<{vec}><<<" in code and "P.R2 % " + str(vec) + " == 0" in code
+
+
+@pytest.mark.parametrize(("name", "span"), [("2d_by_2", 2), ("2d_by_3_2", 2)])
+def test_packs_of_4_span_runs_of_2_where_the_row_allows(name: str, span: int, tmp_path: Path) -> None:
+    """Nearest upsampling by 2 along W: a pack of 4 output elements is two input elements, each written twice (one
+    8-byte load, one 16-byte store), where packs within a run of 2 stored 8 bytes from one 4-byte load."""
+    task = write_task(tmp_path, name, task_text(EVEN_SHAPES, FORWARDS[name], "[torch.randn(B, C, H, W)]"))
+    kernels = planned(task)
+    (config,) = kernels.default()
+    assert config.get("vec") == 4, config.label()
+    code = kernels.render([config]).code
+    assert "g0_kernel<4><<<" in code and "P.R % 4 == 0" in code and f"P.o0_r1 == {span}" in code
+    assert f"OptimlPack<float, (VEC > {span} ? VEC / {span} : 1)> h" in code
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", sorted(FORWARDS))
+def test_packs_spanning_runs_match_torch_on_the_emulator(name: str, tmp_path: Path) -> None:
+    kernels = planned(write_task(tmp_path, name, task_text(EVEN_SHAPES, FORWARDS[name], "[torch.randn(B, C, H, W)]")))
+    space = kernels.spaces[-1]
+    configs = [
+        GroupConfig.of("warp_row", threads=128, vec=4, items=0),
+        GroupConfig.of("warp_row", threads=128, vec=8, items=0),
+        GroupConfig.of("block_row", threads=128, vec=8, items=0, ilp=2),
+        GroupConfig.of("split_row", threads=128, vec=4, blocks_per_sm=2),
+    ]
+    units = [(kernels.task, c.label(), kernels.render([c]).code) for c in configs if space.reason_invalid(c) is None]
+    assert len(units) == len(configs)
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=5, tol=1e-6)
+    assert not failures, "\n".join(failures)

@@ -29,6 +29,7 @@ inner run at the traced shape allow.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -191,7 +192,7 @@ class RowTemplate:
         shape = prog.shape
         rows = _prod(shape[d] for d in lay.kept)
         length = _prod(shape[d] for d in (*lay.r1, *lay.r2))
-        vec = _widest_pack(self._vec(prog), _prod(shape[d] for d in lay.r2))
+        vec = _pack_width(self._vec(prog), _prod(shape[d] for d in lay.r2), length, constant_run(prog, lay))
         if (rows < facts.sm_count * 2 and length >= 8192) or rows == 1:
             return GroupConfig.of("split_row", threads=512, vec=vec, blocks_per_sm=4)
         if length <= 1024:
@@ -280,13 +281,27 @@ def _column_items(prog: RowProgram, lay: Layout) -> int:
     return items if items * len(full_leaves) <= 64 else 0
 
 
-def _widest_pack(vec: int, inner: int) -> int:
-    """The widest pack, at most ``vec`` elements, that divides the row's inner run of ``inner`` elements at the
-    timed shape: nearest upsampling's runs of 2 (its factor) take packs of 2, not the scalar path that a pack of 4
-    falls back to at run time."""
-    while vec > 1 and inner % vec:
+def _pack_width(vec: int, inner: int, length: int, run: int) -> int:
+    """The widest pack, at most ``vec`` elements, that the row at the timed shape takes on the vector path: one
+    that divides the row's inner run of ``inner`` elements, or, where that run is a constant ``run`` (packs span
+    runs), one that ``run`` divides and that divides the row's ``length``. Nearest upsampling by 2 takes packs of 4
+    spanning two runs of 2; an odd row the scalar path, labelled ``vec=1``."""
+    while vec > 1 and inner % vec and not (run and vec % run == 0 and length % vec == 0):
         vec //= 2
     return vec
+
+
+def constant_run(prog: RowProgram, lay: Layout) -> int:
+    """The length of the row's inner run where packs may span runs: a row of two runs whose inner run has the
+    same length at every call, not a shape (nearest upsampling's factor), so a pack's elements split into whole
+    runs at compile time; 0 where the run's length is read from the tensors, or the row is one run."""
+    if not lay.r1 or not lay.r2 or prog.cat_dims:
+        return 0
+    sizes = [_CONSTANT_SIZE.fullmatch(prog.domain_size(m)) for m in lay.r2]
+    return _prod(int(m.group(1)) for m in sizes) if all(sizes) else 0
+
+
+_CONSTANT_SIZE = re.compile(r"\(\(int64_t\)(\d+)\)")
 
 
 def _prod(values: Iterable[Any]) -> int:
@@ -351,6 +366,9 @@ class _Renderer:
         # packs each thread loads ahead of using them (row variants, packed, no fused cat): more bytes in flight
         paired = self.variant in ROW_VARIANTS and self.vec > 1 and not prog.cat_dims
         self.ilp = int(config.get("ilp", 1)) if paired else 1
+        # packs spanning whole inner runs of a constant length (nearest upsampling's factor of 2, packs of 4)
+        run = constant_run(prog, lay) if self.variant in ROW_VARIANTS and not self.cached else 0
+        self.span = run if 0 < run < self.vec and self.vec % run == 0 else 0
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
         self.cat_packed: set[int] = set()  # leaves fused cats' parts read as packs (:meth:`cat_packed_elements`)
         self._smem = 0
@@ -428,9 +446,11 @@ class _Renderer:
         return struct, fill
 
     def vec_ok(self) -> str:
-        """Host condition for the vector path: aligned pointers; strides and row length multiples of VEC."""
-        v = self.vec
-        conds = [f"P.R2 % {v} == 0"]
+        """Host condition for the vector path: aligned pointers; strides and row length multiples of VEC. Packs
+        spanning runs (``span``) ask the row's length to be a multiple of VEC and each operand read along the
+        inner run to be contiguous across runs (its outer stride the run's length)."""
+        v, span = self.vec, self.span
+        conds = [f"P.R % {v} == 0" if span else f"P.R2 % {v} == 0"]
         for leaf in self.full_leaves:
             if self.p.cat_dims and leaf.index not in self.direct:  # read only by a fused cat's part (CATV)
                 continue
@@ -438,6 +458,7 @@ class _Renderer:
         for vid, dmap in self.full_outs:
             k = self.p.outputs.index((vid, dmap))
             conds.append(f"((uintptr_t)P.o{k} % (sizeof({self.ctx.outputs[k].ctype}) * {v}) == 0) && P.o{k}_r2 == 1")
+            conds += [f"P.o{k}_r1 == {span}"] if span else []
             conds += [f"P.o{k}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))]
         return " && ".join(conds)
 
@@ -464,13 +485,21 @@ class _Renderer:
         read once: any address will do), or contiguous along it from an aligned pointer with every other stride a
         multiple of VEC. (A per-channel weight in GroupNorm's row, stride 1 along its channels, sent the whole
         kernel down the scalar path until 2026-12-06.)"""
-        i, v = leaf.index, self.vec
-        aligned = [
-            f"((uintptr_t)P.l{i} % (sizeof({self.p.leaf_ctype(leaf)}) * {v}) == 0)",
-            f"P.l{i}_r1 % {v} == 0",
-            *(f"P.l{i}_k[{j}] % {v} == 0" for j in range(len(self.lay.kept))),
-        ]
-        return [f"(P.l{i}_r2 == 0 || (P.l{i}_r2 == 1 && " + " && ".join(aligned) + "))"]
+        i, v, span = leaf.index, self.vec, self.span
+
+        def aligned(width: int, r1: str) -> str:
+            return " && ".join(
+                [
+                    f"((uintptr_t)P.l{i} % (sizeof({self.p.leaf_ctype(leaf)}) * {width}) == 0)",
+                    r1,
+                    *(f"P.l{i}_k[{j}] % {width} == 0" for j in range(len(self.lay.kept))),
+                ]
+            )
+
+        if span:  # along the runs, contiguous across them; or broadcast along the run, read in packs of VEC / span
+            along, across = aligned(v, f"P.l{i}_r1 == {span}"), aligned(v // span, f"P.l{i}_r1 == 1")
+            return [f"((P.l{i}_r2 == 1 && {along}) || (P.l{i}_r2 == 0 && (P.l{i}_r1 == 0 || ({across}))))"]
+        return [f"(P.l{i}_r2 == 0 || (P.l{i}_r2 == 1 && " + aligned(v, f"P.l{i}_r1 % {v} == 0") + "))"]
 
     def launch(self, kernel: str, grid: str, args: str) -> str:
         call = "<<<" + grid + f", {self.threads}, 0, stream>>>({args});"
@@ -638,7 +667,7 @@ class _Renderer:
         vector = [*head(" * VEC"), *self.pack_loads("r1", "e", direct)]
         vector += self.pack_decls() if stores else []
         # a part of a fused cat reads its leaves one element at a time, each where its part puts it
-        elements = self.pack_elements(targets, row, stats, consume, index, lambda j: ("r1", f"(e + {j})"))
+        elements = self.pack_elements(targets, row, stats, consume, index, self.element_at)
         if self.p.cat_dims:
             packed = self.cat_packed_elements(targets, row, stats, consume, index)
             elements = ["if (CATV) {", *packed, "} else {", *elements, "}"]
@@ -683,7 +712,7 @@ class _Renderer:
         ]
         pack = [
             *(self.pack_decls() if stores else []),
-            *self.pack_elements(targets, row, stats, consume, index, lambda j: ("r1", f"(e + {j})")),
+            *self.pack_elements(targets, row, stats, consume, index, self.element_at),
             *(self.pack_stores("r1", "e") if stores else []),
         ]
         shadow = ("const int64_t f = fn, " if flat else "const int64_t ") + "r1 = r1n, e = en; (void)r1; (void)e;"
@@ -737,12 +766,24 @@ class _Renderer:
             out.append("}")
         return out
 
+    def element_at(self, j: int) -> tuple[str, str]:
+        """Element ``j`` of the pack at (``r1``, ``e``): its (r1, e), a later run's where packs span runs."""
+        if self.span:
+            return f"(r1 + {j // self.span})", f"(e + {j % self.span})"
+        return "r1", f"(e + {j})"
+
     def _pack_read(self, leaf: Leaf, name: str, offset: str, broadcast_offset: str) -> str:
         """Fill pack ``name`` from ``leaf`` at ``offset``, or with its one element at ``broadcast_offset`` where
         the leaf is broadcast along the inner run."""
         i, ctype = leaf.index, self.p.leaf_ctype(leaf)
-        return (
-            f"if (p.l{i}_r2 != 0) {name} = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>(p.l{i} + {offset}); "
+        full = f"if (p.l{i}_r2 != 0) {name} = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>(p.l{i} + {offset}); "
+        if self.span:  # a run's element repeated along it: VEC / span consecutive runs' elements, one pack
+            part = f"OptimlPack<{ctype}, (VEC > {self.span} ? VEC / {self.span} : 1)>"
+            full += (
+                f"else if (p.l{i}_r1 != 0) {{ const {part} h = *reinterpret_cast<const {part}*>(p.l{i} + "
+                f"{broadcast_offset}); for (int j = 0; j < VEC; ++j) {name}.v[j] = h.v[j / {self.span}]; }} "
+            )
+        return full + (
             f"else {{ const {ctype} s = p.l{i}[{broadcast_offset}]; for (int j = 0; j < VEC; ++j) {name}.v[j] = s; }}"
         )
 
