@@ -363,9 +363,8 @@ class _Renderer:
         self.outer_outs = [(o, m) for o, m in prog.outputs if not prog.is_full(o, m)]
         self.full_leaves = prog.full_leaves()
         self.cached = self.items > 0 and not lay.r1
-        # packs each thread loads ahead of using them (row variants, packed, no fused cat): more bytes in flight
-        paired = self.variant in ROW_VARIANTS and self.vec > 1 and not prog.cat_dims
-        self.ilp = int(config.get("ilp", 1)) if paired else 1
+        # packs each thread loads ahead of using them (the space offers 2 to row variants with packs, no fused cat)
+        self.ilp = int(config.get("ilp", 1))
         # packs spanning whole inner runs of a constant length (nearest upsampling's factor of 2, packs of 4)
         run = constant_run(prog, lay) if self.variant in ROW_VARIANTS and not self.cached else 0
         self.span = run if 0 < run < self.vec and self.vec % run == 0 else 0
