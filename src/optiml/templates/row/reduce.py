@@ -366,7 +366,7 @@ class _Renderer:
         # packs each thread loads ahead of using them (the space offers 2 to row variants with packs, no fused cat)
         self.ilp = int(config.get("ilp", 1))
         # packs spanning whole inner runs of a constant length (nearest upsampling's factor of 2, packs of 4)
-        run = constant_run(prog, lay) if self.variant in ROW_VARIANTS and not self.cached else 0
+        run = constant_run(prog, lay) if self.variant in ROW_VARIANTS else 0
         self.span = run if 0 < run < self.vec and self.vec % run == 0 else 0
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
         self.cat_packed: set[int] = set()  # leaves fused cats' parts read as packs (:meth:`cat_packed_elements`)
@@ -622,7 +622,8 @@ class _Renderer:
 
         A row of two runs is walked flat: the whole team works however short the inner run is (a nested loop
         over r1 left all but R2 / VEC of its threads idle; rotary embeddings have R2 = 128), and a pack never
-        crosses an inner run (the vector path needs R2 % VEC == 0). Each element's (r1, e) is split from its
+        crosses an inner run (the vector path needs R2 % VEC == 0) unless it spans whole runs of a
+        constant length (``span``). Each element's (r1, e) is split from its
         flat index once, then stepped with the stride's own split (GroupNorm's one kernel, runs of H*W under a
         per-channel affine, divided once an iteration and moved half the bytes a second of its earlier two
         kernels). A column's thread walks its run alone: nested loops, no division."""
