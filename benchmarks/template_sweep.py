@@ -38,20 +38,27 @@ from optiml.templates.base import GroupConfig
 from optiml.templates.kernels import TemplateKernels
 
 
-def legal_configs(kernels: TemplateKernels, variants: list[str], limit: int) -> list[GroupConfig]:
-    """The first kernel's legal configurations of ``variants`` (all of its variants when empty)."""
-    wanted = variants or list(kernels.spaces[0].variants)
-    return [c for v in wanted if v in kernels.spaces[0].variants for c in configs_of(kernels, v, limit)][:limit]
+def legal_configs(
+    kernels: TemplateKernels, variants: list[str], limit: int, where: dict[str, int] | None = None
+) -> list[GroupConfig]:
+    """The first kernel's legal configurations of ``variants`` (all of its variants when empty) whose knobs take
+    the values ``where`` names."""
+    space = kernels.spaces[0]
+    wanted = [v for v in variants or list(space.variants) if v in space.variants]
+    every = [c for v in wanted for c in configs_of(kernels, v, 100_000 if where else limit)]
+    return [c for c in every if all(space.value(c, k) == v for k, v in (where or {}).items())][:limit]
 
 
-def configs_to_time(kernels: TemplateKernels, variants: list[str], limit: int, seeds: bool) -> list[GroupConfig]:
+def configs_to_time(
+    kernels: TemplateKernels, variants: list[str], limit: int, seeds: bool, where: dict[str, int] | None = None
+) -> list[GroupConfig]:
     """The first kernel's configurations to time, its default first: the root's seeds as optiml generates them
-    (``seeds``), else the space's legal configurations of ``variants``."""
+    (``seeds``), else the space's legal configurations of ``variants`` (those whose knobs take ``where``'s values)."""
     default = kernels.default()[0]
     if seeds:
         configs = list(dict.fromkeys(configs[0] for configs in kernels.seeds(limit)))
     else:
-        configs = legal_configs(kernels, variants, limit)
+        configs = legal_configs(kernels, variants, limit, where)
     return configs if default in configs else [default, *configs]
 
 
@@ -119,11 +126,12 @@ def sweep(
     limit: int,
     rewrites: tuple[str, ...] = (),
     seeds: bool = False,
+    where: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     task = load_task(path)
     kernels = TemplateKernels.for_task(task)
     default = kernels.default()
-    configs = configs_to_time(kernels, variants, limit, seeds)
+    configs = configs_to_time(kernels, variants, limit, seeds, where)
     sources = [kernels.render([c, *default[1:]]) for c in configs]
     labels = [c.label() for c in configs]
     defaults = [c == default[0] for c in configs]
@@ -200,18 +208,20 @@ def main() -> int:
     parser.add_argument("--member-wise-stores", action="store_true", help="also time plain pack stores")
     parser.add_argument("--nc-loads", action="store_true", help="also time pack reads through __ldg")
     parser.add_argument("--seeds", action="store_true", help="time the root's seeds (up to --limit), not the space")
+    parser.add_argument("--where", default="", help="only configurations with these knob values: items=0,ilp=2")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("template_sweep: no CUDA GPU", file=sys.stderr)
         return 2
     variants = [v for v in args.variants.split(",") if v]
+    where = {k: int(v) for k, v in (pair.split("=", 1) for pair in args.where.split(",") if pair)}
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         compiler = Compiler(CompilerConfig(cache_dir=Path(tmp) / "cache"))
         asked = (("member-wise stores", args.member_wise_stores), ("nc loads", args.nc_loads))
         rewrites = tuple(name for name, on in asked if on)
         for path in args.tasks:
-            results.append(sweep(path, compiler, variants, args.reps, args.limit, rewrites, args.seeds))
+            results.append(sweep(path, compiler, variants, args.reps, args.limit, rewrites, args.seeds, where))
             write_result(args.out, "template_sweep", args.commit, tasks=results)
     return 0
 

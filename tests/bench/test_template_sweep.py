@@ -50,3 +50,13 @@ def test_seeds_mode_times_the_roots_competitors_default_first() -> None:
     assert configs[1] == configs[0].with_params(ilp=2)
     space = sweep.configs_to_time(kernels, ["warp_row"], 3, seeds=False)
     assert space[0] == kernels.default()[0] and all(c.variant == "warp_row" for c in space[1:])
+
+
+def test_where_keeps_the_configurations_whose_knobs_take_the_named_values() -> None:
+    sweep = benchmark_module("template_sweep")
+    kernels = TemplateKernels.for_task(load_task(ROOT / "tasks" / "memory" / "upsample_nearest.py"))
+    space = kernels.spaces[0]
+    picked = sweep.legal_configs(kernels, ["warp_row"], 100, where={"items": 0, "ilp": 2})
+    assert picked and all(space.value(c, "items") == 0 and space.value(c, "ilp") == 2 for c in picked)
+    assert {c.get("vec") for c in picked} == {2, 4, 8}  # ilp pairs packs: no vec 1
+    assert len(sweep.legal_configs(kernels, ["warp_row"], 3, where={"items": 0})) == 3
