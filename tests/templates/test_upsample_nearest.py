@@ -72,6 +72,9 @@ def test_packs_of_4_span_runs_of_2_where_the_row_allows(name: str, span: int, tm
     code = kernels.render([config]).code
     assert "g0_kernel<4><<<" in code and "P.R % 4 == 0" in code and f"P.o0_r1 == {span}" in code
     assert f"OptimlPack<float, (VEC > {span} ? VEC / {span} : 1)> h" in code
+    # a row of two runs is walked flat, never cached: no register counts that would render the same kernel
+    assert kernels.spaces[0].reason_invalid(config.with_params(items=2)) is not None
+    assert all(move.knob != "items" for move in kernels.neighbours([config]))
 
 
 @needs_gxx

@@ -160,6 +160,9 @@ class RowTemplate:
         if prog.cat_dims:  # a fused cat reads each element where its part is: no register caches of a row, no pairs
             for knob in knobs.values():
                 knob.update({k: v[:1] for k, v in knob.items() if k in ("items", "ilp")})
+        if lay.r1:  # a row of two runs is walked flat, never cached: other register counts would render the same kernel
+            for knob in knobs.values():
+                knob.update({k: v[:1] for k, v in knob.items() if k == "items"})
 
         def check(config: GroupConfig) -> str | None:
             items = config.get("items", 0) or 0
@@ -362,7 +365,7 @@ class _Renderer:
         self.full_outs = prog.full_outputs()
         self.outer_outs = [(o, m) for o, m in prog.outputs if not prog.is_full(o, m)]
         self.full_leaves = prog.full_leaves()
-        self.cached = self.items > 0 and not lay.r1
+        self.cached = self.items > 0  # the space offers no cache to a row of two runs
         # packs each thread loads ahead of using them (the space offers 2 to row variants with packs, no fused cat)
         self.ilp = int(config.get("ilp", 1))
         # packs spanning whole inner runs of a constant length (nearest upsampling's factor of 2, packs of 4)
