@@ -301,7 +301,7 @@ def constant_run(prog: RowProgram, lay: Layout) -> int:
     if not lay.r1 or not lay.r2 or prog.cat_dims:
         return 0
     sizes = [_CONSTANT_SIZE.fullmatch(prog.domain_size(m)) for m in lay.r2]
-    return _prod(int(m.group(1)) for m in sizes) if all(sizes) else 0
+    return _prod(int(m.group(1)) if m else 0 for m in sizes)
 
 
 _CONSTANT_SIZE = re.compile(r"\(\(int64_t\)(\d+)\)")
