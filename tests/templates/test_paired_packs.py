@@ -89,9 +89,10 @@ def test_ilp_is_offered_where_packs_are_and_left_out_means_one(tmp_path: Path) -
     assert [move.config for move in kernels.neighbours([plain.with_params(ilp=2)]) if move.knob == "ilp"] == [plain]
 
 
-def test_a_row_read_anew_each_pass_is_seeded_with_two_packs_a_thread_and_a_cached_row_is_not(tmp_path: Path) -> None:
+def test_two_packs_a_thread_are_left_to_the_search_not_seeded(tmp_path: Path) -> None:
+    """Timed against one pack a thread they lost or tied (35_GroupNorm_ 8.72 against 7.94 ms, 19_ReLU 4.564 against
+    4.568 ms, nearest upsampling 0.277 against 0.248 ms; H100, c6ddcb5): the knob stays a move, not a seed."""
     norm = planned(write_task(tmp_path, "group_norm", TASKS["group_norm"]))
-    seeds = [configs[0] for configs in norm.seeds(4)]
-    assert seeds[0].get("items", 0) == 0 and seeds[1] == seeds[0].with_params(ilp=2)
-    cached = planned(write_task(tmp_path, "bias_relu", TASKS["bias_relu"]))  # rows of at most 1028: items > 0
-    assert all(configs[0].get("ilp", 1) == 1 for configs in cached.seeds(4))
+    assert all(configs[0].get("ilp", 1) == 1 for configs in norm.seeds(4))
+    (default,) = norm.default()
+    assert any(move.knob == "ilp" for move in norm.neighbours([default]))

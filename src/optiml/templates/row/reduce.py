@@ -218,16 +218,19 @@ class RowTemplate:
         prog = self.program(group)
         lay = layout_of(prog)
         rows = _prod(prog.shape[d] for d in lay.kept)
+        length = _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
         vec = first.get("vec", 1)
         options: list[GroupConfig] = []
         if lay.inner_reduced:
-            if rows > 1:
+            if rows > 1:  # a block a row where the row has a pack for each thread (nearest upsampling's rows of 256
+                # ran 0.75-14 ms with a block each, 0.25 ms with a warp, H100, template_sweep_upsample_span_h100_*)
                 options += [
-                    GroupConfig.of("block_row", threads=256, vec=vec, items=0),
-                    GroupConfig.of("block_row", threads=1024, vec=vec, items=0),
+                    GroupConfig.of("block_row", threads=threads, vec=vec, items=0)
+                    for threads in (256, 1024)
+                    if length >= threads * vec
                 ]
             if rows >= facts.sm_count * 4:
-                options.append(GroupConfig.of("warp_row", threads=256, vec=vec, items=0))
+                options += [GroupConfig.of("warp_row", threads=threads, vec=vec, items=0) for threads in (256, 128)]
             options.append(GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=8))
         else:
             if _column_length(prog, lay) >= LONG_COLUMN:  # many lanes a column (LONG_COLUMN)
@@ -238,8 +241,6 @@ class RowTemplate:
                 GroupConfig.of("col_split", threads=512, lanes=16),
                 GroupConfig.of("col", threads=128),
             ]
-        if first.variant in ROW_VARIANTS:  # the default with two packs in flight a thread
-            options.insert(0, first.with_params(ilp=2))
         out = [first]
         for candidate in options:
             if candidate not in out and space.reason_invalid(candidate) is None:
@@ -285,11 +286,20 @@ def _column_items(prog: RowProgram, lay: Layout) -> int:
 
 
 def _pack_width(vec: int, inner: int, length: int, run: int) -> int:
-    """The widest pack, at most ``vec`` elements, that the row at the timed shape takes on the vector path: one
-    that divides the row's inner run of ``inner`` elements, or, where that run is a constant ``run`` (packs span
-    runs), one that ``run`` divides and that divides the row's ``length``. Nearest upsampling by 2 takes packs of 4
-    spanning two runs of 2; an odd row the scalar path, labelled ``vec=1``."""
-    while vec > 1 and inner % vec and not (run and vec % run == 0 and length % vec == 0):
+    """The pack the row at the timed shape takes on the vector path, ``vec`` elements making 16 bytes. Where the
+    row's inner run is a constant ``run`` shorter than that, packs span runs and are as wide as lets an operand
+    broadcast along each run load ``vec`` elements at once (at most 8 elements; ``run`` divides it and it the row's
+    ``length``): nearest upsampling by 2 takes packs of 8 — a 16-byte load, two 16-byte stores; 0.248 ms against
+    0.301 ms with packs of 4 and 0.372 ms with packs of 2 inside each run, H100, c6ddcb5,
+    template_sweep_upsample_span_h100_2026-12-07.json. Otherwise the widest that divides the inner run of
+    ``inner`` elements (an odd row the scalar path, labelled ``vec=1``)."""
+    if 0 < run < 8:
+        wide = min(8, vec * run)
+        while wide > run and (wide % run or length % wide):
+            wide //= 2
+        if wide > run:
+            return wide
+    while vec > 1 and inner % vec:
         vec //= 2
     return vec
 
