@@ -200,6 +200,10 @@ class TaskRunner:
             if on_device:  # its __init__ needs the CPU (NumPy, mixed devices): built there, as for any model
                 self._device_init_bytes[shape_set] = 0
                 return self.build_model(seed, shape_set)
+            if self.device.type == "meta" and runs_on_the_cpu_instead(exc):
+                # a constructor the meta device cannot run (Swin's stochastic-depth schedule calls .item() on a
+                # linspace): built on the CPU and moved, for the capture and the export's signature alike
+                return TaskRunner(self.task, "cpu").build_model(seed, shape_set).to(self.device)
             raise TaskError(f"{self.task.shown}: building Model failed: {type(exc).__name__}: {exc}") from exc
         if on_device:
             self._note(

@@ -1,8 +1,10 @@
-"""A model whose constructor the meta device cannot run is built on the CPU and traced on meta.
+"""A model whose constructor the meta device cannot run is built on the CPU and moved to meta.
 
 Swin's stochastic-depth schedule (``[x.item() for x in torch.linspace(0, rate, n)]``) stopped
-KernelBench level3/29 and 30 at "building Model failed" before any op was seen; the task's own
-faults still stop capture with the constructor's error.
+KernelBench level3/29 and 30 at "building Model failed" before any op was seen; once captured, the
+export's signature (read on meta too) still failed there, so 29_SwinMLP was verified with no user's
+clock and no KernelBench verdict (H100, 2026-12-07). The task's own faults still stop both with the
+constructor's error.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from optiml.errors import TaskError
+from optiml.export.signature import ExportError, read_signature
 from optiml.graph.capture import capture_all
 from optiml.task import load_task
 
@@ -58,3 +61,14 @@ def test_the_constructors_own_fault_still_stops_capture(tmp_path: Path) -> None:
     task = load_task(_task(tmp_path, "self.rates = [1.0] + undefined_name"))
     with pytest.raises(TaskError, match="building Model failed: NameError"):
         capture_all(task)
+
+
+def test_the_exports_signature_reads_such_a_model_too(tmp_path: Path) -> None:
+    signature = read_signature(load_task(_task(tmp_path, "self.rates = [x.item() for x in torch.linspace(0, 0.5, 4)]")))
+    assert [a.name for a in signature.inputs] == ["x", "fc.weight", "fc.bias"]
+    assert signature.shape_table[0][1] == ((8, 16),)
+
+
+def test_the_constructors_own_fault_still_stops_the_export(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match="building Model failed: NameError"):
+        read_signature(load_task(_task(tmp_path, "self.rates = [1.0] + undefined_name")))

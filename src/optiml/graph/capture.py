@@ -14,7 +14,7 @@ import math
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -26,9 +26,6 @@ from optiml.graph.ops import ATEN_POINTWISE
 from optiml.graph.random_draws import RandomDrawError, replace_draws
 from optiml.graph.recurrent import RecurrentAttrs, RecurrentError, recurrent_as_one_op
 from optiml.task import Task
-
-if TYPE_CHECKING:
-    from optiml.task_runtime import TaskRunner
 
 aten = torch.ops.aten
 
@@ -934,7 +931,7 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
 
     runtime = TaskRunner(task, "meta")
     args = runtime.make_args(0, shape_set)
-    model = _model_on_meta(runtime, shape_set)
+    model = runtime.build_model(0, shape_set)
     state = dict(model.state_dict())
     keys = list(state)
     tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -983,19 +980,6 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     except RandomDrawError as exc:
         raise UnsupportedOpError(f"{task.path.name}: {exc}") from None
     return _to_ir(gm, args, tensor_slots, keys, task)
-
-
-def _model_on_meta(runtime: TaskRunner, shape_set: int) -> torch.nn.Module:
-    """The task's model on the meta device. One whose constructor the meta device cannot run (Swin's
-    stochastic-depth schedule calls ``.item()`` on a ``linspace``) is built on the CPU and moved there."""
-    from optiml.task_runtime import TaskRunner, runs_on_the_cpu_instead
-
-    try:
-        return runtime.build_model(0, shape_set)
-    except TaskError as exc:
-        if not runs_on_the_cpu_instead(exc):
-            raise
-    return TaskRunner(runtime.task, "cpu").build_model(0, shape_set).to("meta")
 
 
 @contextlib.contextmanager
