@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from optiml.evaluate.cost import CostFunction
-from optiml.generate.offline import generate_offline_root
+from optiml.generate.offline import OfflineRoot, RootCandidate, generate_offline_root
 from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
 from optiml.templates.assemble import read_marker
@@ -137,6 +137,17 @@ def test_a_long_failure_message_is_cut_at_a_word_and_says_so() -> None:
         part = reason.split(f"{candidate.label}: out_of_memory (")[1].split(")")[0]
         assert part.endswith(" …") and len(part) <= 200
         assert part.removesuffix(" …").split()[-1] in {"cuMemCreate", "failed"}  # whole words only
+
+
+def test_a_whole_models_label_is_cut_so_each_candidates_reason_shows() -> None:
+    """Level 3's plans name dozens of kernels: four labels of ~3 000 characters hid the reasons between them."""
+    _, naive = softmax()
+    wrong = EvalResult(status=EvalStatus.WRONG_ANSWER, message="output 0: 1999 of 2000 elements off")
+    label = "template " + " + ".join(f"stencil(rows={k},tx=64,ty=4)" for k in range(60))
+    root = OfflineRoot(candidates=[RootCandidate(label, naive, wrong), RootCandidate("shipped kernel", naive, wrong)])
+    reason = root.failure_reason()
+    assert len(reason) < 500 and reason.count("wrong_answer (output 0: 1999 of 2000 elements off)") == 2
+    assert "template stencil(rows=0,tx=64,ty=4) + " in reason and " …: wrong_answer" in reason
 
 
 def test_an_unsupported_op_is_an_error_and_the_shipped_kernel_is_still_evaluated() -> None:

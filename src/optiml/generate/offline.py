@@ -38,14 +38,16 @@ class OfflineRoot:
         return min(verified, key=lambda c: c.result.time_ms or 0.0) if verified else None
 
     def failure_reason(self) -> str:
-        """One line on why no candidate verified: the planner's refusal, else each candidate's status and
-        the first line of its message."""
+        """One line on why no candidate verified: the planner's refusal, else each candidate's label (cut at 120
+        characters: a whole model's plan names dozens of kernels) with its status and the first line of its
+        message."""
         if self.error or not self.candidates:
             return self.error or "no template kernel"
         parts = []
         for c in self.candidates:
             first = textwrap.shorten((c.result.message.strip().splitlines() or [""])[0], 200, placeholder=" …")
-            parts.append(f"{c.label}: {c.result.status.value}" + (f" ({first})" if first else ""))
+            label = textwrap.shorten(c.label, 120, placeholder=" …")
+            parts.append(f"{label}: {c.result.status.value}" + (f" ({first})" if first else ""))
         return "no root candidate verified: " + "; ".join(parts)
 
     def summary(self) -> str:
