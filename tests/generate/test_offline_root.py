@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from optiml.evaluate.cost import CostFunction
@@ -148,6 +149,25 @@ def test_a_whole_models_label_is_cut_so_each_candidates_reason_shows() -> None:
     reason = root.failure_reason()
     assert len(reason) < 500 and reason.count("wrong_answer (output 0: 1999 of 2000 elements off)") == 2
     assert "template stencil(rows=0,tx=64,ty=4) + " in reason and " …: wrong_answer" in reason
+
+
+def test_wrong_answers_against_an_ill_conditioned_reference_say_so() -> None:
+    """KernelBench's level3/24_EfficientNetB2 (training-mode batch norm over two values a channel) is 0.7 from
+    float64 in fp32: its four roots' "wrong answer" alone sent the reader looking for a bug."""
+    _, naive = softmax()
+    note = (
+        "output 0 (shape set 0, native inputs): the reference is 0.712 from float64 (5.4e+03x the tolerance): "
+        "ill-conditioned, another correct rounding lands as far on the other side; atol 0.0001 -> 1.43"
+    )
+    wrong = EvalResult(status=EvalStatus.WRONG_ANSWER, message="output 0: 1999 of 2000 elements off")
+    flagged = replace(wrong, task_notes=["verification inputs: native", note])
+    root = OfflineRoot(candidates=[RootCandidate("a", naive, flagged), RootCandidate("b", naive, flagged)])
+    assert root.failure_reason().endswith("every answer judged against an ill-conditioned reference: " + note)
+    crashed = EvalResult(status=EvalStatus.CRASH, message="segfault", task_notes=[note])
+    mixed = OfflineRoot(candidates=[RootCandidate("a", naive, flagged), RootCandidate("b", naive, crashed)])
+    assert "ill-conditioned" not in mixed.failure_reason()  # a crash is the kernel's own fault
+    plain = OfflineRoot(candidates=[RootCandidate("a", naive, wrong)])
+    assert "ill-conditioned" not in plain.failure_reason()
 
 
 def test_an_unsupported_op_is_an_error_and_the_shipped_kernel_is_still_evaluated() -> None:

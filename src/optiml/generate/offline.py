@@ -16,7 +16,7 @@ from optiml.evaluate.cost import CostFunction
 from optiml.kernel.source import KernelSource
 from optiml.task import Task
 from optiml.templates.kernels import template_kernels
-from optiml.values import EvalResult
+from optiml.values import EvalResult, EvalStatus
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,15 @@ class OfflineRoot:
             first = textwrap.shorten((c.result.message.strip().splitlines() or [""])[0], 200, placeholder=" …")
             label = textwrap.shorten(c.label, 120, placeholder=" …")
             parts.append(f"{label}: {c.result.status.value}" + (f" ({first})" if first else ""))
-        return "no root candidate verified: " + "; ".join(parts)
+        reason = "no root candidate verified: " + "; ".join(parts)
+        if all(c.result.status is EvalStatus.WRONG_ANSWER for c in self.candidates):
+            notes = (note for c in self.candidates for note in c.result.task_notes if "ill-conditioned" in note)
+            conditioning = next(notes, "")
+            if conditioning:  # no kernel can be told right from wrong there: say so, not only "wrong answer"
+                reason += " — every answer judged against an ill-conditioned reference: " + textwrap.shorten(
+                    conditioning, 300, placeholder=" …"
+                )
+        return reason
 
     def summary(self) -> str:
         lines = [f"plan: {self.plan}" if self.plan else f"no template kernel: {self.error}"]
