@@ -153,3 +153,11 @@ def test_rendered_sources_compile(tmp_path: Path) -> None:
     failed = [f"{n} {lbl}: {r.error_summary()}" for (n, lbl), r in zip(COMPILED, results, strict=True) if not r.ok]
     assert not failed, "\n".join(failed)
     assert all(result.resources for result in results), "ptxas reported every kernel"
+
+
+def test_a_leaf_read_once_a_row_does_not_narrow_the_pack() -> None:
+    """Cross-entropy's int64 targets are read once a row: its float32 logits take 16-byte packs (4), not 8-byte ones;
+    the batch mean after it reads the targets along its row, so there a pack of int64 is 2."""
+    kernels = TemplateKernels.for_task(load_task(ROOT / "tasks" / "memory" / "cross_entropy_vocab.py"))
+    rows, mean = kernels.default()
+    assert rows.get("vec") == 4 and mean.get("vec") == 2, kernels.describe()

@@ -248,7 +248,9 @@ class RowTemplate:
         return out[:4]
 
     def _vec(self, prog: RowProgram) -> int:
-        widest = max((_itemsize(leaf.dtype) for leaf in prog.leaves), default=4)
+        """Elements a 16-byte pack holds of the widest operand read along the row. A leaf read once a row does
+        not count: cross-entropy's int64 targets halved the pack over its float32 logits to 8 bytes."""
+        widest = max((_itemsize(leaf.dtype) for leaf in prog.full_leaves() or prog.leaves), default=4)
         return max(1, min(8, 16 // widest))
 
     # -- rendering -------------------------------------------------------------------------------
