@@ -380,7 +380,7 @@ class _Renderer:
         self.cached = self.items > 0  # the space offers no cache to a row of two runs
         # packs each thread loads ahead of using them (the space offers 2 to row variants with packs, no fused cat)
         self.ilp = int(config.get("ilp", 1))
-        # packs spanning whole inner runs of a constant length (nearest upsampling's factor of 2, packs of 4)
+        # packs spanning whole inner runs of a constant length (nearest upsampling by 2: packs of 8 over four runs)
         run = constant_run(prog, lay) if self.variant in ROW_VARIANTS else 0
         self.span = run if 0 < run < self.vec and self.vec % run == 0 else 0
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
