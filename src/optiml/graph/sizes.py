@@ -10,6 +10,7 @@ that is the same constant in every shape set and matches no tensor dim stays a c
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -57,6 +58,12 @@ class SizeResolver:
             if derived is None:
                 raise
             return derived
+
+    def constant_dim(self, vid: int, dim: int) -> int | None:
+        """The size where the kernel takes it as a constant at every call (it matches no tensor dim at every shape
+        set: an upsampling factor), not from the tensors' shapes; None otherwise."""
+        found = _CONSTANT.fullmatch(self.dim(vid, dim))
+        return int(found[1]) if found else None
 
     def _derived(self, vid: int, dim: int) -> str | None:
         """An op's output size as its formula over the op's input sizes, where no tensor dim equals it
@@ -127,7 +134,7 @@ class SizeResolver:
 
     def _find(self, values: tuple[int, ...], hint_dim: int, hint_ndim: int) -> str:
         if all(v == 1 for v in values):
-            return "((int64_t)1)"
+            return _constant(1)
         matches = []
         for name, shapes in self._tensors:  # a single dim
             ndim = len(shapes[0])
@@ -140,7 +147,7 @@ class SizeResolver:
             if products == values:
                 return f"({run})"
         if len(set(values)) == 1:
-            return f"((int64_t){values[0]})"
+            return _constant(values[0])
         for run, products in self._runs(1):  # a run of dims over a constant (GroupNorm's C*H*W / G)
             if all(v and p % v == 0 for p, v in zip(products, values, strict=True)):
                 ratios = {p // v for p, v in zip(products, values, strict=True)}
@@ -163,6 +170,14 @@ class SizeResolver:
                 for stop in range(start + shortest, ndim + 1):
                     run = " * ".join(f"{name}.shape[{d}]" for d in range(start, stop))
                     yield run, tuple(_prod(s[start:stop]) for s in shapes)
+
+
+def _constant(value: int) -> str:
+    """A size the kernel takes as written (:meth:`SizeResolver.constant_dim` reads it back)."""
+    return f"((int64_t){value})"
+
+
+_CONSTANT = re.compile(r"\(\(int64_t\)(\d+)\)")
 
 
 def _prod(dims: tuple[int, ...]) -> int:

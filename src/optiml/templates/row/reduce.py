@@ -29,7 +29,6 @@ inner run at the traced shape allow.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -184,7 +183,7 @@ class RowTemplate:
         lay = layout_of(prog)
         if not lay.inner_reduced:
             columns = _prod(prog.shape[d] for d in lay.kept)
-            reduced = _column_length(prog, lay)
+            reduced = _reduced_length(prog, lay)
             items = _column_items(prog, lay)
             if items:  # a column read in several passes, read once into registers (CACHED_COLUMN_THREADS)
                 return GroupConfig.of("col_cached", threads=CACHED_COLUMN_THREADS, items=items)
@@ -194,7 +193,7 @@ class RowTemplate:
             return GroupConfig.of("col_split", threads=max(256, 32 * lanes), lanes=lanes)
         shape = prog.shape
         rows = _prod(shape[d] for d in lay.kept)
-        length = _prod(shape[d] for d in (*lay.r1, *lay.r2))
+        length = _reduced_length(prog, lay)
         vec = _pack_width(self._vec(prog), _prod(shape[d] for d in lay.r2), length, constant_run(prog, lay))
         if (rows < facts.sm_count * 2 and length >= 8192) or rows == 1:
             return GroupConfig.of("split_row", threads=512, vec=vec, blocks_per_sm=4)
@@ -218,7 +217,7 @@ class RowTemplate:
         prog = self.program(group)
         lay = layout_of(prog)
         rows = _prod(prog.shape[d] for d in lay.kept)
-        length = _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
+        length = _reduced_length(prog, lay)
         vec = first.get("vec", 1)
         options: list[GroupConfig] = []
         if lay.inner_reduced:
@@ -233,7 +232,7 @@ class RowTemplate:
                 options += [GroupConfig.of("warp_row", threads=threads, vec=vec, items=0) for threads in (256, 128)]
             options.append(GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=8))
         else:
-            if _column_length(prog, lay) >= LONG_COLUMN:  # many lanes a column (LONG_COLUMN)
+            if _reduced_length(prog, lay) >= LONG_COLUMN:  # many lanes a column (LONG_COLUMN)
                 options.append(GroupConfig.of("col_split", threads=1024, lanes=32))
             options += [
                 GroupConfig.of("col", threads=256),
@@ -267,8 +266,8 @@ class RowTemplate:
         return _Renderer(prog, layout_of(prog), config, ctx).render()
 
 
-def _column_length(prog: RowProgram, lay: Layout) -> int:
-    """The elements a column reduction adds per output (its reduced dims' sizes, multiplied)."""
+def _reduced_length(prog: RowProgram, lay: Layout) -> int:
+    """The elements a row (or a column) holds at the traced shape: its reduced dims' sizes, multiplied."""
     return _prod(prog.shape[d] for d in (*lay.r1, *lay.r2))
 
 
@@ -312,11 +311,7 @@ def constant_run(prog: RowProgram, lay: Layout) -> int:
     runs at compile time; 0 where the run's length is read from the tensors, or the row is one run."""
     if not lay.r1 or not lay.r2 or prog.cat_dims:
         return 0
-    sizes = [_CONSTANT_SIZE.fullmatch(prog.domain_size(m)) for m in lay.r2]
-    return _prod(int(m.group(1)) if m else 0 for m in sizes)
-
-
-_CONSTANT_SIZE = re.compile(r"\(\(int64_t\)(\d+)\)")
+    return _prod(prog.constant_domain_size(m) or 0 for m in lay.r2)
 
 
 def _prod(values: Iterable[Any]) -> int:

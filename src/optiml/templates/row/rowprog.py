@@ -185,6 +185,10 @@ class RowProgram:
     def domain_size(self, m: int) -> str:
         return self.sizes.dim(self.anchor, m)
 
+    def constant_domain_size(self, m: int) -> int | None:
+        """Domain dim ``m``'s size where the kernel takes it as a constant at every call; None where it is a shape."""
+        return self.sizes.constant_dim(self.anchor, m)
+
     def _default_frame(self, vid: int) -> DMap:
         shape = self.g.type(vid).shape
         if len(shape) == self.n:
