@@ -149,6 +149,10 @@ class RowTemplate:
                 "vec": (1, 2, 4, 8),
                 "blocks_per_sm": (1, 2, 4, 8),
                 "ilp": (1, 2),
+                # blocks take the row's tiles in turn (a front sweeping the row, as eager's element-wise kernels
+                # do) rather than a contiguous chunk each; only where no reduction combines the blocks' parts in
+                # chunk order (an arg-max's first index)
+                "interleave": (0, 1) if not prog.reductions else (0,),
             }
         else:
             knobs["col"] = {"threads": (64, 128, 256, 512)}
@@ -176,6 +180,8 @@ class RowTemplate:
             return None
 
         implied: dict[str, dict[str, Any]] = {variant: {"ilp": 1} for variant in ROW_VARIANTS if variant in knobs}
+        if "split_row" in implied:
+            implied["split_row"]["interleave"] = 0
         return Space(knobs, check, implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
@@ -221,6 +227,8 @@ class RowTemplate:
         vec = first.get("vec", 1)
         options: list[GroupConfig] = []
         if lay.inner_reduced:
+            if first.variant == "split_row" and not prog.reductions:  # the blocks a sweeping front, not chunks
+                options.append(first.with_params(interleave=1))
             if rows > 1:  # a block a row where the row has a pack for each thread (nearest upsampling's rows of 256
                 # ran 0.75-14 ms with a block each, 0.25 ms with a warp, H100, template_sweep_upsample_span_h100_*)
                 options += [
@@ -314,6 +322,11 @@ def constant_run(prog: RowProgram, lay: Layout) -> int:
     return _prod(prog.constant_domain_size(m) or 0 for m in lay.r2)
 
 
+def _times(count: int, team: int | str) -> int | str:
+    """``count`` teams' worth of threads: a number, or C text where the team is the grid's."""
+    return count * team if isinstance(team, int) else f"{count} * {team}"
+
+
 def _prod(values: Iterable[Any]) -> int:
     n = 1
     for v in values:
@@ -369,6 +382,10 @@ class _Renderer:
         self.lane = {"warp_row": "(threadIdx.x & 31)", "col": "0", "col_split": f"(threadIdx.x / {self.cols})"}.get(
             self.variant, "threadIdx.x"
         )
+        # the team the row's loops stride by: the whole grid's threads where split_row's blocks interleave
+        self.interleave = self.variant == "split_row" and bool(config.get("interleave", 0))
+        self.loop_team: int | str = f"((int64_t)gridDim.x * {self.threads})" if self.interleave else self.team
+        self.loop_lane = f"((int64_t)blockIdx.x * {self.threads} + threadIdx.x)" if self.interleave else self.lane
         self.full_outs = prog.full_outputs()
         self.outer_outs = [(o, m) for o, m in prog.outputs if not prog.is_full(o, m)]
         self.full_leaves = prog.full_leaves()
@@ -637,7 +654,7 @@ class _Renderer:
         flat index once, then stepped with the stride's own split (GroupNorm's one kernel, runs of H*W under a
         per-channel affine, divided once an iteration and moved half the bytes a second of its earlier two
         kernels). A column's thread walks its run alone: nested loops, no division."""
-        team, lane, v = self.team, self.lane, self.vec
+        team, lane, v = self.loop_team, self.loop_lane, self.vec
         flat = bool(self.lay.r1) and self.variant not in ("col", "col_split")
         index = "f" if flat else "r1 * p.R2 + e"
 
@@ -652,11 +669,12 @@ class _Renderer:
                     f"  for (int64_t f = f0; f < ({hi}); f += {strides} * fs, {', '.join([advance] * strides)}) {{",
                     "  const int64_t r1 = r1s, e = es, rr = f; (void)rr;",
                 ]
+            stride = f"(int64_t){_times(strides, team)}{step}"
             return [
                 f"for (int64_t r1 = ({lo}) / p.R2; r1 < p.R1 && r1 * p.R2 < ({hi}); ++r1) {{",
                 f"  const int64_t e0 = ({lo}) - r1 * p.R2 > 0 ? ({lo}) - r1 * p.R2 : 0;",
                 f"  const int64_t e1 = ({hi}) - r1 * p.R2 < p.R2 ? ({hi}) - r1 * p.R2 : p.R2;",
-                f"  for (int64_t e = e0 + (int64_t)({lane}){step}; e < e1; e += (int64_t){strides * team}{step}) {{",
+                f"  for (int64_t e = e0 + (int64_t)({lane}){step}; e < e1; e += {stride}) {{",
                 *([] if step else ["    const int64_t rr = r1 * p.R2 + e; (void)rr;"]),
             ]
 
@@ -712,7 +730,7 @@ class _Renderer:
                 "  int64_t r1n = r1s + sq, en = es + sr; if (en >= p.R2) { r1n += 1; en -= p.R2; }",
             ]
         else:
-            lines += [f"  const int64_t en = e + (int64_t){self.team} * VEC, r1n = r1; const bool more = en < e1;"]
+            lines += [f"  const int64_t en = e + (int64_t){self.loop_team} * VEC, r1n = r1; const bool more = en < e1;"]
         lines += self.pack_loads("r1", "e", direct)
         lines += self.pack_loads("r1n", "en", direct, name="pn", guard="more")
         renamed = [
@@ -1128,6 +1146,12 @@ class _Renderer:
         reds = self.p.reductions
         kernels: list[str] = []
         launches: list[str] = []
+        bounds = (  # the flat range this block's loops cover (all of it where the blocks interleave)
+            "  const int64_t lo = 0, hi = p.R;"
+            if self.interleave
+            else "  const int64_t lo = (int64_t)blockIdx.x * p.clen;\n"
+            "  const int64_t hi = lo + p.clen < p.R ? lo + p.clen : p.R;"
+        )
         for s in range(self.p.stages + 1):
             final = s == self.p.stages
             row = self.row_scope()
@@ -1168,8 +1192,7 @@ class _Renderer:
             kernels.append(
                 f"{self.template_head()}\n__global__ void __launch_bounds__({self.threads}) "
                 f"{name}(const {pre}_P p, char* ws) {{\n"
-                "  const int64_t lo = (int64_t)blockIdx.x * p.clen;\n"
-                "  const int64_t hi = lo + p.clen < p.R ? lo + p.clen : p.R;\n"
+                f"{bounds}\n"
                 "  (void)ws; (void)hi;\n"
                 "  for (int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {"
             )

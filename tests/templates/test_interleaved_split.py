@@ -1,0 +1,77 @@
+"""split_row with interleaved blocks (``interleave=1``): each block takes every C-th tile of the row, the grid a front
+sweeping it, instead of one contiguous chunk. Checked against torch on the CPU emulator for element-wise rows of
+one run and of two, broadcast operands, packs spanning runs and two packs a thread; offered only where no
+reduction combines the blocks' partial results (their order is the chunks' order)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from emulated_tasks import emulator_mismatches, planned, task_text, write_task
+from test_gemm_template import needs_gxx
+
+from optiml.templates.base import GroupConfig
+
+#: lengths whose last tile is whole, ends inside a pack's stride, and holds one scalar tail (vec 1's path)
+SHAPES = [{"B": 1, "N": 4100}, {"B": 1, "N": 1536}, {"B": 3, "N": 1030}]
+
+TASKS = {
+    "silu": task_text(SHAPES, "x\nreturn x * torch.sigmoid(x)", "[torch.randn(B, N)]"),
+    "bias_relu": task_text(SHAPES, "x, b\nreturn torch.relu(x + b) * 0.5", "[torch.randn(B, N), torch.randn(N)]"),
+    # a row of two runs: channels × H·W under a per-channel scale
+    "channel_scale": task_text(
+        [{"N": 1, "C": 24, "H": 16, "W": 12}, {"N": 2, "C": 5, "H": 7, "W": 4}],
+        "x, w\nreturn x * w.view(1, -1, 1, 1) + 1.0",
+        "[torch.randn(N, C, H, W), torch.randn(C)]",
+    ),
+    # packs spanning runs of the upsampling factor
+    "upsample": task_text(
+        [{"N": 1, "C": 8, "H": 16, "W": 16}, {"N": 2, "C": 3, "H": 5, "W": 6}],
+        "x\nreturn torch.nn.functional.interpolate(x, scale_factor=2, mode='nearest')",
+        "[torch.randn(N, C, H, W)]",
+    ),
+}
+
+
+def _interleaved(vec: int) -> list[GroupConfig]:
+    return [
+        GroupConfig.of("split_row", threads=128, vec=vec, blocks_per_sm=2, interleave=1),
+        GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=1, interleave=1, ilp=2),
+    ]
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_interleaved_blocks_match_torch(name: str, tmp_path: Path) -> None:
+    kernels = planned(write_task(tmp_path, name, TASKS[name]))
+    default = kernels.default()
+    space = kernels.spaces[-1]
+    units = []
+    for config in [*_interleaved(8), *_interleaved(4), *_interleaved(1)]:
+        if space.reason_invalid(config) is None:
+            units.append((kernels.task, config.label(), kernels.render([*default[:-1], config]).code))
+    assert len(units) >= 3, kernels.describe()
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=3, tol=1e-5)
+    assert not failures, "\n".join(failures)
+
+
+def test_the_interleaved_block_strides_by_the_grid(tmp_path: Path) -> None:
+    kernels = planned(write_task(tmp_path, "silu", TASKS["silu"]))
+    chunked = GroupConfig.of("split_row", threads=128, vec=4, blocks_per_sm=2)
+    code = kernels.render([chunked.with_params(interleave=1)]).code
+    assert "const int64_t lo = 0, hi = p.R;" in code
+    assert "e += (int64_t)1 * ((int64_t)gridDim.x * 128) * VEC" in code
+    assert "p.clen;" not in code.split("OPTIML_EXPORT")[0]  # the device code takes no chunk
+    assert kernels.render([chunked]).code == kernels.render([chunked.with_params(interleave=0)]).code
+
+
+def test_interleaving_is_seeded_for_element_wise_rows_and_refused_with_a_reduction(tmp_path: Path) -> None:
+    silu = planned(write_task(tmp_path, "silu", TASKS["silu"]))
+    (default,) = silu.default()
+    assert default.variant == "split_row"
+    assert [default.with_params(interleave=1)] in silu.seeds(4)
+    total = planned(write_task(tmp_path, "total", task_text(SHAPES, "x\nreturn (x * x).sum()", "[torch.randn(B, N)]")))
+    config = GroupConfig.of("split_row", threads=128, vec=4, blocks_per_sm=2, interleave=1)
+    assert "interleave=1 not in" in (total.spaces[0].reason_invalid(config) or "")
+    assert all(configs[0].get("interleave", 0) == 0 for configs in total.seeds(4))
