@@ -94,7 +94,9 @@ def render_cases(
 
 
 def test_default_follows_the_rule() -> None:
-    assert SCAN.default(scan_group((8, 64, 32), 1), FACTS).variant == "col"
+    assert SCAN.default(scan_group((8, 64, 32), 1), FACTS).variant == "col"  # columns shorter than a tile
+    assert SCAN.default(scan_group((16, 4096, 1024), 1), FACTS) == GroupConfig.of("col_tile", lanes=16, items=8)
+    assert SCAN.default(scan_group((256, 4096, 1024), 1), FACTS).variant == "col"  # a thread a column suffices
     assert SCAN.default(scan_group((3, 100003), 1), FACTS).variant == "row_split"
     assert SCAN.default(scan_group((65536, 37), -1), FACTS).variant == "row_warp"
     assert SCAN.default(scan_group((8192, 8192), 1), FACTS).variant == "row_block"
@@ -141,8 +143,12 @@ def test_space_rejects_bad_configs() -> None:
     doubles = SCAN.space(scan_group((4, 5000), 1, dtype="float64"), FACTS)
     assert doubles.reason_invalid(GroupConfig.of("row_block", threads=1024, items=16)) is not None
     assert doubles.reason_invalid(GroupConfig.of("row_split", threads=512, items=16)) is None
-    # A scan over a non-contiguous dim offers only the column kernel.
-    assert SCAN.space(scan_group((8, 64, 32), 1), FACTS).variants == ("col",)
+    # A scan over a non-contiguous dim offers only the column kernels.
+    columns = SCAN.space(scan_group((8, 64, 32), 1), FACTS)
+    assert columns.variants == ("col", "col_tile")
+    assert columns.reason_invalid(GroupConfig.of("col_tile", lanes=32, items=16)) is None
+    assert columns.reason_invalid(GroupConfig.of("col_tile", lanes=64, items=4)) is not None
+    assert "col_tile" not in space.variants  # a contiguous scan has no columns to tile
 
 
 @pytest.mark.parametrize(
@@ -219,6 +225,9 @@ BUILDS: dict[str, list[Case]] = {
         (GroupConfig.of("col", threads=512, unroll=8), 1, "prod", True, True, "float"),
         (GroupConfig.of("row_block", threads=512, items=8), 1, "sum", False, False, "float"),
         (GroupConfig.of("row_split", threads=512, items=8), 1, "sum", True, True, "float"),
+        (GroupConfig.of("col_tile", lanes=16, items=8), 1, "sum", False, False, "float"),
+        (GroupConfig.of("col_tile", lanes=32, items=16), 1, "prod", True, True, "float"),
+        (GroupConfig.of("col_tile", lanes=4, items=16), 1, "sum", True, False, "double"),
     ],
     "double_and_int64": [
         (GroupConfig.of("row_block", threads=512, items=16), 2, "sum", False, True, "double"),
@@ -251,7 +260,7 @@ def test_variants_compile_without_spills(compiler: Compiler, name: str) -> None:
 @pytest.mark.nvcc
 def test_seeds_of_sample_shapes_compile(compiler: Compiler) -> None:
     codes = []
-    samples = [((8, 64, 32), 1), ((65536, 37), 1)]  # a column scan's seeds, a row scan's seeds
+    samples = [((8, 64, 32), 1), ((65536, 37), 1), ((16, 512, 1024), 1)]  # column, row and tiled column seeds
     for s, (shape, dim) in enumerate(samples):
         group = scan_group(shape, dim, reverse=s % 2 == 1, exclusive=s >= 2)
         for k, config in enumerate(SCAN.seeds(group, FACTS)):
@@ -568,6 +577,10 @@ MIDDLE_DIM: list[Case] = [
     (GroupConfig.of("row_warp", threads=256, items=8), 1, "prod", True, False, "float"),
     (GroupConfig.of("col", threads=128, unroll=8), 1, "sum", True, True, "float"),
     (GroupConfig.of("col", threads=128, unroll=32), 1, "sum", False, True, "float"),
+    (GroupConfig.of("col_tile", lanes=16, items=8), 1, "sum", False, False, "float"),
+    (GroupConfig.of("col_tile", lanes=4, items=1), 1, "sum", True, True, "float"),
+    (GroupConfig.of("col_tile", lanes=8, items=4), 1, "prod", True, False, "float"),
+    (GroupConfig.of("col_tile", lanes=32, items=2), 1, "sum", False, True, "double"),
 ]
 
 

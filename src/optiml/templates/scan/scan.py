@@ -18,12 +18,18 @@ Variants (structural choices):
   that fits in one tile skips kernels 1 and 2. The kernels take strided lines too (inner > 1).
 * ``col`` (inner > 1): each thread owns one ``(outer, inner)`` column and walks ``L`` serially,
   ``unroll`` loads in flight; consecutive threads take consecutive inner indices (coalesced).
+* ``col_tile`` (inner > 1): a block owns 32 consecutive columns and walks ``L`` in tiles of ``lanes * items``
+  positions, ``lanes`` threads a column, each loading ``items`` consecutive positions (a warp: one position
+  of 32 columns, coalesced) while the tile before is scanned. The lanes' totals meet in shared memory, each
+  lane starts from the carry and the lanes before it, a carry links the tiles: one pass over the data with
+  ``lanes`` times the threads of ``col`` (16 384 columns of ``cumsum_dim1`` left ``col`` at 48 % of the DRAM
+  floor however deep its unrolling).
 
 One kernel serves every shape set, so the host code dispatches at run time on the ``lines =
 outer * inner`` independent scans: fewer lines than SMs, each at least ``SPLIT_MIN_LENGTH``
 long, take the split kernels in every variant (``row_split``'s knobs, else ``SPLIT_FALLBACK``;
 strided when inner > 1: a thread per column would leave the GPU idle); otherwise inner > 1 takes
-the ``col`` kernel (``COL_FALLBACK`` for the row variants) and inner == 1 the variant's own
+the ``col`` or ``col_tile`` kernel (``COL_FALLBACK`` for the row variants) and inner == 1 the variant's own
 kernel (``row_split``: the split kernels at any length). The ``col`` fallback is emitted only
 when the scanned dim is not the last one (when it is, ``inner`` is 1 at every shape).
 
@@ -64,9 +70,12 @@ ROW_BLOCK_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512, 1024),
 ROW_WARP_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "items": (1, 2, 4, 8)}
 ROW_SPLIT_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (256, 512, 1024), "items": (4, 8, 16)}
 COL_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256, 512), "unroll": (1, 2, 4, 8, 16, 32)}
+COL_TILE_KNOBS: dict[str, tuple[Any, ...]] = {"lanes": (4, 8, 16, 32), "items": (1, 2, 4, 8, 16)}
 #: Below this many columns (a thread each) a column scan keeps too few loads in flight at unroll 4 (16 384 columns of
 #: cumsum_dim1: 48 % of the DRAM floor): its seeds lead with 32 loads a thread.
 FEW_COLUMNS = 1 << 18
+#: Columns at least this long are tiled (``col_tile``: a tile of 16 lanes x 8 positions) below FEW_COLUMNS.
+TILED_COLUMN_LENGTH = 128
 COL_FALLBACK = GroupConfig.of("col", threads=256, unroll=4)  # row variants when inner > 1 at run time
 SPLIT_FALLBACK = GroupConfig.of("row_split", threads=256, items=4)  # other variants on few long lines
 SPLIT_MIN_LENGTH = 16384  # with fewer lines than SMs, lines this long go to the split kernels
@@ -147,12 +156,14 @@ class ScanTemplate:
             knobs["row_warp"] = dict(ROW_WARP_KNOBS)
             knobs["row_split"] = dict(ROW_SPLIT_KNOBS)
         knobs["col"] = dict(COL_KNOBS)
+        if inner > 1:
+            knobs["col_tile"] = dict(COL_TILE_KNOBS)
 
         def check(config: GroupConfig) -> str | None:
             need = _smem_bytes(config, ctype)
             if need > facts.smem_per_block_optin:
                 return f"{config.label()}: needs {need} B of shared memory, device allows {facts.smem_per_block_optin}"
-            threads = int(config.get("threads", 0))
+            threads = int(config.get("threads", 32 * int(config.get("lanes", 1))))
             if threads > 1024 or threads % 32:
                 return f"{config.label()}: threads must be a multiple of 32, at most 1024"
             if config.variant in ("row_block", "row_split"):
@@ -172,6 +183,8 @@ class ScanTemplate:
         sms = max(1, facts.sm_count)
         if inner > 1:
             columns = outer * inner
+            if columns < FEW_COLUMNS and length >= TILED_COLUMN_LENGTH:
+                return GroupConfig.of("col_tile", lanes=16, items=8)
             threads = 256 if columns >= sms * 256 else 128
             unroll = 4 if length >= 4 else (2 if length >= 2 else 1)
             return GroupConfig.of("col", threads=threads, unroll=unroll)
@@ -200,12 +213,16 @@ class ScanTemplate:
         if inner > 1:
             deep = GroupConfig.of("col", threads=128, unroll=32 if length >= 32 else 16)
             others = [
+                GroupConfig.of("col_tile", lanes=8, items=16),
+                GroupConfig.of("col_tile", lanes=32, items=4),
                 GroupConfig.of("col", threads=256, unroll=4),
                 GroupConfig.of("col", threads=128, unroll=8),
                 GroupConfig.of("col", threads=512, unroll=2),
                 GroupConfig.of("col", threads=128, unroll=1),
             ]
             others.insert(0 if outer * inner < FEW_COLUMNS else len(others), deep)
+            if length < TILED_COLUMN_LENGTH:  # a tile longer than the column: lanes idle
+                others = [config for config in others if config.variant == "col"]
         else:
             others = [
                 GroupConfig.of("row_block", threads=512, items=8),
@@ -228,6 +245,7 @@ class ScanTemplate:
     def render(self, group: Group, config: GroupConfig, ctx: RenderContext) -> KernelCode:
         knobs = {"row_block": ROW_BLOCK_KNOBS, "row_warp": ROW_WARP_KNOBS, "row_split": ROW_SPLIT_KNOBS}
         knobs["col"] = COL_KNOBS
+        knobs["col_tile"] = COL_TILE_KNOBS
         if config.variant not in knobs:
             raise TemplateError(f"scan: unknown variant {config.variant!r}")
         for key, allowed in knobs[config.variant].items():
@@ -496,12 +514,43 @@ class _Renderer:
         )
         return self.sub(_COL, NT=nt, BIND=self.bind(), START=start, STRIDE=stride, MAIN=main, TAIL=tail)
 
+    def col_tile_kernel(self, lanes: int, it: int) -> str:
+        at = f"(base + {self.phys('p')} * inner)"
+
+        def loads(t0: str) -> str:
+            return (
+                "#pragma unroll\n"
+                f"      for (int k = 0; k < {it}; ++k) {{\n"
+                f"        const int64_t p = {t0} + lane * {it} + k;\n"
+                f"        nx[k] = (active && p < L) ? {self.load(at)} : {self.ident};\n"
+                "      }\n"
+            )
+
+        step = self.step("v[k]", at)
+        return self.sub(
+            _COL_TILE,
+            NT=32 * lanes,
+            LANES=lanes,
+            IT=it,
+            TILE=lanes * it,
+            BIND=self.bind(),
+            FIRST=loads("(int64_t)0"),
+            NEXT=loads(f"(t0 + {lanes * it})"),
+            STEP=step,
+        )
+
     # -- host code -----------------------------------------------------------------------------
 
     def host_col(self, nt: int) -> str:
         return (
             f"    {self.P}_col<<<{self.P}_grid(optiml_cdiv({self.P}_outer * {self.P}_inner, {nt})), {nt}, 0, stream>>>"
             f"({self.hargs}, {self.P}_outer * {self.P}_inner, {self.P}_L, {self.P}_inner);\n"
+        )
+
+    def host_col_tile(self, lanes: int) -> str:
+        return (
+            f"    {self.P}_col_tile<<<{self.P}_grid(optiml_cdiv({self.P}_lines, 32)), {32 * lanes}, 0, stream>>>"
+            f"({self.hargs}, {self.P}_lines, {self.P}_L, {self.P}_inner);\n"
         )
 
     def host_opt_in(self, kernel: str, smem: str) -> str:
@@ -565,7 +614,8 @@ class _Renderer:
         inner_is_one = self.ndim == 0 or self.dim == self.ndim - 1  # no dims after the scanned one
         col_config = self.config if variant == "col" else (None if inner_is_one else COL_FALLBACK)
         split_config = self.config if variant == "row_split" else SPLIT_FALLBACK
-        nt, it = int(self.config.get("threads")), int(self.config.get("items", 1))
+        nt = int(self.config.get("threads", 32 * int(self.config.get("lanes", 1))))
+        it = int(self.config.get("items", 1))
         snt, sit = int(split_config.get("threads")), int(split_config.get("items"))
 
         device: list[str] = []
@@ -574,7 +624,9 @@ class _Renderer:
         elif variant == "row_warp":
             device.append(self.row_warp_kernel(nt, it))
         device.append(self.split_kernels(snt, sit))
-        if col_config is not None:
+        if variant == "col_tile":
+            device.append(self.col_tile_kernel(int(self.config.get("lanes")), it))
+        elif col_config is not None:
             device.append(self.col_kernel(int(col_config.get("threads")), int(col_config.get("unroll"))))
 
         kernels, used = compact_descriptors("".join(device))
@@ -594,7 +646,9 @@ class _Renderer:
             split_when = "true" if inner_is_one else f"({P}_inner == 1 || {split_when})"
             ws_when = "true" if inner_is_one else f"(({inner}) == 1 || {ws_when})"
         branches: list[tuple[str, str]] = [(split_when, self.host_split(snt, sit))]
-        if col_config is not None:
+        if variant == "col_tile":
+            branches.append(("true", self.host_col_tile(int(self.config.get("lanes")))))
+        elif col_config is not None:
             col_when = "true" if variant in ("col", "row_split") else f"({P}_inner > 1)"
             branches.append((col_when, self.host_col(int(col_config.get("threads")))))
         if variant in ("row_block", "row_warp"):
@@ -850,5 +904,48 @@ __global__ void __launch_bounds__({NT}) {P}_col({KP}, int64_t ncols, int64_t L, 
     int64_t j = 0;
     int64_t gi = {START};
 {MAIN}{TAIL}  }}
+}}
+"""
+
+_COL_TILE = """\
+// A block takes 32 consecutive (outer, inner) columns, {LANES} lanes a column; a tile of {TILE} positions a
+// column: each lane {IT} consecutive ones, loaded while the tile before is scanned. The lanes' totals meet in
+// shared memory (two buffers: one barrier a tile), each lane starts from the carry and the lanes before it; the
+// carry takes them all.
+__global__ void __launch_bounds__({NT}) {P}_col_tile({KP}, int64_t ncols, int64_t L, int64_t inner) {{
+{BIND}  __shared__ {T} tot[2][{LANES}][32];
+  const int cx = threadIdx.x & 31, lane = threadIdx.x >> 5;
+  for (int64_t c0 = (int64_t)blockIdx.x * 32; c0 < ncols; c0 += (int64_t)gridDim.x * 32) {{
+    const int64_t c = c0 + cx;
+    const bool active = c < ncols;
+    const int64_t o = c / inner;
+    const int64_t base = o * L * inner + (c - o * inner);
+    {T} carry = {ID};
+    {T} nx[{IT}];
+{FIRST}    int buf = 0;
+    for (int64_t t0 = 0; t0 < L; t0 += {TILE}, buf ^= 1) {{
+      {T} v[{IT}];
+#pragma unroll
+      for (int k = 0; k < {IT}; ++k) v[k] = nx[k];
+{NEXT}      {T} t = v[0];
+#pragma unroll
+      for (int k = 1; k < {IT}; ++k) t = {P}_op(t, v[k]);
+      tot[buf][lane][cx] = t;
+      __syncthreads();
+      {T} acc = carry;
+#pragma unroll
+      for (int j = 0; j < {LANES}; ++j) {{
+        const {T} y = tot[buf][j][cx];
+        if (j < lane) acc = {P}_op(acc, y);
+        carry = {P}_op(carry, y);
+      }}
+#pragma unroll
+      for (int k = 0; k < {IT}; ++k) {{
+        const int64_t p = t0 + lane * {IT} + k;
+        if (active && p < L) {{ {STEP} }}
+      }}
+    }}
+    __syncthreads();
+  }}
 }}
 """
