@@ -660,6 +660,10 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("h_pointwise", [GroupConfig.of("wgmma", bm=64, bn=64)]),
     ("h_pointwise_wide", [GroupConfig.of("wgmma", bm=64, bn=128), GroupConfig.of("wgmma", bm=128, bn=64)]),
     ("h_conv_deep", [GroupConfig.of("wgmma", bm=64, bn=64), GroupConfig.of("wgmma", bm=128, bn=128)]),
+    # from the input's channels-last copy: 16-byte copies of one tap's channels (K = 72, 144: one and two slices;
+    # the 8-channel shape set's chunks are whole taps), a residual tail, several column tiles
+    ("h_conv_wide", [GroupConfig.of("wgmma", bm=64, bn=128, nhwc=1), GroupConfig.of("wgmma", bm=128, bn=64, nhwc=1)]),
+    ("h_conv_deep", [GroupConfig.of("wgmma", bm=128, bn=256, nhwc=1), GroupConfig.of("wgmma", bm=64, bn=64, nhwc=1)]),
     (
         "h_depthwise",
         [
@@ -808,6 +812,7 @@ F16_CASES: list[tuple[str, list[GroupConfig]]] = [
             GroupConfig.of("direct", threads=256),
             GroupConfig.of("wgmma", bm=128, bn=256),
             GroupConfig.of("wgmma", bm=64, bn=64),
+            GroupConfig.of("wgmma", bm=128, bn=128, nhwc=1),
         ],
     ),
 ]

@@ -113,6 +113,8 @@ def test_the_1xtf32_warp_group_kernel_compiles_for_hopper(tmp_path: Path) -> Non
         kernels = TemplateKernels.for_task(_task(tmp_path, name))
         for bm, bn in ((64, 64), (128, 128)):
             sources.append(kernels.render([GroupConfig.of("tf32_wgmma", bm=bm, bn=bn)]))
+            if name == "dense3x3":  # and from the input's channels-last copy
+                sources.append(kernels.render([GroupConfig.of("tf32_wgmma", bm=bm, bn=bn, nhwc=1)]))
     compiler = Compiler(CompilerConfig(cache_dir=tmp_path / "cache", arch="sm_90a"))
     for result in compiler.compile_many(sources):
         assert result.ok, result.error_summary(5)
@@ -123,6 +125,12 @@ CASES: list[tuple[str, list[GroupConfig]]] = [
     ("dense3x3", [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4), GroupConfig.of("direct", threads=64)]),
     ("dense3x3", [GroupConfig.of("stencil", tx=32, ty=2, rows=2)]),
     ("strided5x5", [GroupConfig.of("tf32_wgmma", bm=64, bn=64), GroupConfig.of("direct", threads=128)]),
+    # gathered from the input's channels-last copy, rounded as it is copied
+    (
+        "dense3x3",
+        [GroupConfig.of("tf32_wgmma", bm=64, bn=64, nhwc=1), GroupConfig.of("tf32_wgmma", bm=128, bn=128, nhwc=1)],
+    ),
+    ("strided5x5", [GroupConfig.of("tf32_wgmma", bm=64, bn=128, nhwc=1)]),
     (
         "pointwise",
         [GroupConfig.of("tf32_wgmma", bm=64, bn=64), GroupConfig.of("implicit", bm=32, bn=64, bk=16, tm=4, tn=8)],

@@ -1073,17 +1073,22 @@ class ConvTemplate:
         warp_group = facts.arch == "sm_90a" and all(
             t.cin // prob.groups * t.inp[0] * t.inp[1] * t.inp[2] < 2**31 for t in prob.traced
         )
+        # a windowed convolution's warp-group kernels may gather from a channels-last copy of the input
+        nhwc = {} if prob.pointwise else conv_wgmma.NHWC_KNOB
         if gemm and prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
             if warp_group:
-                knobs["wgmma"] = dict(conv_wgmma.HALF_KNOBS)
+                knobs["wgmma"] = {**conv_wgmma.HALF_KNOBS, **nhwc}
         elif gemm:  # at PyTorch's default precision: 1xTF32, and no 3xTF32 (exact) variant
             tf32 = rounds_to_tf32(prob, facts)
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
             if tensor_cores_take_tf32(facts) and not tf32:
                 knobs["tf32x3"] = dict(TF32_KNOBS)
             if warp_group:
-                knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = dict(conv_wgmma.TF32_KNOBS)
+                if tf32:
+                    knobs["tf32_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
+                else:
+                    knobs["tf32x3_wgmma"] = dict(conv_wgmma.TF32_KNOBS)
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
             if tensor_cores_take_tf32(facts) and not rounds_to_tf32(prob, facts):
@@ -1091,7 +1096,8 @@ class ConvTemplate:
         if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
             knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
-        return Space(knobs=knobs, check=partial(_space_check, prob))
+        implied = {variant: {"nhwc": 0} for variant in ("wgmma", "tf32_wgmma") if "nhwc" in knobs.get(variant, {})}
+        return Space(knobs=knobs, check=partial(_space_check, prob), implied=implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         """transposed → implicit (fp32, enough products) or direct; K < 32 or depthwise → stencil (else direct);
@@ -1159,6 +1165,8 @@ class ConvTemplate:
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
                 GroupConfig.of("direct", threads=256),
             ]
+        if "nhwc" in self.space(group, facts).knobs.get(first.variant, {}):  # gathered from a channels-last copy
+            others.insert(0, first.with_params(nhwc=1))
         seeds = [first]
         for config in others:
             if config not in seeds:
@@ -1218,10 +1226,15 @@ class ConvTemplate:
             includes += (PTX_INCLUDE,)
             device += [
                 conv_wgmma.weight_kernel(p, config),
+                *([conv_wgmma.input_kernel(p, config)] if conv_wgmma.channels_last(config) else []),
                 conv_wgmma.kernel(p, config, prob, head, _bias(prob, "co")),
                 conv_wgmma.launch(p, config, prob, MAX_TAPS),
             ]
-            workspace = conv_wgmma.workspace_bytes(config, [ctx.dim(prob.w, d) for d in range(prob.spatial + 2)])
+            workspace = conv_wgmma.workspace_bytes(
+                config,
+                [ctx.dim(prob.w, d) for d in range(prob.spatial + 2)],
+                [ctx.dim(prob.x, d) for d in range(prob.spatial + 2)],
+            )
         elif config.variant == "stencil":
             assert prob.kernel is not None  # the space offers stencil only then
             device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts, tf32))

@@ -31,6 +31,13 @@ the im2col matrix, never stored. A block is ``bm / 64`` warp groups (each owns 6
   8 pixels gathers nothing: its ``FAST`` instance copies 8 pixels at a time by ``cp.async`` into n-major
   panels that the MMA reads transposed.
 
+**Channels last** (``nhwc=1``; a windowed fp16 / bf16 or 1xTF32 convolution whose k is tap-major): the input is
+copied channels-last into the workspace first (:func:`input_kernel`; 1xTF32 rounds it there), so a chunk of the
+im2col matrix (one tap, consecutive channels) is 16 contiguous bytes: one ``cp.async`` straight into the stage,
+zero-filled outside the input, in place of a chunk's 4 or 8 loads a plane apart through registers. Eight lanes
+copy one column's eight chunks (128 contiguous bytes where a k slice lies in one tap); each thread decodes the
+columns it copies once per block.
+
 A slice's MMAs are issued, then the next slice is loaded and stored into the other stage while they run;
 the block commits and waits for its copies (``cp.async.wait_group`` waits for committed groups only), waits
 for its MMAs, and one barrier ends the slice (the stage the stores refill was read by the MMAs of the slice
@@ -58,9 +65,12 @@ PROB_FIELDS = (
     "  int tapmajor;                  // k = tap * Cin_g + ci (Cin_g a multiple of a chunk), else as stored",
     "  uint32_t cg_mul;               // k / Cin_g by multiply-high (0: Cin_g == 1)",
     "  int cg_shr;",
+    "  void* xn;                      // the input channels-last in the workspace (nhwc=1's instance)",
 )
 HALF_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
 TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
+#: Offered to windowed convolutions of ``wgmma`` and ``tf32_wgmma`` (3xTF32 splits each value as it stores it).
+NHWC_KNOB: dict[str, tuple[int, ...]] = {"nhwc": (0, 1)}
 
 
 class ConvGeometry(Protocol):
@@ -87,6 +97,11 @@ def single_tf32(config: GroupConfig) -> bool:
 def floats(config: GroupConfig) -> bool:
     """Whether ``config`` stages fp32 values (the TF32 variants) rather than halves."""
     return split(config) or single_tf32(config)
+
+
+def channels_last(config: GroupConfig) -> bool:
+    """Whether ``config`` gathers from a channels-last copy of the input (``nhwc=1``)."""
+    return bool(config.get("nhwc", 0)) and not split(config)
 
 
 def threads(config: GroupConfig) -> int:
@@ -250,7 +265,63 @@ def _b_staging(p: str, prob: ConvGeometry, config: GroupConfig) -> tuple[str, st
     if prob.pointwise and not tf32:  # FAST: 16-byte copies of 8 pixels, B n-major (read transposed)
         loads = f"    if (FAST) {{\n{_pixel_copies(p, config)}    }} else {{\n{loads}    }}\n"
         stores = f"    if (!FAST) {{\n{stores}    }}\n"
+    elif channels_last(config):  # NHWC (with FAST): 16-byte copies of one tap's channels from the copy
+        loads = f"    if (NHWC) {{\n{_channel_copies(prob, config)}    }} else {{\n{loads}    }}\n"
+        stores = f"    if (!NHWC) {{\n{stores}    }}\n"
     return decl, loads, stores
+
+
+def _channel_columns(prob: ConvGeometry, config: GroupConfig) -> str:
+    """Statements: the columns this thread copies in :func:`_channel_copies` (``threadIdx.x / 8`` and every
+    ``threads / 8`` after it), decoded once: each one's image in the channels-last copy (``cX``), its window's
+    origin (``cz``, ``cy``, ``cx``) and that origin's pixel (``co``)."""
+    bn, nthreads = int(config.get("bn")), threads(config)
+    per, rows = bn * 8 // nthreads, nthreads // 8
+    sd, sh, sw = prob.stride
+    pd, ph, pw = prob.padding
+    return f"""  const int cc = (int)threadIdx.x & 7;  // this thread's 16-byte chunk of a slice row
+  const X_T* __restrict__ xn = (const X_T*)P.xn;
+  const X_T* cX[{per}];
+  int cz[{per}], cy[{per}], cx[{per}], co[{per}];
+  bool cn[{per}];
+#pragma unroll
+  for (int l = 0; l < {per}; ++l) {{
+    const int64_t n = n0 + (int)threadIdx.x / 8 + l * {rows};
+    cn[l] = n < P.NP;
+    const int b = cn[l] ? (int)n / (int)P.OS : 0, o = cn[l] ? (int)n - b * (int)P.OS : 0;
+    const int od = o / (int)P.OHW, oh = (o / (int)P.OW) % (int)P.OH, ow = o % (int)P.OW;
+    cz[l] = od * {sd} - {pd};
+    cy[l] = oh * {sh} - {ph};
+    cx[l] = ow * {sw} - {pw};
+    co[l] = (cz[l] * (int)P.H + cy[l]) * (int)P.W + cx[l];
+    cX[l] = xn + (int64_t)b * P.DHW * P.Cin + gz * P.Cin_g;
+  }}"""
+
+
+def _channel_copies(prob: ConvGeometry, config: GroupConfig) -> str:
+    """A slice of B by ``cp.async`` from the channels-last copy: chunk ``cc`` (k = ``k0 + 8 cc`` ..., one tap of
+    consecutive channels: k is tap-major) of each of this thread's columns, stored where the register path stores
+    it (row = column, 128-byte swizzle), zero-filled past ``K`` and outside the input."""
+    bn, nthreads = int(config.get("bn")), threads(config)
+    per, rows = bn * 8 // nthreads, nthreads // 8
+    inside = " && ".join(
+        f"(unsigned)({axis}[l] + tp.{part}) < {bound}"
+        for axis, part, bound, dim in (("cz", "x", "Du", 3), ("cy", "y", "Hu", 2), ("cx", "z", "Wu", 1))
+        if prob.spatial >= dim
+    )
+    return f"""      const int64_t gk = k0 + (int64_t)cc * {vec(config)};
+      const bool kin = gk < P.K;
+      const int tap = !kin ? 0 : P.cg_mul ? (int)(__umulhi((unsigned)gk, P.cg_mul) >> P.cg_shr) : (int)gk;
+      const int ci = (int)gk - tap * CGi;
+      const int4 tp = taps[tap];
+#pragma unroll
+      for (int l = 0; l < {per}; ++l) {{
+        const int r = (int)threadIdx.x / 8 + l * {rows};
+        const bool ok = kin && cn[l] && {inside};
+        const unsigned at = (unsigned)(r * {ROW} + ((cc ^ (r & 7)) << 4));
+        optiml_cp16(b_big + at, ok ? (const void*)(cX[l] + (int64_t)(co[l] + tp.w) * P.Cin + ci) : P.xn, ok);
+      }}
+"""
 
 
 def _pixel_columns(bn: int) -> str:
@@ -337,6 +408,8 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
     if not tf32:  # B by 16-byte pixel copies, n-major (a pointwise conv's FAST instance)
         pixel_decl = f"  constexpr bool PIXELS = {'FAST' if pixels else 'false'};"
         pixel_decl = (_pixel_columns(bn) + "\n" if pixels else "") + pixel_decl
+    if channels_last(config) and not prob.pointwise:
+        pixel_decl += "\n" + _channel_columns(prob, config)
     if split(config):
         addresses = f"""\
     const unsigned a_big = s0 + (unsigned)buf * {stage}u, a_small = a_big + {a_bytes}u;
@@ -402,8 +475,8 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
     return f"""\
 // Implicit GEMM on warp-group MMAs, {kind}: {bm}x{bn} tile per block, {bm // 64} warp group(s) of 64 output
 // channels, {bk}-deep slices in two 128-byte-swizzled stages; the next slice is gathered and stored while the
-// current one's MMAs run.
-template <bool FAST>
+// current one's MMAs run{" (NHWC: copied from the input's channels-last copy)" if channels_last(config) else ""}.
+template <bool FAST, bool NHWC>
 __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {{
   typedef {ctype} X_T;
   extern __shared__ __align__(16) unsigned char {p}_smem[];
@@ -477,6 +550,37 @@ __global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob
 """
 
 
+def input_kernel(p: str, config: GroupConfig) -> str:
+    """``{p}_xnhwc``: the input copied channels-last into the workspace (``[B][DHW][Cin]``), by 32 x 32 tiles
+    through shared memory (both sides coalesced); 1xTF32 rounds each value as it is copied."""
+    ctype = "float" if floats(config) else "unsigned short"
+    value = "optiml_round_tf32(t[tx][q])" if single_tf32(config) else "t[tx][q]"
+    return f"""\
+// The input channels-last (NHWC) for the warp-group kernel's NHWC instance: tile (image, 32 pixels, 32 channels)
+// i of a grid-stride walk, read along pixels and written along channels.
+__global__ void __launch_bounds__(256) {p}_xnhwc(const {p}_prob P) {{
+  __shared__ {ctype} t[32][33];
+  const {ctype}* __restrict__ x = (const {ctype}*)P.x;
+  {ctype}* __restrict__ xn = ({ctype}*)P.xn;
+  const int64_t tp = (P.DHW + 31) / 32, tc = (P.Cin + 31) / 32, tiles = P.B * tp * tc;
+  const int tx = (int)threadIdx.x & 31, ty = (int)threadIdx.x >> 5;
+  for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {{
+    const int64_t b = i / (tp * tc), r = i - b * tp * tc, q0 = (r / tc) * 32, c0 = (r % tc) * 32;
+    for (int c = ty; c < 32; c += 8) {{
+      const int64_t q = q0 + tx;
+      if (c0 + c < P.Cin && q < P.DHW) t[c][tx] = x[(b * P.Cin + c0 + c) * P.DHW + q];
+    }}
+    __syncthreads();
+    for (int q = ty; q < 32; q += 8) {{
+      const int64_t c = c0 + tx;
+      if (c < P.Cin && q0 + q < P.DHW) xn[(b * P.DHW + q0 + q) * P.Cin + c] = {value};
+    }}
+    __syncthreads();
+  }}
+}}
+"""
+
+
 def launch(p: str, config: GroupConfig, prob: ConvGeometry, max_taps: int) -> str:
     """``{p}_launch``: the weights reordered, then the kernel's ``FAST`` instance where it applies (a windowed
     convolution: ``Cin_g`` a multiple of a chunk, so k is tap-major; a half pointwise one: pixels per image
@@ -485,17 +589,24 @@ def launch(p: str, config: GroupConfig, prob: ConvGeometry, max_taps: int) -> st
 
     def start(instance: str) -> str:
         kernel = f"{p}_wgmma_conv<{instance}>"
+        copy = ""
+        if instance == "true, true":  # the channels-last copy first
+            copy = f"""\
+    const int64_t tiles = P.B * ((P.DHW + 31) / 32) * ((P.Cin + 31) / 32);
+    {p}_xnhwc<<<(unsigned)(tiles < 65536 ? tiles : 65536), 256, 0, stream>>>(P);
+"""
         return f"""\
-    // the shared-memory limit raised at every call (about a microsecond): no state kept across calls
+{copy}    // the shared-memory limit raised at every call (about a microsecond): no state kept across calls
     const cudaError_t e = cudaFuncSetAttribute({kernel}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});
     if (e != cudaSuccess) return (int)e;
     {kernel}<<<(unsigned)blocks, {nthreads}, {smem}, stream>>>(P);"""
 
     if prob.pointwise and floats(config):  # no FAST instance: TF32 values are rounded through registers
-        body = f"  {{\n{start('false')}\n  }}"
+        body = f"  {{\n{start('false, false')}\n  }}"
     else:
         fast = "P.OS % 8 == 0 && ((uintptr_t)P.x & 15) == 0" if prob.pointwise else "P.tapmajor != 0"
-        body = f"  if ({fast}) {{\n{start('true')}\n  }} else {{\n{start('false')}\n  }}"
+        nhwc = "true" if channels_last(config) and not prob.pointwise else "false"
+        body = f"  if ({fast}) {{\n{start('true, ' + nhwc)}\n  }} else {{\n{start('false, false')}\n  }}"
     return f"""\
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.M <= 0 || P.NP <= 0) return 0;
@@ -518,16 +629,24 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 
 
 def host(config: GroupConfig, workspace: str) -> list[str]:
-    """Host statements after the shapes: the reordered weights' place and pitch."""
+    """Host statements after the shapes: the reordered weights' place and pitch, and the channels-last copy's
+    place after them (256-byte aligned)."""
+    size = 4 if floats(config) else 2
     return [
         f"  P.Kp = (P.K + {vec(config) - 1}) / {vec(config)} * {vec(config)};",
         f"  P.wt = (void*)({workspace});",
+        f"  P.xn = (void*)((char*)P.wt + (P.Cout * P.Kp * {size} + 255) / 256 * 256);",
     ]
 
 
-def workspace_bytes(config: GroupConfig, weight_dims: list[str]) -> str:
+def workspace_bytes(config: GroupConfig, weight_dims: list[str], input_dims: list[str]) -> str:
     """A C expression: the reordered weights' bytes (``weight_dims``: the weight's dims, ``[C_out][C_in/g]
-    [k...]``): ``C_out`` rows of ``K`` rounded up to a chunk."""
+    [k...]``): ``C_out`` rows of ``K`` rounded up to a chunk; with ``nhwc=1`` (windowed convolutions only), rounded
+    up to 256 bytes and followed by the input's channels-last copy (``input_dims``: the input's dims)."""
     chunk, size = vec(config), 4 if floats(config) else 2
     k = " * ".join(f"(int64_t)({d})" for d in weight_dims[1:])
-    return f"((int64_t)({weight_dims[0]}) * ((({k}) + {chunk - 1}) / {chunk} * {chunk}) * {size})"
+    weights = f"((int64_t)({weight_dims[0]}) * ((({k}) + {chunk - 1}) / {chunk} * {chunk}) * {size})"
+    if not channels_last(config):
+        return weights
+    copy = " * ".join(f"(int64_t)({d})" for d in input_dims)
+    return f"(({weights} + 255) / 256 * 256 + {copy} * {size})"
