@@ -69,6 +69,9 @@ PROB_FIELDS = (
 )
 HALF_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
 TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
+#: Stages of the channels-last instance, whose slices all move by ``cp.async``: three slices in flight while one
+#: slice's MMAs run (two stages left the MMAs waiting on a slice's gather latency).
+PIPELINE_STAGES = 4
 #: Offered to windowed convolutions of ``wgmma`` and ``tf32_wgmma`` (3xTF32 splits each value as it stores it).
 NHWC_KNOB: dict[str, tuple[int, ...]] = {"nhwc": (0, 1)}
 
@@ -113,9 +116,14 @@ def stage_bytes(config: GroupConfig) -> int:
     return (2 if split(config) else 1) * (bm + bn) * ROW
 
 
+def stages(config: GroupConfig) -> int:
+    """Shared-memory stages: :data:`PIPELINE_STAGES` where every copy is asynchronous (``nhwc=1``), else two."""
+    return PIPELINE_STAGES if channels_last(config) else 2
+
+
 def smem_bytes(config: GroupConfig) -> int:
-    """Dynamic shared memory: two stages and the alignment slack of the dynamic base."""
-    return 2 * stage_bytes(config) + ALIGN
+    """Dynamic shared memory: the stages and the alignment slack of the dynamic base."""
+    return stages(config) * stage_bytes(config) + ALIGN
 
 
 def vec(config: GroupConfig) -> int:
@@ -420,6 +428,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
   for (int i = 0; i < {bn // 2}; ++i) acc[i] = part[i] = 0.f;"""
         mmas = gemm_tf32_wgmma.slice_mmas(p, bn, stage, a_bytes, b_bytes)
         sum_partial = f"#pragma unroll\n    for (int i = 0; i < {bn // 2}; ++i) acc[i] += part[i];"
+        pipelined_mmas = ""
     else:  # one tile an operand: fp16 / bf16, or 1xTF32 on the rounded tiles, straight into the accumulators
         addresses = f"""\
     const unsigned a_big = s0 + (unsigned)buf * {stage}u, b_big = a_big + {a_bytes}u;"""
@@ -441,13 +450,18 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
       else
         {wgmma_function(prob.dtype, bn, True)}(acc, da, optiml_desc(bb + ks * 32u, 16u, 1024u));
     }}"""
-        mmas = f"""\
-    const unsigned ab = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
-    const unsigned bb = s0 + (unsigned)(kt & 1) * {stage}u + {a_bytes}u;
+
+        def issue(slot: str) -> str:
+            return f"""\
+    const unsigned ab = s0 + (unsigned){slot} * {stage}u + (unsigned)wg * {64 * ROW}u;
+    const unsigned bb = s0 + (unsigned){slot} * {stage}u + {a_bytes}u;
     optiml_wg_fence();
 #pragma unroll
 {steps}
     optiml_wg_commit();"""
+
+        mmas = issue("(kt & 1)")
+        pipelined_mmas = issue(f"(kt % {stages(config)})")
         sum_partial = ""
     slice_code = f"""\
   {{
@@ -495,6 +509,8 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
 {b_decl}
 {regs}
   const int64_t KT = (P.K + {bk - 1}) / {bk};
+{_pipelined_loop(config, bk, slice_code, pipelined_mmas) if pipelined_mmas and channels_last(config) else ""}\
+  {{
   if (KT > 0) {{
     const int buf = 0;
     const int64_t k0 = 0;
@@ -516,7 +532,40 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
     optiml_proxy_fence();
     __syncthreads();
   }}
+  }}
 {epilogue}}}
+"""
+
+
+def _pipelined_loop(config: GroupConfig, bk: int, slice_code: str, mmas: str) -> str:
+    """The channels-last instance's main loop: ``S`` stages, slices ``kt + 1 .. kt + S - 1`` in flight while slice
+    ``kt``'s MMAs run. One commit group a slice (empty past the last), so waiting until ``S - 2`` groups are pending
+    means slice ``kt`` has landed; the stage refilled in iteration ``kt`` held slice ``kt - 1``, whose MMAs every
+    thread waited for before the barrier that opens the iteration."""
+    n = stages(config)
+    return f"""\
+  if (NHWC) {{  // every copy asynchronous: {n} stages
+  for (int s = 0; s < {n - 1}; ++s) {{
+    if (s < KT) {{
+      const int buf = s;
+      const int64_t k0 = (int64_t)s * {bk};
+{slice_code}    }}
+    optiml_cp_commit();
+  }}
+  for (int64_t kt = 0; kt < KT; ++kt) {{
+    optiml_cp_wait<{n - 2}>();
+    optiml_proxy_fence();
+    __syncthreads();
+{mmas}
+    if (kt + {n - 1} < KT) {{
+      const int buf = (int)((kt + {n - 1}) % {n});
+      const int64_t k0 = (kt + {n - 1}) * {bk};
+{slice_code}    }}
+    optiml_cp_commit();
+    optiml_wg_wait<0>();
+  }}
+  optiml_cp_wait<0>();
+  }} else
 """
 
 
