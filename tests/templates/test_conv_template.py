@@ -65,6 +65,12 @@ SPECS: dict[str, dict[str, Any]] = {
         init="        self.c = nn.Conv2d(C, 6, 3, padding=1)\n        self.bn = nn.BatchNorm2d(6).eval()",
         body="torch.relu(self.bn(self.c(x))) + 1.0",
     ),
+    "conv2d_deep": dict(  # K = 16 x 9 (five 32-deep slices): the channels-last instance's pipeline refills stages
+        sizes={"B": 2, "C": 16, "H": 7, "W": 9},
+        sets=[{"B": 1, "C": 8, "H": 6, "W": 5}, {"B": 2, "C": 6, "H": 5, "W": 4}],
+        init="        self.c = nn.Conv2d(C, 24, 3, padding=1)",
+        body="self.c(x) - 0.5",
+    ),
     "conv2d_strided": dict(  # stride, padding, dilation; no bias
         init="        self.c = nn.Conv2d(C, 5, (3, 2), stride=(2, 1), padding=(2, 1), dilation=(2, 1), bias=False)",
         body="self.c(x)",
@@ -645,6 +651,13 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("conv3d_groups", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=128)]),
     ("pointwise_relu", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)]),
     ("conv2d_bn_relu", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=128)]),
+    # 3xTF32 from the input's channels-last copy (big and small parts): several slices (C = 16, 8), a fallback
+    # to the register path where the channels are not a multiple of a chunk (C = 6), strides and dilation
+    (
+        "conv2d_deep",
+        [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64, nhwc=1), GroupConfig.of("tf32x3_wgmma", bm=128, bn=128, nhwc=1)],
+    ),
+    ("conv2d_strided", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=128, nhwc=1)]),
 ]
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (

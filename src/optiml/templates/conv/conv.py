@@ -1088,7 +1088,7 @@ class ConvTemplate:
                 if tf32:
                     knobs["tf32_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
                 else:
-                    knobs["tf32x3_wgmma"] = dict(conv_wgmma.TF32_KNOBS)
+                    knobs["tf32x3_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
             if tensor_cores_take_tf32(facts) and not rounds_to_tf32(prob, facts):
@@ -1096,7 +1096,7 @@ class ConvTemplate:
         if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
             knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
-        implied = {variant: {"nhwc": 0} for variant in ("wgmma", "tf32_wgmma") if "nhwc" in knobs.get(variant, {})}
+        implied = {variant: {"nhwc": 0} for variant in conv_wgmma.VARIANTS if "nhwc" in knobs.get(variant, {})}
         return Space(knobs=knobs, check=partial(_space_check, prob), implied=implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:

@@ -31,12 +31,14 @@ the im2col matrix, never stored. A block is ``bm / 64`` warp groups (each owns 6
   8 pixels gathers nothing: its ``FAST`` instance copies 8 pixels at a time by ``cp.async`` into n-major
   panels that the MMA reads transposed.
 
-**Channels last** (``nhwc=1``; a windowed fp16 / bf16 or 1xTF32 convolution whose k is tap-major): the input is
-copied channels-last into the workspace first (:func:`input_kernel`; 1xTF32 rounds it there), so a chunk of the
+**Channels last** (``nhwc=1``; a windowed convolution whose k is tap-major): the input is copied channels-last into
+the workspace first (:func:`input_kernel`; 1xTF32 rounds it there, 3xTF32 writes its big and small parts as two
+copies, and the weights' reorder splits them too), so a chunk of the
 im2col matrix (one tap, consecutive channels) is 16 contiguous bytes: one ``cp.async`` straight into the stage,
 zero-filled outside the input, in place of a chunk's 4 or 8 loads a plane apart through registers. Eight lanes
 copy one column's eight chunks (128 contiguous bytes where a k slice lies in one tap); each thread decodes the
-columns it copies once per block.
+columns it copies once per block. Every copy being asynchronous, the instance runs :data:`PIPELINE_STAGES` stages
+(three with 3xTF32's double tiles where four do not fit).
 
 A slice's MMAs are issued, then the next slice is loaded and stored into the other stage while they run;
 the block commits and waits for its copies (``cp.async.wait_group`` waits for committed groups only), waits
@@ -66,13 +68,15 @@ PROB_FIELDS = (
     "  uint32_t cg_mul;               // k / Cin_g by multiply-high (0: Cin_g == 1)",
     "  int cg_shr;",
     "  void* xn;                      // the input channels-last in the workspace (nhwc=1's instance)",
+    "  int parts;                     // 3xTF32's NHWC instance: weights and input copied as big, then small parts",
 )
 HALF_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
 TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
 #: Stages of the channels-last instance, whose slices all move by ``cp.async``: three slices in flight while one
 #: slice's MMAs run (two stages left the MMAs waiting on a slice's gather latency).
 PIPELINE_STAGES = 4
-#: Offered to windowed convolutions of ``wgmma`` and ``tf32_wgmma`` (3xTF32 splits each value as it stores it).
+TABLE_RESERVE = 16 * 1024  # shared memory the conv template's static tables may take beside the stages
+#: Offered to windowed convolutions of the three variants.
 NHWC_KNOB: dict[str, tuple[int, ...]] = {"nhwc": (0, 1)}
 
 
@@ -104,7 +108,7 @@ def floats(config: GroupConfig) -> bool:
 
 def channels_last(config: GroupConfig) -> bool:
     """Whether ``config`` gathers from a channels-last copy of the input (``nhwc=1``)."""
-    return bool(config.get("nhwc", 0)) and not split(config)
+    return bool(config.get("nhwc", 0))
 
 
 def threads(config: GroupConfig) -> int:
@@ -118,7 +122,10 @@ def stage_bytes(config: GroupConfig) -> int:
 
 def stages(config: GroupConfig) -> int:
     """Shared-memory stages: :data:`PIPELINE_STAGES` where every copy is asynchronous (``nhwc=1``), else two."""
-    return PIPELINE_STAGES if channels_last(config) else 2
+    if not channels_last(config):
+        return 2
+    fits = PIPELINE_STAGES * stage_bytes(config) + ALIGN + TABLE_RESERVE <= MAX_SMEM
+    return PIPELINE_STAGES if fits else PIPELINE_STAGES - 1
 
 
 def smem_bytes(config: GroupConfig) -> int:
@@ -317,6 +324,9 @@ def _channel_copies(prob: ConvGeometry, config: GroupConfig) -> str:
         for axis, part, bound, dim in (("cz", "x", "Du", 3), ("cy", "y", "Hu", 2), ("cx", "z", "Wu", 1))
         if prob.spatial >= dim
     )
+    # 3xTF32: the small parts' copy lies one input after the big parts'
+    small = "\n        optiml_cp16(b_small + at, ok ? (const void*)(src + P.B * P.DHW * P.Cin) : P.xn, ok);"
+    small = small if split(config) else ""
     return f"""      const int64_t gk = k0 + (int64_t)cc * {vec(config)};
       const bool kin = gk < P.K;
       const int tap = !kin ? 0 : P.cg_mul ? (int)(__umulhi((unsigned)gk, P.cg_mul) >> P.cg_shr) : (int)gk;
@@ -327,7 +337,8 @@ def _channel_copies(prob: ConvGeometry, config: GroupConfig) -> str:
         const int r = (int)threadIdx.x / 8 + l * {rows};
         const bool ok = kin && cn[l] && {inside};
         const unsigned at = (unsigned)(r * {ROW} + ((cc ^ (r & 7)) << 4));
-        optiml_cp16(b_big + at, ok ? (const void*)(cX[l] + (int64_t)(co[l] + tp.w) * P.Cin + ci) : P.xn, ok);
+        const X_T* src = cX[l] + (int64_t)(co[l] + tp.w) * P.Cin + ci;
+        optiml_cp16(b_big + at, ok ? (const void*)src : P.xn, ok);{small}
       }}
 """
 
@@ -387,6 +398,18 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
       ra[l] = ok ? *(const float4*)(Wg + gm * P.Kp + gk) : make_float4(0.f, 0.f, 0.f, 0.f);
     }}
 """
+    if channels_last(config):  # the reorder wrote the big parts, then the small ones: both by cp.async
+        copies = f"""\
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {{
+      {where}
+      {inside}
+      {at}
+      optiml_cp16(a_big + at, Wg + (ok ? gm * P.Kp + gk : 0), ok);
+      optiml_cp16(a_small + at, Wg + P.Cout * P.Kp + (ok ? gm * P.Kp + gk : 0), ok);
+    }}
+"""
+        loads = f"    if (NHWC) {{\n{copies}    }} else {{\n{loads}    }}\n"
     stores = f"""\
 #pragma unroll
     for (int l = 0; l < 4; ++l) {{
@@ -396,6 +419,8 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
 {gemm_tf32_wgmma.store_split(p, "a", 6)}
     }}
 """
+    if channels_last(config):
+        stores = f"    if (!NHWC) {{\n{stores}    }}\n"
     return "  float4 ra[4];", loads, stores
 
 
@@ -428,7 +453,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
   for (int i = 0; i < {bn // 2}; ++i) acc[i] = part[i] = 0.f;"""
         mmas = gemm_tf32_wgmma.slice_mmas(p, bn, stage, a_bytes, b_bytes)
         sum_partial = f"#pragma unroll\n    for (int i = 0; i < {bn // 2}; ++i) acc[i] += part[i];"
-        pipelined_mmas = ""
+        pipelined_mmas = gemm_tf32_wgmma.slice_mmas(p, bn, stage, a_bytes, b_bytes, f"(kt % {stages(config)})")
     else:  # one tile an operand: fp16 / bf16, or 1xTF32 on the rounded tiles, straight into the accumulators
         addresses = f"""\
     const unsigned a_big = s0 + (unsigned)buf * {stage}u, b_big = a_big + {a_bytes}u;"""
@@ -509,7 +534,7 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
 {b_decl}
 {regs}
   const int64_t KT = (P.K + {bk - 1}) / {bk};
-{_pipelined_loop(config, bk, slice_code, pipelined_mmas) if pipelined_mmas and channels_last(config) else ""}\
+{_pipelined_loop(config, bk, slice_code, pipelined_mmas, sum_partial) if channels_last(config) else ""}\
   {{
   if (KT > 0) {{
     const int buf = 0;
@@ -537,7 +562,7 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
 """
 
 
-def _pipelined_loop(config: GroupConfig, bk: int, slice_code: str, mmas: str) -> str:
+def _pipelined_loop(config: GroupConfig, bk: int, slice_code: str, mmas: str, sum_partial: str) -> str:
     """The channels-last instance's main loop: ``S`` stages, slices ``kt + 1 .. kt + S - 1`` in flight while slice
     ``kt``'s MMAs run. One commit group a slice (empty past the last), so waiting until ``S - 2`` groups are pending
     means slice ``kt`` has landed; the stage refilled in iteration ``kt`` held slice ``kt - 1``, whose MMAs every
@@ -563,6 +588,7 @@ def _pipelined_loop(config: GroupConfig, bk: int, slice_code: str, mmas: str) ->
 {slice_code}    }}
     optiml_cp_commit();
     optiml_wg_wait<0>();
+{sum_partial}
   }}
   optiml_cp_wait<0>();
   }} else
@@ -578,6 +604,13 @@ def weight_kernel(p: str, config: GroupConfig) -> str:
     if single_tf32(config):
         value = f"optiml_round_tf32({value})"
     rounded = " (rounded to TF32: the 1xTF32 kernel copies them as they are)" if single_tf32(config) else ""
+    store = "wt[i] = v;"
+    if split(config) and channels_last(config):  # the NHWC instance copies the parts: big ones, then small ones
+        rounded = " (split into TF32 parts, big then small, for the NHWC instance)"
+        store = (
+            "if (P.parts) { unsigned big, small; optiml_split(v, big, small); wt[i] = __uint_as_float(big); "
+            "wt[total + i] = __uint_as_float(small); } else wt[i] = v;"
+        )
     return f"""\
 // The weights as the warp-group kernel reads them{rounded}: output channel m's row holds k in [0, Kp), tap-major
 // (k = tap * Cin_g + ci) when P.tapmajor, else as stored (k = ci * KS + tap); zero past K.
@@ -593,7 +626,7 @@ __global__ void __launch_bounds__({REORDER_THREADS}) {p}_wreorder(const {p}_prob
       const int64_t tap = k / P.Cin_g, ci = k - tap * P.Cin_g;
       v = {value};
     }}
-    wt[i] = v;
+    {store}
   }}
 }}
 """
@@ -604,6 +637,12 @@ def input_kernel(p: str, config: GroupConfig) -> str:
     through shared memory (both sides coalesced); 1xTF32 rounds each value as it is copied."""
     ctype = "float" if floats(config) else "unsigned short"
     value = "optiml_round_tf32(t[tx][q])" if single_tf32(config) else "t[tx][q]"
+    write = f"xn[at] = {value};"
+    if split(config):  # the big parts, then one input on the small ones
+        write = (
+            "{ unsigned big, small; optiml_split(t[tx][q], big, small); xn[at] = __uint_as_float(big); "
+            "xn[P.B * P.DHW * P.Cin + at] = __uint_as_float(small); }"
+        )
     return f"""\
 // The input channels-last (NHWC) for the warp-group kernel's NHWC instance: tile (image, 32 pixels, 32 channels)
 // i of a grid-stride walk, read along pixels and written along channels.
@@ -622,7 +661,8 @@ __global__ void __launch_bounds__(256) {p}_xnhwc(const {p}_prob P) {{
     __syncthreads();
     for (int q = ty; q < 32; q += 8) {{
       const int64_t c = c0 + tx;
-      if (c < P.Cin && q0 + q < P.DHW) xn[(b * P.DHW + q0 + q) * P.Cin + c] = {value};
+      const int64_t at = (b * P.DHW + q0 + q) * P.Cin + c;
+      if (c < P.Cin && q0 + q < P.DHW) {write}
     }}
     __syncthreads();
   }}
@@ -663,6 +703,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.K > 2147483647LL || P.NP > 2147483647LL || P.Cin_g * P.DHW > 2147483647LL) return -4;
   if (P.KS > {max_taps}) return -5;  // more kernel taps than the shared table holds
   P.tapmajor = P.Cin_g % {vec(config)} == 0;
+  P.parts = {"P.tapmajor" if split(config) and channels_last(config) and not prob.pointwise else "0"};
   P.tiles_m = (P.M + {bm - 1}) / {bm};
   P.tiles_n = (P.NP + {bn - 1}) / {bn};
   const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
@@ -680,7 +721,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 def host(config: GroupConfig, workspace: str) -> list[str]:
     """Host statements after the shapes: the reordered weights' place and pitch, and the channels-last copy's
     place after them (256-byte aligned)."""
-    size = 4 if floats(config) else 2
+    size = (4 if floats(config) else 2) * (2 if split(config) and channels_last(config) else 1)
     return [
         f"  P.Kp = (P.K + {vec(config) - 1}) / {vec(config)} * {vec(config)};",
         f"  P.wt = (void*)({workspace});",
@@ -693,6 +734,7 @@ def workspace_bytes(config: GroupConfig, weight_dims: list[str], input_dims: lis
     [k...]``): ``C_out`` rows of ``K`` rounded up to a chunk; with ``nhwc=1`` (windowed convolutions only), rounded
     up to 256 bytes and followed by the input's channels-last copy (``input_dims``: the input's dims)."""
     chunk, size = vec(config), 4 if floats(config) else 2
+    size *= 2 if split(config) and channels_last(config) else 1  # 3xTF32's NHWC instance: big and small parts
     k = " * ".join(f"(int64_t)({d})" for d in weight_dims[1:])
     weights = f"((int64_t)({weight_dims[0]}) * ((({k}) + {chunk - 1}) / {chunk} * {chunk}) * {size})"
     if not channels_last(config):

@@ -92,13 +92,13 @@ def store_split(p: str, name: str, indent: int) -> str:
     return "\n".join(" " * indent + line for line in lines)
 
 
-def slice_mmas(p: str, bn: int, stage: int, a_bytes: int, b_bytes: int) -> str:
-    """Statements: one 32-deep slice's 3xTF32 warp-group MMAs into ``part`` (stage ``kt & 1``; A big, A small,
+def slice_mmas(p: str, bn: int, stage: int, a_bytes: int, b_bytes: int, slot: str = "(kt & 1)") -> str:
+    """Statements: one 32-deep slice's 3xTF32 warp-group MMAs into ``part`` (stage ``slot``; A big, A small,
     B big, B small in that order), small terms first, the slice's first MMA zeroing the partial; committed."""
     return f"""\
-    const unsigned a_big = s0 + (unsigned)(kt & 1) * {stage}u + (unsigned)wg * {64 * ROW}u;
+    const unsigned a_big = s0 + (unsigned){slot} * {stage}u + (unsigned)wg * {64 * ROW}u;
     const unsigned a_small = a_big + {a_bytes}u;
-    const unsigned b_big = s0 + (unsigned)(kt & 1) * {stage}u + {2 * a_bytes}u, b_small = b_big + {b_bytes}u;
+    const unsigned b_big = s0 + (unsigned){slot} * {stage}u + {2 * a_bytes}u, b_small = b_big + {b_bytes}u;
     optiml_wg_fence();
 #pragma unroll
     for (unsigned ks = 0; ks < {BK // 8}; ++ks) {{  // small terms first; the slice's first MMA zeroes the partial
