@@ -191,3 +191,46 @@ def test_a_float_tensor_holding_a_mask_s_values_is_taken_for_the_mask(tmp_path: 
     assert module._uncast([x, mask.float()])[1].dtype == torch.bool and module._EXACT_INPUTS == (1,)
     half = mask.float() * 0.5
     assert module._uncast([x, half])[1] is half  # not a mask's values: left for the check to refuse
+
+
+RECURRENT_TASK = """import torch
+import torch.nn as nn
+
+B, N = 4, 8
+OPTIML = {"dtype": "float32"}
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.hidden = torch.randn(B, n)  # a plain attribute, as KernelBench's 33_VanillaRNN holds its state
+        self.lin = nn.Linear(2 * n, n)
+
+    def forward(self, x, initial_hidden):
+        self.hidden.copy_(initial_hidden)
+        self.hidden = self.hidden.to(x.device)
+        self.hidden = torch.tanh(self.lin(torch.cat((x, self.hidden), dim=1)))
+        return self.hidden[:, :3]
+
+
+def get_inputs():
+    return [torch.randn(B, N), torch.randn(B, N)]
+
+
+def get_init_inputs():
+    return [N]
+"""
+
+
+def test_output_shapes_of_a_model_that_copies_an_input_into_a_held_tensor(tmp_path: Path) -> None:
+    """The meta shadow holds the model's plain tensor attributes on the meta device too: copying a meta input
+    into the real hidden state failed ("Cannot copy out of meta tensor", 33_VanillaRNN's export, H100
+    2026-12-07). The model's own state is left as it was."""
+    path = write(tmp_path, "recurrent.py", RECURRENT_TASK)
+    text = render_model_new(load_task(path), KernelSource.from_file(TASKS / "layernorm.naive.cu"))
+    module = import_file(write(tmp_path, "recurrent_model_new.py", text))
+    model = module.ModelNew(8)
+    hidden = model.hidden.clone()
+    block = module.argument_block(model, torch.randn(4, 8), torch.randn(4, 8))
+    assert block.output_specs == [((4, 3), torch.float32)]
+    assert torch.equal(model.hidden, hidden) and not model.hidden.is_meta
