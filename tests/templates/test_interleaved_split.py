@@ -1,7 +1,8 @@
 """split_row with interleaved blocks (``interleave=1``): each block takes every C-th tile of the row, the grid a front
 sweeping it, instead of one contiguous chunk. Checked against torch on the CPU emulator for element-wise rows of
 one run and of two, broadcast operands, packs spanning runs and two packs a thread; offered only where no
-reduction combines the blocks' partial results (their order is the chunks' order)."""
+reduction combines the blocks' partial results (their order is the chunks' order); a move for the search, not a
+seed."""
 
 from __future__ import annotations
 
@@ -66,11 +67,14 @@ def test_the_interleaved_block_strides_by_the_grid(tmp_path: Path) -> None:
     assert kernels.render([chunked]).code == kernels.render([chunked.with_params(interleave=0)]).code
 
 
-def test_interleaving_is_seeded_for_element_wise_rows_and_refused_with_a_reduction(tmp_path: Path) -> None:
+def test_interleaving_is_a_move_for_element_wise_rows_and_refused_with_a_reduction(tmp_path: Path) -> None:
+    """Timed against chunks it tied (19_ReLU 4.518 against 4.501 ms, 21_Sigmoid 4.532 against 4.535 ms; H100,
+    a09bd2e): a move for the search, not a seed."""
     silu = planned(write_task(tmp_path, "silu", TASKS["silu"]))
     (default,) = silu.default()
     assert default.variant == "split_row"
-    assert [default.with_params(interleave=1)] in silu.seeds(4)
+    assert all(configs[0].get("interleave", 0) == 0 for configs in silu.seeds(4))
+    assert default.with_params(interleave=1) in [move.config for move in silu.neighbours([default])]
     total = planned(write_task(tmp_path, "total", task_text(SHAPES, "x\nreturn (x * x).sum()", "[torch.randn(B, N)]")))
     config = GroupConfig.of("split_row", threads=128, vec=4, blocks_per_sm=2, interleave=1)
     assert "interleave=1 not in" in (total.spaces[0].reason_invalid(config) or "")

@@ -151,7 +151,8 @@ class RowTemplate:
                 "ilp": (1, 2),
                 # blocks take the row's tiles in turn (a front sweeping the row, as eager's element-wise kernels
                 # do) rather than a contiguous chunk each; only where no reduction combines the blocks' parts in
-                # chunk order (an arg-max's first index)
+                # chunk order (an arg-max's first index). A move, not a seed: it tied with chunks on 19_ReLU and
+                # 21_Sigmoid (template_sweep_interleave_h100_2026-12-07.json)
                 "interleave": (0, 1) if not prog.reductions else (0,),
             }
         else:
@@ -227,8 +228,6 @@ class RowTemplate:
         vec = first.get("vec", 1)
         options: list[GroupConfig] = []
         if lay.inner_reduced:
-            if first.variant == "split_row" and not prog.reductions:  # the blocks a sweeping front, not chunks
-                options.append(first.with_params(interleave=1))
             if rows > 1:  # a block a row where the row has a pack for each thread (nearest upsampling's rows of 256
                 # ran 0.75-14 ms with a block each, 0.25 ms with a warp, H100, template_sweep_upsample_span_h100_*)
                 options += [
