@@ -20,6 +20,7 @@ from optiml.bench.user_clock import (
     UserClockOptions,
     UserClockResult,
     Verdict,
+    card_is_crowded,
     eval_block,
     measure_for_bench,
 )
@@ -137,12 +138,22 @@ def test_a_bench_measurement_that_cannot_run_is_a_field_not_an_exception() -> No
             self.stops += 1
 
     judge = Judge()
-    for footprint, stops in ((1 << 20, 0), (RELEASE_BYTES + 1, 1)):
-        data = measure_for_bench(task, kernel, ROOT / "no-such-store.db", None, False, judge, footprint)
+    for footprint, crowded, stops in ((1 << 20, False, 0), (RELEASE_BYTES + 1, False, 1), (1 << 20, True, 2)):
+        store = ROOT / "no-such-store.db"
+        data = measure_for_bench(task, kernel, store, None, False, judge, footprint, crowded=crowded)
         result = UserClockResult.from_dict(data)
         assert result.task == "silu" and not result.ok
         assert result.error.startswith("loading the task or the export:") and "\n" not in result.error
         assert judge.stops == stops
+
+
+def test_a_card_the_judge_holds_more_than_half_of_is_crowded() -> None:
+    """31_VisionAttention's inputs are small, its reference's temporaries 8 GiB: with the judge's worker holding
+    75 GiB of the card, KernelBench's check could not run its reference (H100, 2026-12-07)."""
+    gib = 1 << 30
+    assert card_is_crowded({"free_bytes": 2 * gib, "memory_bytes": 80 * gib})
+    assert not card_is_crowded({"free_bytes": 60 * gib, "memory_bytes": 80 * gib})
+    assert not card_is_crowded({"name": "a judge of an older version"})  # no figures: nothing to go by
 
 
 def test_no_user_clock_reaches_the_bench_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

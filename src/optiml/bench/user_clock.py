@@ -382,6 +382,17 @@ def _one_line(exc: BaseException) -> str:
 #: Inputs and outputs over this, and the judge's worker is stopped before the user's process runs (it starts
 #: again on the next task's first request), so the two never hold a large task's buffers on the GPU at once.
 RELEASE_BYTES = 1 << 30
+#: The judge's worker is also stopped when the card has less than this share of its memory free after the search:
+#: a task's inputs can be small while its reference's temporaries are not (31_VisionAttention's 8 GiB attention
+#: matrix found the card held by the judge's worker and KernelBench's check could not run its reference, H100,
+#: 2026-12-07).
+CROWDED_FRACTION = 0.5
+
+
+def card_is_crowded(hello: dict[str, Any]) -> bool:
+    """Whether the judge's ``hello`` reply (``free_bytes`` of ``memory_bytes``) says the card is short of memory."""
+    free, total = hello.get("free_bytes"), hello.get("memory_bytes")
+    return isinstance(free, int) and isinstance(total, int) and free < total * CROWDED_FRACTION
 
 
 def bench_options(gpu: int | None, torch_compile: bool) -> UserClockOptions:
@@ -400,15 +411,16 @@ def measure_for_bench(
     footprint: int = 0,
     prebuilt: Prebuilt | None = None,
     ready: ReadyProcess | None = None,
+    crowded: bool = False,
 ) -> dict[str, Any]:
     """A bench row's ``user_clock``: the best kernel measured with :func:`bench_options` (in ``ready``, started
     with them while the judge worked, where given), as a dict; any failure, however it happens, is the dict's
     ``error`` (a bench never loses a row to this measurement). ``worker`` (the judge's) is stopped first when
-    the task's ``footprint`` (bytes in and out) is over :data:`RELEASE_BYTES`. ``prebuilt``: the judge's build
-    of ``kernel`` (:func:`seed_export_build`)."""
+    the task's ``footprint`` (bytes in and out) is over :data:`RELEASE_BYTES` or the card is ``crowded``
+    (:func:`card_is_crowded`). ``prebuilt``: the judge's build of ``kernel`` (:func:`seed_export_build`)."""
     options = ready.options if ready is not None else bench_options(gpu, torch_compile)
     try:
-        if footprint > RELEASE_BYTES and worker is not None:
+        if (footprint > RELEASE_BYTES or crowded) and worker is not None:
             worker.stop()
         return measure_kernel(task, kernel, options, store, prebuilt, ready).to_dict()
     except Exception as exc:

@@ -141,6 +141,7 @@ class Worker:
             "capability": f"{props.major}.{props.minor}",
             "sms": props.multi_processor_count,
             "memory_bytes": props.total_memory,
+            "free_bytes": torch.cuda.mem_get_info(self.device)[0],  # what the card has left beside this process
             "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
