@@ -379,17 +379,27 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
     where = f"const int f = (int)threadIdx.x + l * {nthreads}, r = f >> 3, c = f & 7;"
     at = f"const unsigned at = (unsigned)(r * {ROW} + ((c ^ (r & 7)) << 4));"
     inside = f"const int64_t gm = m0 + r, gk = k0 + c * {vec(config)};\n      const bool ok = gm < P.M && gk < P.Kp;"
-    if not split(config):
-        loads = f"""\
+
+    def copies(parts: tuple[str, ...]) -> str:
+        """The weight chunks by ``cp.async`` into each tile of ``parts`` (``big``, and 3xTF32's ``small``, whose
+        copy the reorder wrote one weight tensor on)."""
+        lines = [
+            f"      optiml_cp16(a_{part} + at, Wg + {'P.Cout * P.Kp + ' if part == 'small' else ''}"
+            "(ok ? gm * P.Kp + gk : 0), ok);"
+            for part in parts
+        ]
+        return f"""\
 #pragma unroll
     for (int l = 0; l < 4; ++l) {{
       {where}
       {inside}
       {at}
-      optiml_cp16(a_big + at, Wg + (ok ? gm * P.Kp + gk : 0), ok);
+{chr(10).join(lines)}
     }}
 """
-        return "", loads, ""
+
+    if not split(config):
+        return "", copies(("big",)), ""
     loads = f"""\
 #pragma unroll
     for (int l = 0; l < 4; ++l) {{
@@ -399,17 +409,7 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
     }}
 """
     if channels_last(config):  # the reorder wrote the big parts, then the small ones: both by cp.async
-        copies = f"""\
-#pragma unroll
-    for (int l = 0; l < 4; ++l) {{
-      {where}
-      {inside}
-      {at}
-      optiml_cp16(a_big + at, Wg + (ok ? gm * P.Kp + gk : 0), ok);
-      optiml_cp16(a_small + at, Wg + P.Cout * P.Kp + (ok ? gm * P.Kp + gk : 0), ok);
-    }}
-"""
-        loads = f"    if (NHWC) {{\n{copies}    }} else {{\n{loads}    }}\n"
+        loads = f"    if (NHWC) {{\n{copies(('big', 'small'))}    }} else {{\n{loads}    }}\n"
     stores = f"""\
 #pragma unroll
     for (int l = 0; l < 4; ++l) {{
