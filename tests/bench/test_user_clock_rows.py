@@ -22,9 +22,11 @@ from optiml.bench.user_clock import (
     Verdict,
     card_is_crowded,
     eval_block,
+    judge_crowds_card,
     measure_for_bench,
 )
 from optiml.cli import app
+from optiml.errors import WorkerError
 from optiml.kernel.source import KernelSource
 from optiml.store import RunStore
 from optiml.task import load_task
@@ -154,6 +156,19 @@ def test_a_card_the_judge_holds_more_than_half_of_is_crowded() -> None:
     assert card_is_crowded({"free_bytes": 2 * gib, "memory_bytes": 80 * gib})
     assert not card_is_crowded({"free_bytes": 60 * gib, "memory_bytes": 80 * gib})
     assert not card_is_crowded({"name": "a judge of an older version"})  # no figures: nothing to go by
+
+    class Judge:
+        def __init__(self, reply: dict | None) -> None:
+            self.reply = reply
+
+        def request(self, message: dict, timeout_s: float) -> dict:
+            assert message == {"op": "hello"}
+            if self.reply is None:
+                raise WorkerError("the judge's worker exited (code 3)")
+            return self.reply
+
+    assert judge_crowds_card(Judge({"free_bytes": 2 * gib, "memory_bytes": 80 * gib}))
+    assert not judge_crowds_card(Judge(None))  # a worker that died in the search costs the row nothing
 
 
 def test_no_user_clock_reaches_the_bench_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

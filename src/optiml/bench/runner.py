@@ -316,10 +316,10 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         row.run_id = outcome.run_id
         row.cost_usd = outcome.cost_usd
         if ready is not None:  # the best kernel's export timed in a fresh process as KernelBench times it
-            from optiml.bench.user_clock import Prebuilt, card_is_crowded, measure_for_bench
+            from optiml.bench.user_clock import Prebuilt, judge_crowds_card, measure_for_bench
 
             store_path, footprint = out_dir / "runs.db", facts.input_bytes + facts.output_bytes
-            crowded = card_is_crowded(worker.request({"op": "hello"}, timeout_s=60))
+            crowded = judge_crowds_card(worker)
             built = compiler.compile(outcome.best_kernel)  # the judge's build, from its cache
             prebuilt = Prebuilt(Path(built.so_path), compiler.arch) if built.so_path else None
             row.user_clock = measure_for_bench(

@@ -395,6 +395,15 @@ def card_is_crowded(hello: dict[str, Any]) -> bool:
     return isinstance(free, int) and isinstance(total, int) and free < total * CROWDED_FRACTION
 
 
+def judge_crowds_card(worker: Any) -> bool:
+    """:func:`card_is_crowded` by the judge's own ``hello``; False where it cannot answer (a worker that died in the
+    search): the question must not cost the row its verified kernel."""
+    try:
+        return card_is_crowded(worker.request({"op": "hello"}, timeout_s=60))
+    except Exception:
+        return False
+
+
 def bench_options(gpu: int | None, torch_compile: bool) -> UserClockOptions:
     """A bench's measurement on the GPU the judge used (``gpu`` made the only visible device, as
     :class:`~optiml.evaluate.client.WorkerClient` does)."""
