@@ -1085,10 +1085,7 @@ class ConvTemplate:
             if tensor_cores_take_tf32(facts) and not tf32:
                 knobs["tf32x3"] = dict(TF32_KNOBS)
             if warp_group:
-                if tf32:
-                    knobs["tf32_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
-                else:
-                    knobs["tf32x3_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
+                knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
             if tensor_cores_take_tf32(facts) and not rounds_to_tf32(prob, facts):

@@ -111,6 +111,11 @@ def channels_last(config: GroupConfig) -> bool:
     return bool(config.get("nhwc", 0))
 
 
+def parts(config: GroupConfig) -> int:
+    """Copies of each value the workspace holds: 2 for 3xTF32's channels-last instance (big and small parts)."""
+    return 2 if split(config) and channels_last(config) else 1
+
+
 def threads(config: GroupConfig) -> int:
     return int(config.get("bm")) // 64 * 128
 
@@ -177,12 +182,13 @@ def _decode_column(prob: ConvGeometry, bn: int) -> str:
     )
 
 
-def _inside(prob: ConvGeometry) -> str:
-    """The bounds test of a gathered element at tap ``tp``: the conv's spatial dims only (a 1-D or 2-D
-    convolution's leading extents are 1 and its taps' offsets there 0)."""
+def _inside(prob: ConvGeometry, origin: tuple[str, str, str] = ("iz", "iy", "ix")) -> str:
+    """The bounds test of a gathered element at tap ``tp`` of the window at ``origin`` (its z, y, x): the conv's
+    spatial dims only (a 1-D or 2-D convolution's leading extents are 1 and its taps' offsets there 0)."""
+    iz, iy, ix = origin
     tests = [
         f"(unsigned)({axis} + tp.{part}) < {bound}"
-        for axis, part, bound, dim in (("iz", "x", "Du", 3), ("iy", "y", "Hu", 2), ("ix", "z", "Wu", 1))
+        for axis, part, bound, dim in ((iz, "x", "Du", 3), (iy, "y", "Hu", 2), (ix, "z", "Wu", 1))
         if prob.spatial >= dim
     ]
     return " && ".join(tests)
@@ -286,12 +292,16 @@ def _b_staging(p: str, prob: ConvGeometry, config: GroupConfig) -> tuple[str, st
     return decl, loads, stores
 
 
+def _channel_rows(config: GroupConfig) -> tuple[int, int]:
+    """(columns a thread copies, threads a column step apart) of the channel copies: 8 chunks a column."""
+    return int(config.get("bn")) * 8 // threads(config), threads(config) // 8
+
+
 def _channel_columns(prob: ConvGeometry, config: GroupConfig) -> str:
     """Statements: the columns this thread copies in :func:`_channel_copies` (``threadIdx.x / 8`` and every
     ``threads / 8`` after it), decoded once: each one's image in the channels-last copy (``cX``), its window's
     origin (``cz``, ``cy``, ``cx``) and that origin's pixel (``co``)."""
-    bn, nthreads = int(config.get("bn")), threads(config)
-    per, rows = bn * 8 // nthreads, nthreads // 8
+    per, rows = _channel_rows(config)
     sd, sh, sw = prob.stride
     pd, ph, pw = prob.padding
     return f"""  const int cc = (int)threadIdx.x & 7;  // this thread's 16-byte chunk of a slice row
@@ -317,13 +327,8 @@ def _channel_copies(prob: ConvGeometry, config: GroupConfig) -> str:
     """A slice of B by ``cp.async`` from the channels-last copy: chunk ``cc`` (k = ``k0 + 8 cc`` ..., one tap of
     consecutive channels: k is tap-major) of each of this thread's columns, stored where the register path stores
     it (row = column, 128-byte swizzle), zero-filled past ``K`` and outside the input."""
-    bn, nthreads = int(config.get("bn")), threads(config)
-    per, rows = bn * 8 // nthreads, nthreads // 8
-    inside = " && ".join(
-        f"(unsigned)({axis}[l] + tp.{part}) < {bound}"
-        for axis, part, bound, dim in (("cz", "x", "Du", 3), ("cy", "y", "Hu", 2), ("cx", "z", "Wu", 1))
-        if prob.spatial >= dim
-    )
+    per, rows = _channel_rows(config)
+    inside = _inside(prob, ("cz[l]", "cy[l]", "cx[l]"))
     # 3xTF32: the small parts' copy lies one input after the big parts'
     small = "\n        optiml_cp16(b_small + at, ok ? (const void*)(src + P.B * P.DHW * P.Cin) : P.xn, ok);"
     small = small if split(config) else ""
@@ -605,7 +610,7 @@ def weight_kernel(p: str, config: GroupConfig) -> str:
         value = f"optiml_round_tf32({value})"
     rounded = " (rounded to TF32: the 1xTF32 kernel copies them as they are)" if single_tf32(config) else ""
     store = "wt[i] = v;"
-    if split(config) and channels_last(config):  # the NHWC instance copies the parts: big ones, then small ones
+    if parts(config) == 2:  # the NHWC instance copies the parts: big ones, then small ones
         rounded = " (split into TF32 parts, big then small, for the NHWC instance)"
         store = (
             "if (P.parts) { unsigned big, small; optiml_split(v, big, small); wt[i] = __uint_as_float(big); "
@@ -703,7 +708,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.K > 2147483647LL || P.NP > 2147483647LL || P.Cin_g * P.DHW > 2147483647LL) return -4;
   if (P.KS > {max_taps}) return -5;  // more kernel taps than the shared table holds
   P.tapmajor = P.Cin_g % {vec(config)} == 0;
-  P.parts = {"P.tapmajor" if split(config) and channels_last(config) and not prob.pointwise else "0"};
+  P.parts = {"P.tapmajor" if parts(config) == 2 and not prob.pointwise else "0"};
   P.tiles_m = (P.M + {bm - 1}) / {bm};
   P.tiles_n = (P.NP + {bn - 1}) / {bn};
   const int64_t blocks = P.G * P.tiles_m * P.tiles_n;
@@ -721,7 +726,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 def host(config: GroupConfig, workspace: str) -> list[str]:
     """Host statements after the shapes: the reordered weights' place and pitch, and the channels-last copy's
     place after them (256-byte aligned)."""
-    size = (4 if floats(config) else 2) * (2 if split(config) and channels_last(config) else 1)
+    size = (4 if floats(config) else 2) * parts(config)
     return [
         f"  P.Kp = (P.K + {vec(config) - 1}) / {vec(config)} * {vec(config)};",
         f"  P.wt = (void*)({workspace});",
@@ -733,8 +738,7 @@ def workspace_bytes(config: GroupConfig, weight_dims: list[str], input_dims: lis
     """A C expression: the reordered weights' bytes (``weight_dims``: the weight's dims, ``[C_out][C_in/g]
     [k...]``): ``C_out`` rows of ``K`` rounded up to a chunk; with ``nhwc=1`` (windowed convolutions only), rounded
     up to 256 bytes and followed by the input's channels-last copy (``input_dims``: the input's dims)."""
-    chunk, size = vec(config), 4 if floats(config) else 2
-    size *= 2 if split(config) and channels_last(config) else 1  # 3xTF32's NHWC instance: big and small parts
+    chunk, size = vec(config), (4 if floats(config) else 2) * parts(config)
     k = " * ".join(f"(int64_t)({d})" for d in weight_dims[1:])
     weights = f"((int64_t)({weight_dims[0]}) * ((({k}) + {chunk - 1}) / {chunk} * {chunk}) * {size})"
     if not channels_last(config):

@@ -95,6 +95,11 @@ def _stage_slots(threads: int, items: int) -> int:
     return (_padded(threads * items) if items > 1 else 0) + 32
 
 
+def _threads(config: GroupConfig) -> int:
+    """A block's threads: the ``threads`` knob, or ``col_tile``'s 32 columns of ``lanes``."""
+    return int(config.get("threads", 32 * int(config.get("lanes", 1))))
+
+
 def _smem_bytes(config: GroupConfig, ctype: str) -> int:
     """Largest dynamic shared memory one block of ``config``'s kernels uses."""
     size = _SIZEOF.get(ctype, 8)
@@ -163,7 +168,7 @@ class ScanTemplate:
             need = _smem_bytes(config, ctype)
             if need > facts.smem_per_block_optin:
                 return f"{config.label()}: needs {need} B of shared memory, device allows {facts.smem_per_block_optin}"
-            threads = int(config.get("threads", 32 * int(config.get("lanes", 1))))
+            threads = _threads(config)
             if threads > 1024 or threads % 32:
                 return f"{config.label()}: threads must be a multiple of 32, at most 1024"
             if config.variant in ("row_block", "row_split"):
@@ -614,7 +619,7 @@ class _Renderer:
         inner_is_one = self.ndim == 0 or self.dim == self.ndim - 1  # no dims after the scanned one
         col_config = self.config if variant == "col" else (None if inner_is_one else COL_FALLBACK)
         split_config = self.config if variant == "row_split" else SPLIT_FALLBACK
-        nt = int(self.config.get("threads", 32 * int(self.config.get("lanes", 1))))
+        nt = _threads(self.config)
         it = int(self.config.get("items", 1))
         snt, sit = int(split_config.get("threads")), int(split_config.get("items"))
 
