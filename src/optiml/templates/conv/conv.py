@@ -1086,8 +1086,6 @@ class ConvTemplate:
                 knobs["tf32x3"] = dict(TF32_KNOBS)
             if warp_group:
                 knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
-                if not tf32:  # 3xTF32 sums each slice's partial products: no MMAs left in flight
-                    knobs["tf32x3_wgmma"].pop("inflight", None)
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
             if tensor_cores_take_tf32(facts) and not rounds_to_tf32(prob, facts):
@@ -1095,11 +1093,7 @@ class ConvTemplate:
         if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
             knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
-        implied = {
-            variant: {knob: 0 for knob in conv_wgmma.NHWC_KNOB if knob in knobs[variant]}
-            for variant in conv_wgmma.VARIANTS
-            if "nhwc" in knobs.get(variant, {})
-        }
+        implied = {variant: {"nhwc": 0} for variant in conv_wgmma.VARIANTS if "nhwc" in knobs.get(variant, {})}
         return Space(knobs=knobs, check=partial(_space_check, prob), implied=implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:

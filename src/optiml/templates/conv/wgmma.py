@@ -76,9 +76,8 @@ TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
 #: slice's MMAs run (two stages left the MMAs waiting on a slice's gather latency).
 PIPELINE_STAGES = 4
 TABLE_RESERVE = 16 * 1024  # shared memory the conv template's static tables may take beside the stages
-#: Offered to windowed convolutions of the three variants; ``inflight`` (the channels-last instance of the one-tile
-#: variants) keeps one slice's MMAs running while the next slice's are issued (:func:`_pipelined_loop`).
-NHWC_KNOB: dict[str, tuple[int, ...]] = {"nhwc": (0, 1), "inflight": (0, 1)}
+#: Offered to windowed convolutions of the three variants.
+NHWC_KNOB: dict[str, tuple[int, ...]] = {"nhwc": (0, 1)}
 
 
 class ConvGeometry(Protocol):
@@ -126,19 +125,12 @@ def stage_bytes(config: GroupConfig) -> int:
     return (2 if split(config) else 1) * (bm + bn) * ROW
 
 
-def inflight(config: GroupConfig) -> int:
-    """Slices whose MMAs may still run when a slice's MMAs are issued: 1 with ``inflight=1``, else 0."""
-    return int(config.get("inflight", 0))
-
-
 def stages(config: GroupConfig) -> int:
-    """Shared-memory stages: where every copy is asynchronous (``nhwc=1``) :data:`PIPELINE_STAGES` plus one for a
-    slice whose MMAs stay in flight, one fewer where they do not fit; else two."""
+    """Shared-memory stages: :data:`PIPELINE_STAGES` where every copy is asynchronous (``nhwc=1``), else two."""
     if not channels_last(config):
         return 2
-    want = PIPELINE_STAGES + inflight(config)
-    fits = want * stage_bytes(config) + ALIGN + TABLE_RESERVE <= MAX_SMEM
-    return want if fits else want - 1
+    fits = PIPELINE_STAGES * stage_bytes(config) + ALIGN + TABLE_RESERVE <= MAX_SMEM
+    return PIPELINE_STAGES if fits else PIPELINE_STAGES - 1
 
 
 def smem_bytes(config: GroupConfig) -> int:
@@ -161,8 +153,6 @@ def check(config: GroupConfig, tables: int) -> str | None:
         return f"{config.label()}: one im2col column a thread ({bn} columns, {threads(config)} threads)"
     if smem_bytes(config) + tables > MAX_SMEM:
         return f"{config.label()}: {smem_bytes(config) + tables} B of shared memory (at most {MAX_SMEM})"
-    if inflight(config) and (split(config) or not channels_last(config)):
-        return f"{config.label()}: MMAs in flight need the channels-last instance of a one-tile variant (nhwc=1)"
     return None
 
 
@@ -578,16 +568,14 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
 
 
 def _pipelined_loop(config: GroupConfig, bk: int, slice_code: str, mmas: str, sum_partial: str) -> str:
-    """The channels-last instance's main loop: ``S`` stages, ``I`` slices' MMAs left running at the end of an
-    iteration (:func:`inflight`), slices ``kt + 1 .. kt + A`` (``A = S - 1 - I``) copied while slice ``kt``'s MMAs
-    run. One commit group a slice (empty past the last), so waiting until ``A - 1`` groups are pending means slice
-    ``kt`` has landed; the stage refilled in iteration ``kt`` held slice ``kt - 1 - I``, whose MMAs every thread
-    waited for before the barrier that opens the iteration."""
-    n, running = stages(config), inflight(config)
-    ahead = n - 1 - running
+    """The channels-last instance's main loop: ``S`` stages, slices ``kt + 1 .. kt + S - 1`` in flight while slice
+    ``kt``'s MMAs run. One commit group a slice (empty past the last), so waiting until ``S - 2`` groups are pending
+    means slice ``kt`` has landed; the stage refilled in iteration ``kt`` held slice ``kt - 1``, whose MMAs every
+    thread waited for before the barrier that opens the iteration."""
+    n = stages(config)
     return f"""\
-  if (NHWC) {{  // every copy asynchronous: {n} stages{f", {running} slice's MMAs in flight" if running else ""}
-  for (int s = 0; s < {ahead}; ++s) {{
+  if (NHWC) {{  // every copy asynchronous: {n} stages
+  for (int s = 0; s < {n - 1}; ++s) {{
     if (s < KT) {{
       const int buf = s;
       const int64_t k0 = (int64_t)s * {bk};
@@ -595,19 +583,18 @@ def _pipelined_loop(config: GroupConfig, bk: int, slice_code: str, mmas: str, su
     optiml_cp_commit();
   }}
   for (int64_t kt = 0; kt < KT; ++kt) {{
-    optiml_cp_wait<{ahead - 1}>();
+    optiml_cp_wait<{n - 2}>();
     optiml_proxy_fence();
     __syncthreads();
 {mmas}
-    if (kt + {ahead} < KT) {{
-      const int buf = (int)((kt + {ahead}) % {n});
-      const int64_t k0 = (kt + {ahead}) * {bk};
+    if (kt + {n - 1} < KT) {{
+      const int buf = (int)((kt + {n - 1}) % {n});
+      const int64_t k0 = (kt + {n - 1}) * {bk};
 {slice_code}    }}
     optiml_cp_commit();
-    optiml_wg_wait<{running}>();
+    optiml_wg_wait<0>();
 {sum_partial}
   }}
-{"  optiml_wg_wait<0>();" + chr(10) if running else ""}\
   optiml_cp_wait<0>();
   }} else
 """
