@@ -222,6 +222,47 @@ def get_init_inputs():
 """
 
 
+CLOSURE_TASK = """import torch
+import torch.nn as nn
+
+B, N = 4, 8
+OPTIML = {"dtype": "float32"}
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.mlp = nn.ModuleDict(dict(fc=nn.Linear(n, 2 * n), proj=nn.Linear(2 * n, 3)))
+        m = self.mlp
+        self.mlpf = lambda x: m.proj(torch.relu(m.fc(x)))  # as KernelBench's 44_MiniGPTBlock
+
+    def forward(self, x):
+        return self.mlpf(x)
+
+
+def get_inputs():
+    return [torch.randn(B, N)]
+
+
+def get_init_inputs():
+    return [N]
+"""
+
+
+def test_output_shapes_of_a_model_whose_forward_calls_a_lambda_over_its_submodules(tmp_path: Path) -> None:
+    """A lambda held as an attribute closes over the real submodules; deepcopy keeps functions as they are, so the
+    meta shadow's forward ran the real layers on meta inputs (44_MiniGPTBlock's export on the H100, 2026-12-07:
+    "Tensor on device cuda:0 is not on the expected device meta!"). The shadow's lambda calls the shadow's layers;
+    the model's own lambda still calls its own."""
+    path = write(tmp_path, "closure.py", CLOSURE_TASK)
+    text = render_model_new(load_task(path), KernelSource.from_file(TASKS / "layernorm.naive.cu"))
+    module = import_file(write(tmp_path, "closure_model_new.py", text))
+    model = module.ModelNew(8)
+    block = module.argument_block(model, torch.randn(4, 8))
+    assert block.output_specs == [((4, 3), torch.float32)]
+    assert model.mlpf.__closure__[0].cell_contents is model.mlp
+
+
 def test_output_shapes_of_a_model_that_copies_an_input_into_a_held_tensor(tmp_path: Path) -> None:
     """The meta shadow holds the model's plain tensor attributes on the meta device too: copying a meta input
     into the real hidden state failed ("Cannot copy out of meta tensor", 33_VanillaRNN's export, H100
