@@ -187,6 +187,14 @@ SPECS: dict[str, dict[str, Any]] = {
         args="x, y",
         inputs="torch.randint(-2, 3, (B, C, H, W)).float(), torch.randint(-2, 3, (B, 136, H, W)).float()",
     ),
+    "h_conv_tiny": dict(  # output planes of 4, 3 and 1 pixels: a thread's next column can be two images on
+        dtype="bfloat16",
+        sizes={"B": 9, "C": 8, "H": 2, "W": 2},
+        sets=[{"B": 11, "C": 16, "H": 1, "W": 3}, {"B": 40, "C": 8, "H": 1, "W": 1}],
+        init="        self.c = nn.Conv2d(C, 20, 3, padding=1)\n" + INT_INIT,
+        body="self.c(x)",
+        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
+    ),
     "h_pointwise_wide": dict(  # 24 and 128 pixels an image: B by 16-byte copies; 13: the gather
         dtype="bfloat16",
         sizes={"B": 2, "C": 72, "H": 4, "W": 6},
@@ -677,6 +685,8 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     # the 8-channel shape set's chunks are whole taps), a residual tail, several column tiles
     ("h_conv_wide", [GroupConfig.of("wgmma", bm=64, bn=128, nhwc=1), GroupConfig.of("wgmma", bm=128, bn=64, nhwc=1)]),
     ("h_conv_deep", [GroupConfig.of("wgmma", bm=128, bn=256, nhwc=1), GroupConfig.of("wgmma", bm=64, bn=64, nhwc=1)]),
+    # output planes smaller than a thread's step between columns (the epilogue walks columns across images)
+    ("h_conv_tiny", [GroupConfig.of("wgmma", bm=64, bn=64), GroupConfig.of("wgmma", bm=64, bn=128, nhwc=1)]),
     (
         "h_depthwise",
         [

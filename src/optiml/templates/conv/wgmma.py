@@ -43,7 +43,8 @@ columns it copies once per block. Every copy being asynchronous, the instance ru
 A slice's MMAs are issued, then the next slice is loaded and stored into the other stage while they run;
 the block commits and waits for its copies (``cp.async.wait_group`` waits for committed groups only), waits
 for its MMAs, and one barrier ends the slice (the stage the stores refill was read by the MMAs of the slice
-before, finished before that barrier). The accumulators go through the GEMM epilogue one element at a time.
+before, finished before that barrier). The accumulators go through the fused epilogue one element at a time, a
+thread's output channels read once and its columns walked in order (:func:`_epilogue`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ from typing import Protocol
 
 from optiml.templates.base import GroupConfig
 from optiml.templates.gemm import tf32_wgmma as gemm_tf32_wgmma
-from optiml.templates.gemm import wgmma as gemm_wgmma
 from optiml.templates.ptx import wgmma_function
 
 ROW = 128  # bytes of a slice row: one 128-byte swizzle row
@@ -498,17 +498,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
 {addresses}
 {a_load}{b_load}{a_store}{b_store}  }}
 """
-    epilogue = gemm_wgmma.accumulator_epilogue(
-        bn,
-        f"""\
-        if (n >= P.NP) continue;
-        const int img = (int)n / (int)P.OS, pix = (int)n - img * (int)P.OS;
-        const int64_t co = gz * P.M + m;
-        float v = acc[4 * j + 2 * h + q];
-        {bias}
-        {p}_epi1(P, ((int64_t)img * P.Cout + co) * P.OS + pix, 0, v);""",
-        batched_row=False,
-    )
+    epilogue = _epilogue(p, bn, bias)
     kind = (
         "3xTF32 (big / small tiles)"
         if split(config)
@@ -564,6 +554,55 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
   }}
   }}
 {epilogue}}}
+"""
+
+
+def _epilogue(p: str, bn: int, bias: str) -> str:
+    """The accumulators into the NCHW output through the fused epilogue (``{p}_epi1``), element by element.
+    Register ``4 j + 2 h + q`` is column ``8 j + 2 (lane % 4) + q`` of row ``16 w + lane / 4 + 8 h`` (the GEMM
+    epilogue's layout, :func:`optiml.templates.gemm.wgmma.accumulator_epilogue`). A thread's two rows (output
+    channels: their offset in an image and their bias) are read once; its columns are walked in order from the
+    first one's image and pixel, stepping into the next image where a column passes the last pixel — in place of
+    a division and a bias load an element."""
+    assert not bias or (bias.startswith("v += ") and bias.endswith(";")), bias
+    row_bias = f"row_bias[h] = has_row[h] ? {bias[len('v += ') : -1]} : 0.f;" if bias else ""
+    add_bias = " + row_bias[h]" if bias else ""
+    return f"""\
+  // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
+  // column 8 j + 2 (lane % 4) + q of row + 8 h
+  {{
+    int64_t row_at[2];
+    bool has_row[2];{chr(10) + "    float row_bias[2];" if bias else ""}
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+      const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h, co = gz * P.M + m;
+      has_row[h] = m < P.M;
+      row_at[h] = co * P.OS;{chr(10) + "      " + row_bias if bias else ""}
+    }}
+    const int64_t first = n0 + 2 * (lane % 4);  // this thread's column of j = q = 0
+    const int OSi = (int)P.OS;
+    const int img = (int)first / OSi;  // first < NP < 2^31 (launch-checked)
+    int pix = (int)first - img * OSi;
+    int64_t col_at = (int64_t)img * P.Cout * P.OS + pix;  // the column's output offset, less its channel's
+    const int64_t next_image = (P.Cout - 1) * P.OS;  // from past an image's last pixel to the next image's first
+#pragma unroll
+    for (int j = 0; j < {bn // 8}; ++j)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {{
+        if (first + (8 * j + q) < P.NP) {{
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (has_row[h]) {p}_epi1(P, col_at + row_at[h], 0, acc[4 * j + 2 * h + q]{add_bias});
+        }}
+        const int step = q == 0 ? 1 : 7;  // to column 8 j + 2 (lane % 4) + 1, then to the next j's first
+        pix += step;
+        col_at += step;
+        while (pix >= OSi) {{
+          pix -= OSi;
+          col_at += next_image;
+        }}
+      }}
+  }}
 """
 
 
@@ -650,24 +689,35 @@ def input_kernel(p: str, config: GroupConfig) -> str:
         )
     return f"""\
 // The input channels-last (NHWC) for the warp-group kernel's NHWC instance: tile (image, 32 pixels, 32 channels)
-// i of a grid-stride walk, read along pixels and written along channels.
+// i of a grid-stride walk, read along pixels and written along channels. Tiles, pixels and channels counted in
+// 32 bits (launch-checked); each tile's corners in the two layouts found once; a thread's four reads in flight
+// together.
 __global__ void __launch_bounds__(256) {p}_xnhwc(const {p}_prob P) {{
   __shared__ {ctype} t[32][33];
   const {ctype}* __restrict__ x = (const {ctype}*)P.x;
   {ctype}* __restrict__ xn = ({ctype}*)P.xn;
-  const int64_t tp = (P.DHW + 31) / 32, tc = (P.Cin + 31) / 32, tiles = P.B * tp * tc;
+  const int DHWi = (int)P.DHW, Cini = (int)P.Cin;
+  const unsigned tp = ((unsigned)DHWi + 31u) / 32u, tc = ((unsigned)Cini + 31u) / 32u, per_image = tp * tc;
+  const unsigned tiles = (unsigned)P.B * per_image;
   const int tx = (int)threadIdx.x & 31, ty = (int)threadIdx.x >> 5;
-  for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {{
-    const int64_t b = i / (tp * tc), r = i - b * tp * tc, q0 = (r / tc) * 32, c0 = (r % tc) * 32;
-    for (int c = ty; c < 32; c += 8) {{
-      const int64_t q = q0 + tx;
-      if (c0 + c < P.Cin && q < P.DHW) t[c][tx] = x[(b * P.Cin + c0 + c) * P.DHW + q];
+  for (unsigned i = blockIdx.x; i < tiles; i += gridDim.x) {{
+    const unsigned b = i / per_image, r = i - b * per_image;
+    const int q0 = (int)(r / tc) * 32, c0 = (int)(r % tc) * 32;
+    const int64_t from = ((int64_t)b * Cini + c0) * DHWi + q0, to = ((int64_t)b * DHWi + q0) * Cini + c0;
+    {ctype} v[4];  // the four loads issued before any is stored
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {{
+      const int c = ty + 8 * k;
+      v[k] = c0 + c < Cini && q0 + tx < DHWi ? x[from + (int64_t)c * DHWi + tx] : ({ctype})0;
     }}
+#pragma unroll
+    for (int k = 0; k < 4; ++k) t[ty + 8 * k][tx] = v[k];
     __syncthreads();
-    for (int q = ty; q < 32; q += 8) {{
-      const int64_t c = c0 + tx;
-      const int64_t at = (b * P.DHW + q0 + q) * P.Cin + c;
-      if (c < P.Cin && q0 + q < P.DHW) {write}
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {{
+      const int q = ty + 8 * k;
+      const int64_t at = to + (int64_t)q * Cini + tx;
+      if (c0 + tx < Cini && q0 + q < DHWi) {write}
     }}
     __syncthreads();
   }}
@@ -687,6 +737,7 @@ def launch(p: str, config: GroupConfig, prob: ConvGeometry, max_taps: int) -> st
         if instance == "true, true":  # the channels-last copy first
             copy = f"""\
     const int64_t tiles = P.B * ((P.DHW + 31) / 32) * ((P.Cin + 31) / 32);
+    if (tiles > 2147483647LL || P.Cin > 2147483647LL) return -4;  // the copy counts them in 32 bits
     {p}_xnhwc<<<(unsigned)(tiles < 65536 ? tiles : 65536), 256, 0, stream>>>(P);
 """
         return f"""\

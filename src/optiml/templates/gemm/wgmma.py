@@ -55,11 +55,10 @@ def check(config: GroupConfig) -> str | None:
     return None
 
 
-def accumulator_epilogue(bn: int, element: str, batched_row: bool = True) -> str:
+def accumulator_epilogue(bn: int, element: str) -> str:
     """Loops over a warp group's m64n{bn} fp32 accumulators: ``element`` (indented for the innermost
-    loop) runs once per register ``4 j + 2 h + q``, at row ``m`` (and, with ``batched_row``, the output
-    row ``r`` of product ``z``) and column ``n`` (shared with the 3xTF32 and convolution kernels)."""
-    row = "    const int64_t r = z * P.M + m;\n" if batched_row else ""
+    loop) runs once per register ``4 j + 2 h + q``, at row ``m`` (the output row ``r`` of product ``z``) and
+    column ``n`` (shared with the 3xTF32 kernels)."""
     return f"""\
   // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
   // column 8 j + 2 (lane % 4) + q of row + 8 h
@@ -67,7 +66,8 @@ def accumulator_epilogue(bn: int, element: str, batched_row: bool = True) -> str
   for (int h = 0; h < 2; ++h) {{
     const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
     if (m >= P.M) continue;
-{row}#pragma unroll
+    const int64_t r = z * P.M + m;
+#pragma unroll
     for (int j = 0; j < {bn // 8}; ++j)
 #pragma unroll
       for (int q = 0; q < 2; ++q) {{
