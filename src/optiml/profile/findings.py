@@ -113,15 +113,19 @@ def _coalescing(m: KernelMetrics, static: StaticKernel | None, kernel: str) -> l
     ):
         if not sectors or not requests:
             continue
-        width = static.dominant_width(category) if static is not None else None
-        assumed = width is None
-        width_bits = width or 32
+        # judged by the widest access present: the counters mix every width, so a narrower access's ideal
+        # would call coalesced wide copies uncoalesced
+        widths = static.request_widths(category) if static is not None else set()
+        assumed = not widths
+        width_bits = max(widths, default=32)
         ideal = WARP_SIZE * width_bits / 8 / SECTOR_BYTES  # sectors one fully coalesced warp request touches
         per_request = sectors / requests
         wasted = sectors - requests * ideal
         if per_request <= ideal * COALESCING_SLACK or wasted / total < MIN_WASTED_SECTOR_SHARE:
             continue
-        width_note = f"{width_bits}-bit accesses" + (" assumed (no SASS)" if assumed else "")
+        width_note = f"{width_bits}-bit accesses" + (
+            " assumed (no SASS)" if assumed else " (the widest of several)" if len(widths) > 1 else ""
+        )
         verb = "read" if direction == "loads" else "write"
         found.append(
             Bottleneck(
@@ -234,7 +238,7 @@ def _saturation(m: KernelMetrics, static: StaticKernel | None, kernel: str) -> l
     bound, unit, pct = classify(m)
     if bound == "memory" and unit == "DRAM":
         gbps = (m.dram_bandwidth or 0.0) / 1e9
-        widths = static.sass.widths("global_load") if static is not None and static.sass is not None else {}
+        widths = static.request_widths("global_load") if static is not None else set()
         vector_hint = "; 128-bit (float4) accesses can add a few %" if widths and max(widths) < 128 else ""
         return [
             Bottleneck(

@@ -29,12 +29,17 @@ class StaticKernel:
             return 0
         return self.resources.spill_stores + self.resources.spill_loads
 
-    def dominant_width(self, category: str) -> int | None:
-        """The most common access width (bits) of ``global_load``/``global_store`` instructions."""
+    def request_widths(self, category: str) -> set[int]:
+        """The access widths (bits) of the instructions whose requests Nsight Compute counts as ``category``
+        (``global_load`` / ``global_store``): for loads, ``cp.async`` copies (LDGSTS) too, whose sectors and
+        requests land in the global-load counters (a channels-last conv's 11.3 sectors a request on the H100,
+        2026-12-07, is its LDGSTS.128 copies and 16-bit bias loads mixed: 11.4 by their counts)."""
         if self.sass is None:
-            return None
-        widths = self.sass.widths(category)
-        return max(widths, key=lambda w: (widths[w], w)) if widths else None
+            return set()
+        widths = set(self.sass.widths(category))
+        if category == "global_load":
+            widths |= {i.width_bits for i in self.sass.instructions if i.base == "LDGSTS"}
+        return widths
 
     def to_dict(self) -> dict[str, Any]:
         return {
