@@ -87,7 +87,7 @@ def test_half_tasks_use_their_storage_types() -> None:
 def test_the_variants_of_inner_and_outer_reductions() -> None:
     # the innermost dim reduced: row variants; kept: column variants; one row: split_row alone
     assert kernels_of("softmax").spaces[0].variants == ("warp_row", "block_row", "split_row")
-    assert kernels_of("max_dim0").spaces[0].variants == ("col", "col_split")
+    assert kernels_of("max_dim0").spaces[0].variants == ("col", "col_split", "col_chunks")
     assert kernels_of("max_dim0").default()[0].variant == "col_split"
     assert kernels_of("sum_all").spaces[0].variants == ("split_row",)
     assert kernels_of("sum_all").default()[0].variant == "split_row"
@@ -139,6 +139,7 @@ COMPILED = [
     ("softmax", "default"),  # block_row with a register cache
     ("max_dim0", "g0:col"),
     ("max_dim0", "default"),  # col_split
+    ("max_dim0", "g0:col_chunks"),  # a launch a stage, partials through the workspace
     ("swish_fp16", "default"),  # split_row, __half
     ("silu_mul_bf16", "default"),  # split_row, __nv_bfloat16
     ("cross_entropy", "default"),  # block_row with a gather, then split_row over the per-row losses

@@ -11,6 +11,10 @@ structural choice of how threads share a row:
   an outer dim (``x.max(dim=0)``, softmax over channels) read coalesced rows of the tensor.
 * ``col_split`` — the same with ``lanes`` threads sharing each column (strided along it, combined
   in shared memory): outer-dim reductions with too few columns to fill the GPU.
+* ``col_chunks`` — ``col_split`` with each column cut into chunks along its length, a block a chunk of a tile of
+  columns (``blocks_per_sm`` blocks an SM in all): each stage's partial results go to the workspace and the next
+  launch combines them, as ``split_row`` does for rows. For long columns too few to fill the GPU even with lanes
+  (a batch norm's statistics over the 204 800 rows of 48 channels gave ``col_split`` two blocks).
 * ``col_cached`` — ``col`` with the thread's column held in ``items`` registers between passes: a norm
   or softmax over a short outer dim (RMSNorm over the 64 channels of NCHW) reads its input once, not
   once a pass. Offered where the column fits (at most 64 registers over its leaves) and is read more
@@ -21,7 +25,8 @@ alignment allows, else scalar), ``items`` (row elements each thread keeps in reg
 passes; 0 = re-read every pass), ``blocks_per_sm`` (split_row: how many blocks fill the GPU), ``ilp`` (row
 variants: packs a thread loads before it uses them, 1 or 2; left out, 1).
 The planner's rule (:meth:`RowTemplate.default`): the innermost dim kept → ``col_cached`` where its
-column fits in registers and is read more than once, else ``col`` (``col_split`` for too few columns);
+column fits in registers and is read more than once, else ``col`` (``col_split`` for too few columns,
+``col_chunks`` where its blocks would leave over half the SMs idle and the columns are long);
 fewer rows than SMs with long rows → ``split_row``; rows of at most 1024 elements → ``warp_row``; else
 ``block_row`` with a register cache sized to hold the row when it fits; packs as wide as 16 bytes and the row's
 inner run at the traced shape allow.
@@ -59,6 +64,10 @@ CACHED_COLUMN_THREADS = 64
 #: (columns of 4096 in a 128x4096x4095 tensor) ran 3.20 ms as ``col_split(threads=1024, lanes=32)``, 3.46 ms as
 #: ``col(threads=256)``, the rule's choice (H100, template_sweep_col_split_sum_h100.json).
 LONG_COLUMN = 1024
+#: Columns at least this long, too few for ``col_split`` to give half the SMs a block, are cut into chunks
+#: (``col_chunks``): a chunk of one lane's 64 elements or more still streams, and the extra launch and the
+#: partials' round trip through the workspace are small beside a pass over the column.
+CHUNKED_COLUMN = 8192
 #: The variants that walk a row along its inner run (packs, ``ilp``), as opposed to the column ones.
 ROW_VARIANTS = ("warp_row", "block_row", "split_row")
 
@@ -158,6 +167,7 @@ class RowTemplate:
         else:
             knobs["col"] = {"threads": (64, 128, 256, 512)}
             knobs["col_split"] = {"threads": (128, 256, 512, 1024), "lanes": (4, 8, 16, 32)}
+            knobs["col_chunks"] = {"threads": (256, 512, 1024), "lanes": (8, 16, 32), "blocks_per_sm": (2, 4, 8)}
             if _column_items(prog, lay):
                 knobs["col_cached"] = {"threads": (64, 128, 256, 512), "items": (8, 16, 32, 64)}
 
@@ -176,8 +186,8 @@ class RowTemplate:
                 return "ilp pairs packs: it needs vec > 1"
             if config.get("ilp", 1) > 1 and items:
                 return "ilp pairs the packs of rows read anew each pass: it needs items = 0"
-            if config.variant == "col_split" and config.get("threads") // config.get("lanes") < 32:
-                return "col_split needs at least 32 columns per block (threads / lanes >= 32) to coalesce"
+            if config.variant in ("col_split", "col_chunks") and config.get("threads") // config.get("lanes") < 32:
+                return f"{config.variant} needs at least 32 columns per block (threads / lanes >= 32) to coalesce"
             return None
 
         implied: dict[str, dict[str, Any]] = {variant: {"ilp": 1} for variant in ROW_VARIANTS if variant in knobs}
@@ -197,7 +207,12 @@ class RowTemplate:
             if columns >= facts.sm_count * 1024 or reduced == 1:  # (a reduction over size-1 dims: a thread a row)
                 return GroupConfig.of("col", threads=256)
             lanes = min(32, max(4, ceil_pow2(facts.sm_count * 2048 // max(columns, 1))))
-            return GroupConfig.of("col_split", threads=max(256, 32 * lanes), lanes=lanes)
+            split = GroupConfig.of("col_split", threads=max(256, 32 * lanes), lanes=lanes)
+            # chunks where col_split's blocks would leave over half the SMs idle (its one tile a block was measured
+            # where they fill it: 47_Sum; chunks are not yet timed)
+            if 2 * -(-columns // (split.get("threads") // lanes)) < facts.sm_count and reduced >= CHUNKED_COLUMN:
+                return GroupConfig.of("col_chunks", threads=512, lanes=16, blocks_per_sm=4)
+            return split
         shape = prog.shape
         rows = _prod(shape[d] for d in lay.kept)
         length = _reduced_length(prog, lay)
@@ -239,6 +254,11 @@ class RowTemplate:
                 options += [GroupConfig.of("warp_row", threads=threads, vec=vec, items=0) for threads in (256, 128)]
             options.append(GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=8))
         else:
+            if first.variant == "col_chunks":  # fewer or more blocks an SM, and the rule's choice before chunks
+                options += [
+                    GroupConfig.of("col_chunks", threads=1024, lanes=32, blocks_per_sm=2),
+                    GroupConfig.of("col_chunks", threads=256, lanes=8, blocks_per_sm=8),
+                ]
             if _reduced_length(prog, lay) >= LONG_COLUMN:  # many lanes a column (LONG_COLUMN)
                 options.append(GroupConfig.of("col_split", threads=1024, lanes=32))
             options += [
@@ -364,8 +384,10 @@ class _Renderer:
         self.cfg = config
         self.ctx = ctx
         self.pre = ctx.prefix
-        # col_cached renders as col with a register cache (the cache code serves any team and lane)
-        self.variant = "col" if config.variant == "col_cached" else config.variant
+        # col_cached renders as col with a register cache (the cache code serves any team and lane); col_chunks as
+        # col_split's team over a chunk of the column (render_chunks)
+        self.chunked = config.variant == "col_chunks"
+        self.variant = {"col_cached": "col", "col_chunks": "col_split"}.get(config.variant, config.variant)
         self.threads = int(config.get("threads", 256))
         self.vec = int(config.get("vec", 1)) if self.variant != "col" else 1
         self.items = int(config.get("items", 0) or 0) if self.variant in ("warp_row", "block_row", "col") else 0
@@ -1079,6 +1101,8 @@ class _Renderer:
     def render(self) -> KernelCode:
         if self.variant == "split_row":
             return self.render_split()
+        if self.chunked:
+            return self.render_chunks()
         return self.render_single()
 
     def render_single(self) -> KernelCode:
@@ -1155,19 +1179,8 @@ class _Renderer:
             final = s == self.p.stages
             row = self.row_scope()
             stats: dict[int, str] = {}
-            body: list[str] = []
-            for r in reds:  # the earlier stages' results, combined from their partials
-                if r.stage >= s:
-                    continue
-                k, t = r.out, self.acc_type(r)
-                body += self.acc_init(r)
-                part = f"(({t}*)(ws + p.off{k}))[row * p.C + c]"
-                if r.is_arg:
-                    upd = f"optiml_{r.kind}_upd<{t}>(a{k}, ai{k}, {part}, ((int64_t*)(ws + p.offi{k}))[row * p.C + c]);"
-                else:
-                    upd = f"a{k} = {_COMBINE[r.kind].format(a=f'a{k}', b=part, t=t)};"
-                body.append(f"for (int64_t c = threadIdx.x; c < p.C; c += blockDim.x) {upd}")
-                body += self.team_reduce([r]) + self.finish(r, stats)
+            # the earlier stages' results, combined from their partials
+            body = self.combined_partials([r for r in reds if r.stage < s], stats, "", "blockDim.x")
             if not final:
                 mine = self.stage(s)
 
@@ -1200,30 +1213,120 @@ class _Renderer:
             gx = "P.C" if (not final or self.full_outs) else "1"
             grid = f"dim3((unsigned){gx}, (unsigned)(P.rows < 65535 ? P.rows : 65535))"
             launches.append(self.launch(name, grid, f"P, {self.ctx.workspace}"))
-        fields = ["int64_t C, clen;"] + [f"int64_t off{r.out}, offi{r.out};" for r in reds]
-        struct, fill = self.host_struct(fields)
         unit = self.threads * self.vec
         cap = min(sms * bps, 4096)
+        fields, placed, workspace = self.partial_fields(cap)
+        struct, fill = self.host_struct(["int64_t C, clen;", *fields])
         fill += [
             f"{{ int64_t want = ({cap} + P.rows - 1) / P.rows; if (want < 1) want = 1;",
             f"  const int64_t most = (P.R + {unit} - 1) / {unit};",
             "  P.C = want < most ? want : most; if (P.C < 1) P.C = 1;",
             f"  P.clen = ((P.R + P.C - 1) / P.C + {unit} - 1) / {unit} * {unit};",
             "  P.C = P.R > 0 ? (P.R + P.clen - 1) / P.clen : 1; }",
+            *placed,
         ]
+        host = "\n".join(fill) + "\n" + "\n".join(launches)
+        return KernelCode(device=struct + "\n" + "\n".join(kernels), host=host, workspace_bytes=workspace)
+
+    def partial_fields(self, cap: int) -> tuple[list[str], list[str], str]:
+        """The workspace of the stages' partial results, ``P.C`` of them a row (at most ``cap``): the struct's
+        offset fields, the host lines placing them, and the bytes to reserve at the traced shape."""
+        fields = [f"int64_t off{r.out}, offi{r.out};" for r in self.p.reductions]
+        fill: list[str] = []
         offset = "(int64_t)0"
         ws_terms = []
         rows_expr = " * ".join(self.p.domain_size(m) for m in self.lay.kept) or "(int64_t)1"
-        for r in reds:
+        for r in self.p.reductions:
             t = self.acc_type(r)
             fill.append(f"P.off{r.out} = {offset}; P.offi{r.out} = 0;")
-            size = f"((P.rows * P.C * (int64_t)sizeof({t}) + 255) / 256 * 256)"
-            offset = f"(P.off{r.out} + {size})"
+            offset = f"(P.off{r.out} + ((P.rows * P.C * (int64_t)sizeof({t}) + 255) / 256 * 256))"
             ws_terms.append(f"(({rows_expr}) * {cap} * (int64_t)sizeof({t}) + 255) / 256 * 256")
             if r.is_arg:
                 fill.append(f"P.offi{r.out} = {offset};")
                 offset = f"(P.offi{r.out} + (P.rows * P.C * 8 + 255) / 256 * 256)"
                 ws_terms.append(f"(({rows_expr}) * {cap} * 8 + 255) / 256 * 256")
-        workspace = "(" + " + ".join(ws_terms) + ")" if ws_terms else "0"
+        return fields, fill, "(" + " + ".join(ws_terms) + ")" if ws_terms else "0"
+
+    def combined_partials(self, reds: list[Reduction], stats: dict[int, str], guard: str, step: str) -> list[str]:
+        """Each reduction of ``reds`` combined from its ``P.C`` partials in the workspace (this thread's share:
+        chunks ``lane``, ``lane + step``, …; nothing where ``guard`` is false), the team's shares combined, finished."""
+        body: list[str] = []
+        for r in reds:
+            k, t = r.out, self.acc_type(r)
+            body += self.acc_init(r)
+            part = f"(({t}*)(ws + p.off{k}))[row * p.C + c]"
+            if r.is_arg:
+                upd = f"optiml_{r.kind}_upd<{t}>(a{k}, ai{k}, {part}, ((int64_t*)(ws + p.offi{k}))[row * p.C + c]);"
+            else:
+                upd = f"a{k} = {_COMBINE[r.kind].format(a=f'a{k}', b=part, t=t)};"
+            body.append(f"for (int64_t c = {self.lane}; {guard}c < p.C; c += {step}) {upd}")
+            body += self.team_reduce([r]) + self.finish(r, stats)
+        return body
+
+    def render_chunks(self) -> KernelCode:
+        """``col_chunks``: launch ``s`` of ``stages + 1`` has a block a (chunk, column tile); each reduces its chunk
+        of its columns for stage ``s`` (the earlier stages' results combined first from every chunk's partials) and
+        writes its partials; the last launch writes the full outputs over its chunk, the first chunk the rest."""
+        pre, cols, lanes = self.pre, self.cols, self.lanes
+        bps = int(self.cfg.get("blocks_per_sm", 4))
+        cap = min(self.ctx.facts.sm_count * bps, 4096)
+        kernels: list[str] = []
+        launches: list[str] = []
+        for s in range(self.p.stages + 1):
+            final = s == self.p.stages
+            row = self.row_scope()
+            stats: dict[int, str] = {}
+            earlier = [r for r in self.p.reductions if r.stage < s]
+            body = self.combined_partials(earlier, stats, "active && ", f"{lanes}")
+            if not final:
+                mine = self.stage(s)
+
+                def consume(vals: list[str], j: int | None, mine: list[Reduction] = mine) -> list[str]:
+                    return [self.acc_update(r, v) for r, v in zip(mine, vals, strict=True)]
+
+                body += [line for r in mine for line in self.acc_init(r)]
+                body += self.pass_over_row("lo_r", "hi_r", [r.source for r in mine], row, stats, consume)
+                body += self.team_reduce(mine)
+                for r in mine:
+                    k, t = r.out, self.acc_type(r)
+                    write = f"(({t}*)(ws + p.off{k}))[row * p.C + blockIdx.x] = a{k};"
+                    if r.is_arg:
+                        write += f" ((int64_t*)(ws + p.offi{k}))[row * p.C + blockIdx.x] = ai{k};"
+                    body.append(f"if (active && {self.lane} == 0) {{ {write} }}")
+            else:
+                if self.full_outs:
+                    body += self.pass_over_row("lo_r", "hi_r", list(self.full_outs), row, stats, self.store_full, True)
+                body += self.store_outer(row, stats, f"active && {self.lane} == 0 && blockIdx.x == 0")
+            name = f"{pre}_s{s}"
+            kernels += [
+                f"{self.template_head()}\n__global__ void __launch_bounds__({self.threads}) "
+                f"{name}(const {pre}_P p, char* ws) {{",
+                "  const int64_t lo = (int64_t)blockIdx.x * p.clen, hi = lo + p.clen < p.R ? lo + p.clen : p.R;",
+                "  (void)ws;",
+                # the block's threads meet at barriers: a lane past the last column runs empty loops
+                f"  for (int64_t base = (int64_t)blockIdx.y * {cols}; base < p.rows;"
+                f" base += (int64_t)gridDim.y * {cols}) {{",
+                f"  const int64_t row = base + threadIdx.x % {cols}; const bool active = row < p.rows;",
+                "  const int64_t lo_r = active ? lo : 0, hi_r = active ? hi : 0;",
+                "  (void)lo_r; (void)hi_r;",
+                *self.row_prologue(),
+                *body,
+                "__syncthreads();\n  }\n}",
+            ]
+            gx = "P.C" if (not final or self.full_outs) else "1"
+            tiles = f"((P.rows + {cols - 1}) / {cols})"
+            grid = f"dim3((unsigned){gx}, (unsigned)({tiles} < 65535 ? {tiles} : 65535))"
+            launches.append(self.launch(name, grid, f"P, {self.ctx.workspace}"))
+        fields, placed, workspace = self.partial_fields(cap)
+        struct, fill = self.host_struct(["int64_t C, clen;", *fields])
+        fill += [  # chunks enough for the blocks to fill the GPU, of at least 64 elements a lane
+            f"{{ const int64_t tiles = (P.rows + {cols - 1}) / {cols};",
+            f"  int64_t want = ({cap} + tiles - 1) / tiles; if (want < 1) want = 1;",
+            f"  const int64_t most = (P.R + {64 * lanes - 1}) / {64 * lanes};",
+            "  P.C = want < most ? want : most; if (P.C < 1) P.C = 1;",
+            "  P.clen = (P.R + P.C - 1) / P.C; if (P.clen < 1) P.clen = 1;",
+            "  P.C = P.R > 0 ? (P.R + P.clen - 1) / P.clen : 1; }",
+            *placed,
+        ]
         host = "\n".join(fill) + "\n" + "\n".join(launches)
         return KernelCode(device=struct + "\n" + "\n".join(kernels), host=host, workspace_bytes=workspace)
