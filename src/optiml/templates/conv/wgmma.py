@@ -581,9 +581,9 @@ def _epilogue(p: str, bn: int, bias: str) -> str:
     }}
     const int64_t first = n0 + 2 * (lane % 4);  // this thread's column of j = q = 0
     const int OSi = (int)P.OS;
-    const int img = (int)first / OSi;  // first < NP < 2^31 (launch-checked)
-    int pix = (int)first - img * OSi;
-    int64_t col_at = (int64_t)img * P.Cout * P.OS + pix;  // the column's output offset, less its channel's
+    const int64_t img = first / P.OS;
+    int pix = (int)(first - img * P.OS);
+    int64_t col_at = img * P.Cout * P.OS + pix;  // the column's output offset, less its channel's
     const int64_t next_image = (P.Cout - 1) * P.OS;  // from past an image's last pixel to the next image's first
 #pragma unroll
     for (int j = 0; j < {bn // 8}; ++j)
