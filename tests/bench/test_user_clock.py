@@ -199,6 +199,54 @@ def test_a_process_started_ahead_imports_torch_while_it_waits_for_its_spec(tmp_p
     assert fresh.ok and fresh.waited_s < 1.0  # started on demand: no wait
 
 
+def test_a_process_started_ahead_draws_the_inputs_while_it_waits(tmp_path: Path) -> None:
+    """Given the task, the process draws KernelBench's input sets before its spec comes; its spec's run uses them
+    where they were drawn for the same task and draw, and draws anew where not."""
+    task, model_new = stand_in(tmp_path, "return torch.relu(self.linear(x))")
+    (tmp_path / "other").mkdir()
+    other, _ = stand_in(tmp_path / "other", "return torch.relu(self.linear(x))")
+    options = replace(CPU, correct_trials=2, parallel_input_bytes=0, draw_ahead_cores=1)
+    with ReadyProcess(options, task_file=task) as ready:
+        time.sleep(2.0)  # the judge's work
+        drawn = measure_files("toy", task, model_new, ready=ready)
+    assert drawn.ok and drawn.inputs_drawn_ahead and drawn.inputs_drawn_in_parallel == 3, drawn  # 2 trials, timing
+    with ReadyProcess(options, task_file=other) as ready:  # drawn for another task: dropped, drawn again
+        redrawn = measure_files("toy", task, model_new, ready=ready)
+    assert redrawn.ok and not redrawn.inputs_drawn_ahead and redrawn.inputs_drawn_in_parallel == 3, redrawn
+    assert drawn.verdict == redrawn.verdict  # the same sets either way: KernelBench's seeds
+    with ReadyProcess(replace(options, draw_ahead_cores=0), task_file=task) as ready:  # none asked for
+        turn = measure_files("toy", task, model_new, ready=ready)
+    assert turn.ok and not turn.inputs_drawn_ahead
+
+
+def test_the_draw_ahead_leaves_a_small_machine_s_cores_to_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    from optiml.bench.user_clock import draw_ahead_cores
+
+    for cores, want in ((2, 0), (3, 0), (4, 2), (16, 8), (128, 64)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert draw_ahead_cores(UserClockOptions()) == want
+    assert draw_ahead_cores(UserClockOptions(draw_ahead_cores=3)) == 3
+
+
+def test_an_abandoned_draw_leaves_no_process_behind() -> None:
+    drawing = child.start_drawing(_kernelbench_like_inputs, [1, 2, 3], min_bytes=0, cores=2)
+    assert drawing is not None and len(drawing.children) == 2
+    drawing.abandon()
+    assert not any(_alive(pid) for pid in drawing.children)
+
+
+def test_a_draw_at_the_lowest_priority_gives_the_same_sets() -> None:
+    drawing = child.start_drawing(_kernelbench_like_inputs, [5, 6], min_bytes=0, nice=child.AHEAD_NICE)
+    assert drawing is not None
+    niced = drawing.finish()
+    plain = child.draw_inputs(_kernelbench_like_inputs, [5, 6], min_bytes=0)
+    for seed in (5, 6):
+        assert all(
+            torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+            for a, b in zip(niced[seed], plain[seed], strict=True)
+        )
+
+
 def test_a_process_started_ahead_ends_without_its_spec(tmp_path: Path) -> None:
     ready = ReadyProcess(CPU)
     folder = ready.work

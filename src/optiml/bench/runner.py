@@ -268,7 +268,7 @@ def optimize_job(config: BenchConfig, out_dir: Path) -> TaskJob:
         from optiml.bench.user_clock import ReadyProcess, bench_options
 
         # the user's process starts now: its `import torch` overlaps the judge's work, and it waits for its spec
-        with ReadyProcess(bench_options(gpu, config.torch_compile)) as ready:
+        with ReadyProcess(bench_options(gpu, config.torch_compile), task_file=path) as ready:
             return measured(path, worker, gpu, start, ready)
 
     def measured(path: Path, worker: Any, gpu: int | None, start: float, ready: ReadyProcess | None) -> BenchRow:

@@ -59,6 +59,18 @@ class UserClockOptions:
     timeout_s: float = 1800.0
     #: input sets of this many bytes or more are drawn by parallel processes (user_clock_child.draw_inputs)
     parallel_input_bytes: int = 1 << 28
+    #: processes drawing them, at the lowest priority, while a process started ahead waits for its spec
+    #: (:class:`ReadyProcess`); None: half the machine's cores, as after the spec, where it has 4 or more, else none
+    #: (the judge times its candidates meanwhile: its processes come first)
+    draw_ahead_cores: int | None = None
+
+
+def draw_ahead_cores(options: UserClockOptions) -> int:
+    """How many processes draw input sets ahead of the spec under ``options`` (0: none)."""
+    if options.draw_ahead_cores is not None:
+        return max(0, options.draw_ahead_cores)
+    cores = os.cpu_count() or 1
+    return cores // 2 if cores >= 4 else 0
 
 
 @dataclass(frozen=True)
@@ -126,6 +138,7 @@ class UserClockResult:
     process_s: float = 0.0  # the fresh process from its spec to its answer, as the bench waited for it
     waited_s: float = 0.0  # a process started ahead (:class:`ReadyProcess`): how long it waited for its spec
     inputs_drawn_in_parallel: int = 0  # KernelBench's input sets drawn at once by forked processes (0: in turn)
+    inputs_drawn_ahead: bool = False  # ... and they were drawn while the process waited for its spec
     error: str = ""
     #: whose build of the kernel the export loaded: "judge" (the judge's verified binary, seeded into the
     #: export's cache: same source, flags and GPU code; see :func:`seed_export_build`) or "export" (its own)
@@ -244,9 +257,11 @@ class ReadyProcess:
     """A user's process started ahead of its measurement: the child's ``import torch`` (3–5 s, no CUDA) runs
     while the judge works, then the child waits for its spec file; :func:`measure_files` writes it. ``close()``
     ends a process that never got one (the task failed first) and removes its folder. A child whose parent is
-    gone stops waiting."""
+    gone stops waiting. Given the task file, the child also starts drawing KernelBench's input sets while it
+    waits (a level-1 set takes ~30 s on the CPU; by :func:`draw_ahead_cores` processes at the lowest priority:
+    the child's ``draw_ahead``), used if its spec names the same task and draw."""
 
-    def __init__(self, options: UserClockOptions | None = None) -> None:
+    def __init__(self, options: UserClockOptions | None = None, task_file: Path | None = None) -> None:
         self.options = options or UserClockOptions()
         self._folder = tempfile.TemporaryDirectory(prefix="optiml-user-clock-run-")
         self.work = Path(self._folder.name)
@@ -256,8 +271,14 @@ class ReadyProcess:
         env = {**os.environ, PARENT_VARIABLE: str(os.getpid())}
         if self.options.visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.options.visible_devices
+        ahead: list[str] = []
+        cores = draw_ahead_cores(self.options)
+        if task_file is not None and cores:
+            ahead_file = self.work / "ahead.json"
+            ahead_file.write_text(json.dumps({**_draw_fields(task_file, self.options), "cores": cores}), "utf-8")
+            ahead = [str(ahead_file)]
         self.process = subprocess.Popen(
-            [sys.executable, str(child), str(self.spec)],
+            [sys.executable, str(child), str(self.spec), *ahead],
             cwd=self.work,
             env=env,
             stdout=subprocess.PIPE,
@@ -304,19 +325,16 @@ def measure_files(
             )
     options = ready.options
     spec = {
-        "task_file": str(Path(task_file).resolve()),
+        **_draw_fields(task_file, options),
         "model_new_file": str(Path(model_new_file).resolve()),
         "op_file": str(Path(op_file).resolve()) if op_file is not None else None,
         "build_dir": str(ready.work / "torch_extensions"),
         "device": options.device,
         "precision": precision,
-        "seed": options.seed,
-        "correct_trials": options.correct_trials,
         "perf_trials": options.perf_trials,
         "torch_compile": options.torch_compile,
         "warm_windows": options.warm_windows,
         "window_ms": options.window_ms,
-        "parallel_input_bytes": options.parallel_input_bytes,
     }
     begin = time.perf_counter()
     ready.start(spec)
@@ -328,6 +346,16 @@ def measure_files(
         return UserClockResult.from_dict({**data, "task": name, "process_s": process_s})
     except (TypeError, ValueError) as exc:
         return UserClockResult(task=name, error=f"the user's process answered an unreadable result: {_one_line(exc)}")
+
+
+def _draw_fields(task_file: Path, options: UserClockOptions) -> dict[str, Any]:
+    """The spec's fields that decide KernelBench's input sets (the child's ``AHEAD_FIELDS``)."""
+    return {
+        "task_file": str(Path(task_file).resolve()),
+        "seed": options.seed,
+        "correct_trials": options.correct_trials,
+        "parallel_input_bytes": options.parallel_input_bytes,
+    }
 
 
 def collect(process: subprocess.Popen[str], timeout_s: float) -> tuple[dict[str, Any] | None, str]:

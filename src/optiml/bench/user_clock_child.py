@@ -1,9 +1,11 @@
 """The user's process: an exported ``ModelNew`` checked and timed the way KernelBench does it, in a fresh
 plain Python process (run as a script, not as part of OptiML: it imports the standard library and torch).
 
-``python user_clock_child.py SPEC.json`` reads the spec (:mod:`optiml.bench.user_clock` writes it, and may start
-the process before it does: the child imports torch, then waits for the file) and prints one line
-``OPTIML_USER_CLOCK {json}`` at the end of its standard output. In one process, on one device:
+``python user_clock_child.py SPEC.json [AHEAD.json]`` reads the spec (:mod:`optiml.bench.user_clock` writes it, and
+may start the process before it does: the child imports torch, then waits for the file; given ``AHEAD.json`` — the
+task file and the draw's settings, known before the kernel is — it starts drawing KernelBench's input sets while it
+waits, :func:`draw_ahead`) and prints one line ``OPTIML_USER_CLOCK {json}`` at the end of its standard output. In one
+process, on one device:
 
 1. **KernelBench's correctness check** (``eval_kernel_against_ref`` and ``run_and_check_correctness`` of
    KernelBench's ``src/kernelbench/eval.py``): the task and the export each ``exec``'d into a plain dict, the
@@ -58,6 +60,15 @@ CHUNK = 1 << 27
 #: Input sets of at least this many bytes are drawn in parallel (:func:`draw_inputs`): KernelBench makes every
 #: trial's inputs with the CPU's one generator, ~0.2 GB/s, so a level-1 problem's 6 GB set takes ~30 s a trial.
 PARALLEL_INPUT_BYTES = 1 << 28
+#: The spec's fields a draw ahead of it was made for (:func:`draw_ahead`); their defaults as :func:`run` reads them.
+AHEAD_FIELDS: dict[str, Any] = {
+    "task_file": None,
+    "seed": 42,
+    "correct_trials": 5,
+    "parallel_input_bytes": PARALLEL_INPUT_BYTES,
+}
+#: The priority of processes drawing ahead of the spec (``os.nice``'s increment: the lowest).
+AHEAD_NICE = 19
 _PRECISION_FLAGS: tuple[tuple[Any, str], ...] = (
     (torch.backends.cuda.matmul, "allow_tf32"),
     (torch.backends.cudnn, "allow_tf32"),
@@ -351,24 +362,59 @@ def _view(buffer: mmap.mmap, entry: tuple[tuple[int, ...], torch.dtype], offset:
     return torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset).view(shape)
 
 
-def draw_inputs(
-    get_inputs: Callable[[], Any], seeds: list[int], min_bytes: int = PARALLEL_INPUT_BYTES
-) -> dict[int, list[Any]]:
+class Drawing:
+    """Input sets being drawn by forked processes into shared memory (:func:`start_drawing`)."""
+
+    def __init__(
+        self, layout: list[Any], offsets: list[int], buffers: dict[int, mmap.mmap], children: list[int]
+    ) -> None:
+        self.layout, self.offsets, self.buffers, self.children = layout, offsets, buffers, children
+
+    def finish(self) -> dict[int, list[Any]]:
+        """Each seed's set once every drawing process is done; {} where any failed (the sets are then drawn in
+        turn)."""
+        statuses = [os.waitpid(pid, 0)[1] for pid in self.children]
+        if any(statuses):
+            return {}
+        places = list(zip(self.layout, self.offsets, strict=True))
+        return {
+            seed: [_view(buffer, e, o) if isinstance(e, tuple) else e for e, o in places]
+            for seed, buffer in self.buffers.items()
+        }
+
+    def abandon(self) -> None:
+        """Stop the drawing processes (a draw made for another spec)."""
+        for pid in self.children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in self.children:
+            os.waitpid(pid, 0)
+
+
+def start_drawing(
+    get_inputs: Callable[[], Any],
+    seeds: list[int],
+    min_bytes: int = PARALLEL_INPUT_BYTES,
+    cores: int | None = None,
+    nice: int = 0,
+) -> Drawing | None:
     """KernelBench's input sets for ``seeds`` (``set_seed(seed)``, then ``get_inputs()`` on the CPU: the same
-    values), drawn at once by forked processes into shared memory, so trials wait for one draw instead of one
-    each. Call it before CUDA starts in this process. Returns {} — each set is then drawn in turn, as before —
-    where the sets are under ``min_bytes``, would not fit in half the free memory, hold a tensor that is not a
-    dense CPU tensor of the layout :func:`input_layout` read, or any draw fails."""
+    values), drawn by forked processes (at most ``cores``, half the machine's by default; their priority lowered by
+    ``nice``) into shared memory, so trials wait for one draw instead of one each. Call it before CUDA starts in
+    this process. None — each set is
+    then drawn in turn, as before — where the sets are under ``min_bytes``, would not fit in half the free memory,
+    or hold a tensor that is not a dense CPU tensor of the layout :func:`input_layout` read."""
     layout = input_layout(get_inputs)
     if layout is None or not hasattr(os, "fork"):
-        return {}
+        return None
     offsets, size = _places(layout)
     free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     unique = list(dict.fromkeys(seeds))
     if size < max(min_bytes, 1) or 2 * len(unique) * size > free:
-        return {}
+        return None
     # each child holds a set of its own while it draws (twice its size: a draw's temporaries), beside the buffers
-    workers = max(1, min(len(unique), (os.cpu_count() or 2) // 2, int((free - len(unique) * size) // (2 * size))))
+    cores = cores if cores is not None else (os.cpu_count() or 2) // 2
+    workers = max(1, min(len(unique), cores, int((free - len(unique) * size) // (2 * size))))
     buffers = {seed: mmap.mmap(-1, size) for seed in unique}  # shared, anonymous: the children write the values
     sys.stdout.flush()
     sys.stderr.flush()
@@ -379,6 +425,7 @@ def draw_inputs(
             status = 1
             try:
                 torch.set_num_threads(1)
+                os.nice(nice)
                 for seed in share:
                     set_seed(seed)
                     values = list(get_inputs())
@@ -394,13 +441,38 @@ def draw_inputs(
             finally:
                 os._exit(status)
         children.append(pid)
-    statuses = [os.waitpid(pid, 0)[1] for pid in children]
-    if any(statuses):
-        return {}
-    return {
-        seed: [_view(buffers[seed], e, o) if isinstance(e, tuple) else e for e, o in zip(layout, offsets, strict=True)]
-        for seed in unique
-    }
+    return Drawing(layout, offsets, buffers, children)
+
+
+def draw_inputs(
+    get_inputs: Callable[[], Any], seeds: list[int], min_bytes: int = PARALLEL_INPUT_BYTES
+) -> dict[int, list[Any]]:
+    """:func:`start_drawing`'s sets, waited for; {} where they are drawn in turn instead."""
+    drawing = start_drawing(get_inputs, seeds, min_bytes)
+    return drawing.finish() if drawing is not None else {}
+
+
+def drawn_seeds(spec: dict[str, Any]) -> list[int]:
+    """Every set KernelBench draws: its trials', then its timing's."""
+    seed = int(spec.get("seed", AHEAD_FIELDS["seed"]))
+    return [*trial_seeds(seed, int(spec.get("correct_trials", AHEAD_FIELDS["correct_trials"]))), seed]
+
+
+def draw_ahead(ahead_file: Path) -> tuple[dict[str, Any], Drawing] | None:
+    """Start drawing the input sets named by ``ahead_file`` (the spec's :data:`AHEAD_FIELDS`, written before the
+    kernel is known, and ``cores``: how many processes may draw) while the spec is awaited, at the lowest priority
+    (the judge's processes, timing candidates meanwhile, come first); None where nothing is drawn ahead (small
+    sets, a task that fails to load — the spec's run then says so)."""
+    try:
+        ahead = json.loads(ahead_file.read_text(encoding="utf-8"))
+        cores = int(ahead.get("cores", 1))
+        fields = {key: ahead.get(key, default) for key, default in AHEAD_FIELDS.items()}
+        reference = task_namespace(fields["task_file"])
+        seeds, least = drawn_seeds(fields), int(fields["parallel_input_bytes"])
+        drawing = start_drawing(reference["get_inputs"], seeds, least, cores, nice=AHEAD_NICE)
+    except Exception:  # the task's own code: whatever it raises, the spec's run reports it
+        return None
+    return (fields, drawing) if drawing is not None else None
 
 
 def trial_seeds(seed: int, trials: int) -> list[int]:
@@ -566,8 +638,9 @@ def measure(
     return {"cold": stats(cold), "warm": stats(warm, calls), "error": ""}
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
-    """The whole measurement as one JSON-able dict (``error`` set where it could not run at all)."""
+def run(spec: dict[str, Any], ahead: tuple[dict[str, Any], Drawing] | None = None) -> dict[str, Any]:
+    """The whole measurement as one JSON-able dict (``error`` set where it could not run at all). ``ahead``: input
+    sets being drawn since before the spec came (:func:`draw_ahead`), used where they were drawn for this spec."""
     result: dict[str, Any] = {"device": "", "torch": torch.__version__, "precision": spec["precision"], "error": ""}
     result.update(verdict=None, timings={}, input_bytes=0, output_bytes=0, kernelbench_speedup=None)
     result["phases_s"] = {"import": round(IMPORT_S, 2)}
@@ -579,9 +652,14 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return result
     try:
         reference = task_namespace(spec["task_file"])
-        seed = int(spec.get("seed", 42))  # every set KernelBench draws: its trials', then its timing's
-        seeds = [*trial_seeds(seed, int(spec.get("correct_trials", 5))), seed]
-        drawn = draw_inputs(reference["get_inputs"], seeds, int(spec.get("parallel_input_bytes", PARALLEL_INPUT_BYTES)))
+        fields = {key: spec.get(key, default) for key, default in AHEAD_FIELDS.items()}
+        if ahead is not None and ahead[0] == fields:
+            drawn = ahead[1].finish()
+            result["inputs_drawn_ahead"] = bool(drawn)
+        else:
+            if ahead is not None:
+                ahead[1].abandon()
+            drawn = draw_inputs(reference["get_inputs"], drawn_seeds(spec), int(fields["parallel_input_bytes"]))
         result["inputs_drawn_in_parallel"] = len(drawn)
         lap("draw_inputs")
         dev = Device(spec["device"])
@@ -633,12 +711,13 @@ def wait_for(path: Path, parent: int, poll_s: float = 0.02) -> float:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: user_clock_child.py SPEC.json", file=sys.stderr)
+    if len(argv) not in (1, 2):
+        print("usage: user_clock_child.py SPEC.json [AHEAD.json]", file=sys.stderr)
         return 2
+    ahead = draw_ahead(Path(argv[1])) if len(argv) == 2 else None
     waited_s = wait_for(Path(argv[0]), int(os.environ.get(PARENT_VARIABLE) or os.getppid()))
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    result = run(spec)
+    result = run(spec, ahead)
     result["waited_s"] = round(waited_s, 2)  # started ahead: its import overlapped the judge's work
     sys.stdout.flush()
     print(MARKER + json.dumps(result, allow_nan=True), flush=True)
