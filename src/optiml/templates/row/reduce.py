@@ -1166,7 +1166,6 @@ class _Renderer:
         pre = self.pre
         bps = int(self.cfg.get("blocks_per_sm", 4))
         sms = self.ctx.facts.sm_count
-        reds = self.p.reductions
         kernels: list[str] = []
         launches: list[str] = []
         bounds = (  # the flat range this block's loops cover (all of it where the blocks interleave)
@@ -1177,29 +1176,7 @@ class _Renderer:
         )
         for s in range(self.p.stages + 1):
             final = s == self.p.stages
-            row = self.row_scope()
-            stats: dict[int, str] = {}
-            # the earlier stages' results, combined from their partials
-            body = self.combined_partials([r for r in reds if r.stage < s], stats, "", "blockDim.x")
-            if not final:
-                mine = self.stage(s)
-
-                def consume(vals: list[str], j: int | None, mine: list[Reduction] = mine) -> list[str]:
-                    return [self.acc_update(r, v) for r, v in zip(mine, vals, strict=True)]
-
-                body += [line for r in mine for line in self.acc_init(r)]
-                body += self.pass_over_row("lo", "hi", [r.source for r in mine], row, stats, consume)
-                body += self.team_reduce(mine)
-                for r in mine:
-                    k, t = r.out, self.acc_type(r)
-                    write = f"(({t}*)(ws + p.off{k}))[row * p.C + blockIdx.x] = a{k};"
-                    if r.is_arg:
-                        write += f" ((int64_t*)(ws + p.offi{k}))[row * p.C + blockIdx.x] = ai{k};"
-                    body.append(f"if (threadIdx.x == 0) {{ {write} }}")
-            else:
-                if self.full_outs:
-                    body += self.pass_over_row("lo", "hi", list(self.full_outs), row, stats, self.store_full, True)
-                body += self.store_outer(row, stats, "threadIdx.x == 0 && blockIdx.x == 0")
+            body = self.stage_body(s, ("lo", "hi"), "", "blockDim.x")
             name = f"{pre}_s{s}"
             kernels.append(
                 f"{self.template_head()}\n__global__ void __launch_bounds__({self.threads}) "
@@ -1247,6 +1224,37 @@ class _Renderer:
                 ws_terms.append(f"(({rows_expr}) * {cap} * 8 + 255) / 256 * 256")
         return fields, fill, "(" + " + ".join(ws_terms) + ")" if ws_terms else "0"
 
+    def stage_body(self, s: int, span: tuple[str, str], active: str, step: str) -> list[str]:
+        """Launch ``s``'s statements for one row (a column) of the variants that launch a kernel a stage: the
+        earlier stages' results combined from their partials (``step``: the team's stride over them), then stage
+        ``s``'s reductions over the block's range ``span`` (C expressions) written as this block's partials — or,
+        after the last stage, the full outputs over that range and, from the first block along the row, the outer
+        ones. ``active``: a condition prefix for threads that may have no row ("" or "active && ")."""
+        lo, hi = span
+        leader = f"{active}{self.lane} == 0"
+        row = self.row_scope()
+        stats: dict[int, str] = {}
+        body = self.combined_partials([r for r in self.p.reductions if r.stage < s], stats, active, step)
+        if s == self.p.stages:
+            if self.full_outs:
+                body += self.pass_over_row(lo, hi, list(self.full_outs), row, stats, self.store_full, True)
+            return body + self.store_outer(row, stats, f"{leader} && blockIdx.x == 0")
+        mine = self.stage(s)
+
+        def consume(vals: list[str], j: int | None) -> list[str]:
+            return [self.acc_update(r, v) for r, v in zip(mine, vals, strict=True)]
+
+        body += [line for r in mine for line in self.acc_init(r)]
+        body += self.pass_over_row(lo, hi, [r.source for r in mine], row, stats, consume)
+        body += self.team_reduce(mine)
+        for r in mine:
+            k, t = r.out, self.acc_type(r)
+            write = f"(({t}*)(ws + p.off{k}))[row * p.C + blockIdx.x] = a{k};"
+            if r.is_arg:
+                write += f" ((int64_t*)(ws + p.offi{k}))[row * p.C + blockIdx.x] = ai{k};"
+            body.append(f"if ({leader}) {{ {write} }}")
+        return body
+
     def combined_partials(self, reds: list[Reduction], stats: dict[int, str], guard: str, step: str) -> list[str]:
         """Each reduction of ``reds`` combined from its ``P.C`` partials in the workspace (this thread's share:
         chunks ``lane``, ``lane + step``, …; nothing where ``guard`` is false), the team's shares combined, finished."""
@@ -1274,29 +1282,7 @@ class _Renderer:
         launches: list[str] = []
         for s in range(self.p.stages + 1):
             final = s == self.p.stages
-            row = self.row_scope()
-            stats: dict[int, str] = {}
-            earlier = [r for r in self.p.reductions if r.stage < s]
-            body = self.combined_partials(earlier, stats, "active && ", f"{lanes}")
-            if not final:
-                mine = self.stage(s)
-
-                def consume(vals: list[str], j: int | None, mine: list[Reduction] = mine) -> list[str]:
-                    return [self.acc_update(r, v) for r, v in zip(mine, vals, strict=True)]
-
-                body += [line for r in mine for line in self.acc_init(r)]
-                body += self.pass_over_row("lo_r", "hi_r", [r.source for r in mine], row, stats, consume)
-                body += self.team_reduce(mine)
-                for r in mine:
-                    k, t = r.out, self.acc_type(r)
-                    write = f"(({t}*)(ws + p.off{k}))[row * p.C + blockIdx.x] = a{k};"
-                    if r.is_arg:
-                        write += f" ((int64_t*)(ws + p.offi{k}))[row * p.C + blockIdx.x] = ai{k};"
-                    body.append(f"if (active && {self.lane} == 0) {{ {write} }}")
-            else:
-                if self.full_outs:
-                    body += self.pass_over_row("lo_r", "hi_r", list(self.full_outs), row, stats, self.store_full, True)
-                body += self.store_outer(row, stats, f"active && {self.lane} == 0 && blockIdx.x == 0")
+            body = self.stage_body(s, ("lo_r", "hi_r"), "active && ", f"{lanes}")
             name = f"{pre}_s{s}"
             kernels += [
                 f"{self.template_head()}\n__global__ void __launch_bounds__({self.threads}) "
