@@ -37,6 +37,7 @@ from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
 from optiml.templates.base import DeviceFacts, GroupConfig, TemplateError
 from optiml.templates.gemm.dispatch import TF32_DEFAULT, GemmTemplate
+from optiml.templates.gemm.problem import Problem
 from optiml.templates.kernels import TemplateKernels
 from optiml.templates.plan import make_plan
 
@@ -107,6 +108,14 @@ SPECS: dict[str, dict[str, Any]] = {
         args="x, r",
         body="return F.gelu(self.fc(x)) * 0.5 + r",
         inputs="torch.randn(2, M, K), torch.randn(M, N)",
+    ),
+    "linear_seq_first": dict(  # nn.MultiheadAttention's (L, N, E) view of a batch: M batches of 2 rows, one weight
+        init_args=", k, n",
+        init="        self.fc = nn.Linear(k, n)",
+        init_values="K, N",
+        args="x",
+        body="return torch.tanh(self.fc(x.permute(1, 0, 2)))",
+        inputs="torch.randn(2, M, K)",
     ),
     "addmm": dict(
         args="c, a, b",
@@ -323,6 +332,23 @@ def test_the_matmul_node_carries_layout_and_batch(tasks: dict[str, Task]) -> Non
         assert set(node.inputs) <= set(gemm.graph.inputs), f"{name}: no permute or expand kernel before the GEMM"
     node, gemm = product("bcast")
     assert gemm.graph.type(node.outputs[0]).shape == (3, 2, 37, 45)
+
+
+def test_a_batch_of_rows_against_one_matrix_is_one_product(tasks: dict[str, Task]) -> None:
+    """A Linear on a sequence-first input (M batches of 2 rows, as nn.MultiheadAttention's in-projection sees it)
+    is one GEMM of 2M rows: not a gemv a batch (31_VisionAttention's 16 384 of them re-read the weight), and no
+    batch strides; a batch against a batch of B (bmm), or a transposed A, stays batched."""
+    k = kernels_of(tasks, "linear_seq_first")
+    assert k.describe() == "permute[permute] → gemm[matmul add tanh]"
+    prob = Problem(k.plan.groups[1])
+    assert prob.folds_batch and prob.primary.batch == 1 and prob.primary.m == 2 * ODD["M"]
+    assert k.default()[1].variant != "gemv"
+    host = k.render(k.default()).code
+    assert "P.batch = (int64_t)1;" in host and "P.bsa[0] =" not in host
+    contiguous = Problem(kernels_of(tasks, "linear3d_gelu_res").plan.groups[0])  # captured 2-D: nothing to fold
+    assert not contiguous.folds_batch and contiguous.primary.batch == 1 and contiguous.primary.m == 2 * ODD["M"]
+    for name in ("bmm", "bcast", "h_mm_tt", "mm"):
+        assert not Problem(kernels_of(tasks, name).plan.groups[0]).folds_batch, name
 
 
 def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
@@ -1142,6 +1168,8 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("bcast", [GroupConfig.of("simt", bm=32, bn=32, bk=16, tm=4, tn=4), GroupConfig.of("gemv", threads=128, rows=8)]),
     ("linear_relu", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
     ("linear3d_gelu_res", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
+    # a batch of row-major A against one B folded into one GEMM of batch * M rows
+    ("linear_seq_first", [GroupConfig.of("simt", bm=64, bn=64, bk=8, tm=8, tn=4)]),
     ("addmm", [GroupConfig.of("simt", bm=32, bn=64, bk=8, tm=4, tn=8)]),
     ("recomputed_leaf", [GroupConfig.of("simt", bm=64, bn=64, bk=16, tm=8, tn=8)]),
     ("gemv", [GroupConfig.of("gemv", threads=256, rows=1), GroupConfig.of("gemv", threads=128, rows=4)]),
@@ -1204,6 +1232,7 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ),
     ("bcast", [GroupConfig.of("tf32x3_tma", bm=64, bn=64, stages=3)]),
     ("linear3d_gelu_res", [GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=2)]),
+    ("linear_seq_first", [GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=2)]),
     ("deep_k", [GroupConfig.of("tf32x3_tma", bm=64, bn=128, stages=3)]),
     (
         "nt_deep",
@@ -1282,8 +1311,15 @@ def _units(tasks: dict[str, Task], cases: list[tuple[str, list[GroupConfig]]]) -
     units = []
     for name, configs in cases:
         k = kernels_of(tasks, name, EMULATED)
-        units += [k.render([c, *k.default()[1:]]).code for c in configs]
+        units += [with_gemm_config(k, c).code for c in configs]
     return units
+
+
+def with_gemm_config(k: TemplateKernels, config: GroupConfig) -> KernelSource:
+    """``k`` rendered with ``config`` for its (first) GEMM kernel, every other kernel's default."""
+    at = next(i for i, group in enumerate(k.plan.groups) if group.template == "gemm")
+    default = k.default()
+    return k.render([*default[:at], config, *default[at + 1 :]])
 
 
 @needs_gxx
@@ -1476,8 +1512,7 @@ def test_every_variant_verifies_on_the_gpu(tasks: dict[str, Task], tmp_path: Pat
         pytest.skip("no CUDA GPU")
 
     def render(name: str, config: GroupConfig) -> KernelSource:
-        k = kernels_of(tasks, name)
-        return k.render([config, *k.default()[1:]])
+        return with_gemm_config(kernels_of(tasks, name), config)
 
     cases = [(name, config) for name, configs in FP32_CASES + BF16_CASES for config in configs]
     failures = gpu_failures(tasks, cases, render, tmp_path)

@@ -468,6 +468,8 @@ class GemmTemplate:
             sa, sb = self._batch_dim(da, prob.ra, prob.nb, d), self._batch_dim(db, prob.rb, prob.nb, d)
             terms.append(f"({sa} != 1 ? {sa} : {sb})")
         batch = "(" + " * ".join(["(int64_t)1", *terms]) + ")"
+        if prob.folds_batch:  # one GEMM of batch * M rows (Problem.folds_batch)
+            return f"({batch} * {m})", n, k, "(int64_t)1"
         return m, n, k, batch
 
     @staticmethod
@@ -499,7 +501,7 @@ class GemmTemplate:
         lines.append("  }")
         for name, dims, rank in (("bsa", da, prob.ra), ("bsb", db, prob.rb)):
             own = max(rank - 2, 0)
-            if not own:
+            if not own or prob.folds_batch:  # a folded batch is rows of A: no batch strides
                 continue
             lines.append("  {")
             lines.append("    int64_t st = " + " * ".join(dims[own:]) + ";")
@@ -508,7 +510,7 @@ class GemmTemplate:
                 lines.append(f"    P.{name}[{d}] = {dims[i]} == 1 ? 0 : st;")
                 lines.append(f"    st *= {dims[i]};")
             lines.append("  }")
-        for d in range(prob.nb):
+        for d in range(0 if prob.folds_batch else prob.nb):
             sa, sb = self._batch_dim(da, prob.ra, prob.nb, d), self._batch_dim(db, prob.rb, prob.nb, d)
             lines.append(f"  P.bsz[{d}] = {sa} != 1 ? {sa} : {sb};")
         return lines

@@ -55,6 +55,10 @@ class Problem:
         if self.nb > MAX_BATCH_DIMS:
             raise TemplateError(f"gemm: {self.nb} batch dims")
         self.has_n = self.rb >= 2
+        # A batch of row-major A against one B (a Linear on a 3-D input, as nn.MultiheadAttention's (L, N, E) gives
+        # it: 16 384 batches of 2 rows) is one GEMM of batch * M rows: A's rows follow each other across the batch
+        # and the output's rows are numbered the same way (r = z * M + m)
+        self.folds_batch = self.nb >= 1 and self.rb == 2 and self.ra == self.nb + 2 and not self.trans_a
         # In memory a vector A is a 1 x K row (k-contiguous), a vector B an N=1 column read like B^T.
         self.a_k_major = not self.trans_a  # A's contiguous dim is k
         self.b_k_major = self.trans_b or self.rb == 1  # B's contiguous dim is k
@@ -67,7 +71,8 @@ class Problem:
         else:
             m, k = 1, sa[0]
         n = (sb[-2] if self.trans_b else sb[-1]) if self.rb >= 2 else 1
-        return Traced(prod(so[: self.nb]), m, n, k)
+        batch = prod(so[: self.nb])
+        return Traced(1, batch * m, n, k) if self.folds_batch else Traced(batch, m, n, k)
 
     @property
     def primary(self) -> Traced:
