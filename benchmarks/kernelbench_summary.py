@@ -38,9 +38,10 @@ def latest_rows(sources: list[Path]) -> dict[str, dict[str, tuple[BenchRow, str]
         document = json.loads(source.read_text(encoding="utf-8"))
         for data in document.get("rows", []):
             row = BenchRow.from_dict(data)
-            kept = levels.setdefault(level_of(row, source), {}).get(row.task)
+            level = levels.setdefault(level_of(row, source), {})
+            kept = level.get(row.task)
             if kept is None or (row.run_id or "") >= (kept[0].run_id or ""):
-                levels[level_of(row, source)][row.task] = (row, source.name)
+                level[row.task] = (row, source.name)
     return levels
 
 

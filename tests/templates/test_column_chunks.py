@@ -58,14 +58,16 @@ def _units(folder: Path, names: list[str], configs: list[GroupConfig]) -> list[t
     units = []
     for name in names:
         kernels = planned(_task(folder, name))
-        chunked = [i for i, space in enumerate(kernels.spaces) if "col_chunks" in space.variants]
-        assert chunked, f"{name}: no column reduction planned ({kernels.describe()})"
-        for config in configs:
-            chosen = list(kernels.default())
-            for i in chunked:
-                chosen[i] = config
-            units.append((kernels.task, config.label(), kernels.render(chosen).code))
+        units += [(kernels.task, config.label(), _chunked(kernels, config).code) for config in configs]
     return units
+
+
+def _chunked(kernels: TemplateKernels, config: GroupConfig) -> KernelSource:
+    """``kernels`` rendered with ``config`` for every column reduction, the default for the rest."""
+    spaces = kernels.spaces
+    assert any("col_chunks" in space.variants for space in spaces), f"no column reduction: {kernels.describe()}"
+    default = kernels.default()
+    return kernels.render([config if "col_chunks" in sp.variants else c for c, sp in zip(default, spaces, strict=True)])
 
 
 def test_the_rule_cuts_long_columns_too_few_for_the_sms(tmp_path: Path) -> None:
@@ -114,13 +116,7 @@ def test_chunked_columns_verify_on_the_gpu(tmp_path: Path) -> None:
     tasks = {name: _task(tmp_path, name) for name in PROGRAMS}
 
     def render(name: str, config: GroupConfig) -> KernelSource:
-        kernels = TemplateKernels.for_task(tasks[name])
-        return kernels.render(
-            [
-                config if "col_chunks" in space.variants else c
-                for c, space in zip(kernels.default(), kernels.spaces, strict=True)
-            ]
-        )
+        return _chunked(TemplateKernels.for_task(tasks[name]), config)
 
     failures = gpu_failures(tasks, [(name, config) for name in PROGRAMS for config in CONFIGS], render, tmp_path)
     assert not failures, "\n".join(failures)

@@ -249,10 +249,14 @@ struct {p}_prob {{
 """
 
 
+def _bias_value(prob: ConvProblem, co: str) -> str:
+    """The convolution's bias of channel ``co`` in the compute type, or "" without a bias."""
+    return to_compute(f"P.bias[{co}]", prob.dtype) if prob.bias is not None else ""
+
+
 def _bias(prob: ConvProblem, co: str) -> str:
-    if prob.bias is None:
-        return ""
-    return f"v += {to_compute(f'P.bias[{co}]', prob.dtype)};"
+    value = _bias_value(prob, co)
+    return f"v += {value};" if value else ""
 
 
 def _decode_column(prob: ConvProblem, x: str = "P.x") -> str:
@@ -1228,7 +1232,7 @@ class ConvTemplate:
             device += [
                 conv_wgmma.weight_kernel(p, config),
                 *([conv_wgmma.input_kernel(p, config)] if conv_wgmma.channels_last(config) else []),
-                conv_wgmma.kernel(p, config, prob, head, _bias(prob, "co")),
+                conv_wgmma.kernel(p, config, prob, head, _bias_value(prob, "co")),
                 conv_wgmma.launch(p, config, prob, MAX_TAPS),
             ]
             workspace = conv_wgmma.workspace_bytes(

@@ -433,7 +433,7 @@ def _a_staging(p: str, config: GroupConfig) -> tuple[str, str, str]:
 def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str) -> str:
     """``{p}_wgmma_conv<FAST>`` (launch with :func:`smem_bytes` of dynamic shared memory, :func:`threads`).
     ``head``: statements decoding the block (``tmi``, ``tni``, ``gz``) and filling the tap table;
-    ``bias``: the statement adding the convolution's bias of channel ``co`` to ``v``."""
+    ``bias``: the convolution's bias of channel ``co`` as a value ("" without one)."""
     bm, bn = int(config.get("bm")), int(config.get("bn"))
     nthreads, tf32 = threads(config), floats(config)
     a_bytes, b_bytes, stage = bm * ROW, bn * ROW, stage_bytes(config)
@@ -564,8 +564,7 @@ def _epilogue(p: str, bn: int, bias: str) -> str:
     channels: their offset in an image and their bias) are read once; its columns are walked in order from the
     first one's image and pixel, stepping into the next image where a column passes the last pixel — in place of
     a division and a bias load an element."""
-    assert not bias or (bias.startswith("v += ") and bias.endswith(";")), bias
-    row_bias = f"row_bias[h] = has_row[h] ? {bias[len('v += ') : -1]} : 0.f;" if bias else ""
+    row_bias = f"row_bias[h] = has_row[h] ? {bias} : 0.f;" if bias else ""
     add_bias = " + row_bias[h]" if bias else ""
     return f"""\
   // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
