@@ -84,7 +84,9 @@ half of each tile is idle); otherwise ``implicit`` with ``bm`` 128 when ``M > 64
 Half → ``mma`` 128x128x32 on 2x4 warps when those tiles cover every SM, else 64x64x32 on 2x2. On sm_90a
 the forward GEMM cases instead take ``tf32x3_wgmma`` (float32) or ``wgmma`` (half), ``bm`` 128 (64 for at
 most 64 output channels per group) by ``bn`` 64: 1.1-2.6x exact-fp32 eager on the suite's convolutions
-against 0.5-1.4x for the variants above (H200, 2026-12-02, compute_quality_suite_conv_wgmma.json).
+against 0.5-1.4x for the variants above (H200, 2026-12-02, compute_quality_suite_conv_wgmma.json); a windowed
+one of 128-row tiles gathers from a channels-last copy of its input with 128 columns a tile (``nhwc=1``:
+:func:`_channels_last_wide`).
 """
 
 from __future__ import annotations
@@ -1025,6 +1027,17 @@ def transposed_terms(prob: ConvProblem) -> int:
     return k // (sd * sh * sw)
 
 
+def _channels_last_wide(config: GroupConfig, space: Space) -> GroupConfig:
+    """A windowed warp-group conv of 128-row tiles gathers from the input's channels-last copy, 128 columns a tile.
+    Timed against the gathering kernel (128 x 64) with the warp-group epilogue and copy of b5e84e5 (H100,
+    2026-12-07, template_sweep_conv_epilogue_*_h100_2026-12-07.json): 1.17x on conv2d_fp16, 1.32x on
+    conv2d_bias_relu at TF32 (1.14x at 3xTF32 before that epilogue), 0.98-0.99x on conv2d_residual_bf16 and level 1's
+    63 (16 input channels: 144 terms an output)."""
+    if config.get("bm") != 128 or "nhwc" not in space.knobs.get(config.variant, {}):
+        return config
+    return config.with_params(nhwc=1, bn=128)
+
+
 def _implicit_tile(prob: ConvProblem, m: int, n: int, sms: int) -> GroupConfig:
     """The exact fp32 implicit GEMM's tile: ``bm`` 128 when ``M > 64``, ``bn`` 128 while the tiles cover the SMs."""
     bm = 128 if m > 64 else 64
@@ -1114,16 +1127,17 @@ class ConvTemplate:
         if k < DIRECT_MAX_K or k == _taps(prob.primary) or any(_taps(t) > MAX_TAPS for t in prob.traced):
             stencil = _stencil_rule(prob, self.space(group, facts))
             return stencil if stencil is not None else GroupConfig.of("direct", threads=256)
-        variants = self.space(group, facts).variants
+        space = self.space(group, facts)
+        variants = space.variants
         if prob.dtype in HALF:
             if "wgmma" in variants:
-                return GroupConfig.of("wgmma", bm=128 if m > 64 else 64, bn=64)
+                return _channels_last_wide(GroupConfig.of("wgmma", bm=128 if m > 64 else 64, bn=64), space)
             if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
         for warp_group in ("tf32_wgmma", "tf32x3_wgmma"):
             if warp_group in variants:
-                return GroupConfig.of(warp_group, bm=128 if m > 64 else 64, bn=64)
+                return _channels_last_wide(GroupConfig.of(warp_group, bm=128 if m > 64 else 64, bn=64), space)
         if "tf32x3" in variants and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
             return TF32_WIDE
         return _implicit_tile(prob, m, n, sms)
@@ -1147,8 +1161,8 @@ class ConvTemplate:
         elif prob.dtype in HALF:
             wide = first.variant == "wgmma" and first.get("bm") == 128
             others = [
+                *([first.with_params(bn=256)] if wide else []),  # conv2d_fp16's fastest (sweep as in the rule)
                 *([GroupConfig.of("wgmma", bm=128, bn=128)] if wide else []),
-                *([GroupConfig.of("wgmma", bm=128, bn=256)] if wide else []),
                 GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4),
                 GroupConfig.of("mma", bm=128, bn=64, bk=32, wm=4, wn=2),
                 GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2),
@@ -1166,12 +1180,10 @@ class ConvTemplate:
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
                 GroupConfig.of("direct", threads=256),
             ]
-        if "nhwc" in self.space(group, facts).knobs.get(first.variant, {}):  # gathered from a channels-last copy,
-            # 128 x 128 where the rule's tile is 128 rows: the fastest channels-last tile in 5 of 6 sweeps, 1.24x the
-            # rule's kernel on conv2d_bias_relu at TF32, 1.14x at 3xTF32, a tie or a loss elsewhere
-            # (template_sweep_conv_nhwc_*_h100_2026-12-07.json)
-            wide = {"bn": 128} if first.get("bm") == 128 else {}
-            others.insert(0, first.with_params(nhwc=1, **wide))
+        if conv_wgmma.channels_last(first):  # the kernel gathering from the input itself, as the rule had it before
+            others.insert(0, GroupConfig.of(first.variant, bm=first.get("bm"), bn=64))
+        elif "nhwc" in self.space(group, facts).knobs.get(first.variant, {}):  # 64 rows: the channels-last copy too
+            others.insert(0, first.with_params(nhwc=1))
         seeds = [first]
         for config in others:
             if config not in seeds:
