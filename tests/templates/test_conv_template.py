@@ -669,6 +669,8 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
         [GroupConfig.of("tf32x3_wgmma", bm=64, bn=64, nhwc=1), GroupConfig.of("tf32x3_wgmma", bm=128, bn=128, nhwc=1)],
     ),
     ("conv2d_strided", [GroupConfig.of("tf32x3_wgmma", bm=64, bn=128, nhwc=1)]),
+    # the accumulators stored from their fragments (staged=0) rather than through shared memory
+    ("conv2d_bn_relu", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=128, staged=0)]),
 ]
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
@@ -690,6 +692,8 @@ BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("h_conv_deep", [GroupConfig.of("wgmma", bm=128, bn=256, nhwc=1), GroupConfig.of("wgmma", bm=64, bn=64, nhwc=1)]),
     # output planes smaller than a thread's step between columns (the epilogue walks columns across images)
     ("h_conv_tiny", [GroupConfig.of("wgmma", bm=64, bn=64), GroupConfig.of("wgmma", bm=64, bn=128, nhwc=1)]),
+    ("h_conv_tiny", [GroupConfig.of("wgmma", bm=64, bn=64, staged=0), GroupConfig.of("wgmma", bm=128, bn=256)]),
+    ("h_conv_deep", [GroupConfig.of("wgmma", bm=128, bn=128, nhwc=1, staged=0)]),
     (
         "h_depthwise",
         [
@@ -828,6 +832,35 @@ def test_emulator_catches_warp_group_convs_reading_uncommitted_copies_or_misplac
         assert not np.array_equal(bad, _bits(case.expected[0])), k
 
 
+@needs_gxx
+def test_emulator_catches_a_staged_epilogue_that_misplaces_outputs(tasks: dict[str, Task], tmp_path: Path) -> None:
+    """The staged epilogue's lane walks 32 columns at a time across output planes of 4, 3 and 1 pixels: stepping
+    into the next image once where the step crosses several fails, and so do rows of the shared tile overlapping
+    (pitch 64 for 72) and a lane's second column read from its first's place."""
+    from optiml.evaluate.runtime import TaskRuntime
+
+    tiny = kernels_of(tasks, "h_conv_tiny", EMULATED).render([GroupConfig.of("wgmma", bm=64, bn=128, nhwc=1)]).code
+    deep = kernels_of(tasks, "h_conv_deep", EMULATED).render([GroupConfig.of("wgmma", bm=128, bn=128)]).code
+    broken = [
+        tiny.replace(
+            "        while (pix >= OSi) {\n          pix -= OSi;\n          col_at += next_image;",
+            "        if (pix >= OSi) {\n          pix -= OSi;\n          col_at += next_image;",
+        ),
+        deep.replace("(float2*)&tile[r * 72 + 8 * jj", "(float2*)&tile[r * 64 + 8 * jj"),
+        deep.replace("tile[r * 72 + 32 * k + lane]", "tile[r * 72 + lane]"),
+    ]
+    assert broken[0] != tiny and broken[1] != deep and broken[2] != deep
+    lib = emulated_library(tmp_path, broken)
+    for k, name in enumerate(("h_conv_tiny", "h_conv_deep", "h_conv_deep")):
+        runtime = TaskRuntime(tasks[name], "cpu")
+        wrong = False
+        for shape_set in range(tasks[name].num_shape_sets):
+            case = runtime.case(7 + shape_set, shape_set)
+            (bad,) = run_emulated(lib, k, case.abi_inputs, case.expected)
+            wrong = wrong or not np.array_equal(bad, _bits(case.expected[0]))
+        assert wrong, k
+
+
 # -- on the GPU ----------------------------------------------------------------------------------------
 F16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
@@ -839,6 +872,7 @@ F16_CASES: list[tuple[str, list[GroupConfig]]] = [
             GroupConfig.of("wgmma", bm=128, bn=256),
             GroupConfig.of("wgmma", bm=64, bn=64),
             GroupConfig.of("wgmma", bm=128, bn=128, nhwc=1),
+            GroupConfig.of("wgmma", bm=128, bn=128, nhwc=1, staged=0),
         ],
     ),
 ]

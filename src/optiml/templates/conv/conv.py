@@ -1095,14 +1095,18 @@ class ConvTemplate:
         if gemm and prob.dtype in HALF:
             knobs["mma"] = dict(MMA_KNOBS)
             if warp_group:
-                knobs["wgmma"] = {**conv_wgmma.HALF_KNOBS, **nhwc}
+                knobs["wgmma"] = {**conv_wgmma.HALF_KNOBS, **nhwc, **conv_wgmma.STAGED_KNOB}
         elif gemm:  # at PyTorch's default precision: 1xTF32, and no 3xTF32 (exact) variant
             tf32 = rounds_to_tf32(prob, facts)
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
             if tensor_cores_take_tf32(facts) and not tf32:
                 knobs["tf32x3"] = dict(TF32_KNOBS)
             if warp_group:
-                knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = {**conv_wgmma.TF32_KNOBS, **nhwc}
+                knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = {
+                    **conv_wgmma.TF32_KNOBS,
+                    **nhwc,
+                    **conv_wgmma.STAGED_KNOB,
+                }
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
             if tensor_cores_take_tf32(facts) and not rounds_to_tf32(prob, facts):
@@ -1110,7 +1114,11 @@ class ConvTemplate:
         if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
             knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
-        implied = {variant: {"nhwc": 0} for variant in conv_wgmma.VARIANTS if "nhwc" in knobs.get(variant, {})}
+        implied = {
+            variant: {"nhwc": 0, "staged": 1} if "nhwc" in knobs[variant] else {"staged": 1}
+            for variant in conv_wgmma.VARIANTS
+            if variant in knobs
+        }
         return Space(knobs=knobs, check=partial(_space_check, prob), implied=implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:

@@ -43,8 +43,10 @@ columns it copies once per block. Every copy being asynchronous, the instance ru
 A slice's MMAs are issued, then the next slice is loaded and stored into the other stage while they run;
 the block commits and waits for its copies (``cp.async.wait_group`` waits for committed groups only), waits
 for its MMAs, and one barrier ends the slice (the stage the stores refill was read by the MMAs of the slice
-before, finished before that barrier). The accumulators go through the fused epilogue one element at a time, a
-thread's output channels read once and its columns walked in order (:func:`_epilogue`).
+before, finished before that barrier). The accumulators go through the fused epilogue one element at a time: by
+default (``staged=1``) through shared memory, a warp storing 32 consecutive pixels of one output channel at a time
+(:func:`_staged_epilogue`); with ``staged=0`` straight from the fragments, a thread's output channels read once and
+its columns walked in order (:func:`_epilogue`).
 """
 
 from __future__ import annotations
@@ -78,6 +80,13 @@ PIPELINE_STAGES = 4
 TABLE_RESERVE = 16 * 1024  # shared memory the conv template's static tables may take beside the stages
 #: Offered to windowed convolutions of the three variants.
 NHWC_KNOB: dict[str, tuple[int, ...]] = {"nhwc": (0, 1)}
+#: How the accumulators reach the output: ``staged`` 1 (left out: 1) through shared memory, a warp storing a row's
+#: consecutive pixels; 0 straight from the accumulator fragments (8 channels by 4 pixels two apart a store).
+STAGED_KNOB: dict[str, tuple[int, ...]] = {"staged": (0, 1)}
+#: Columns the staged epilogue moves through shared memory at a time, and its row pitch in floats: 72 = 8 mod 32
+#: banks, so a fragment's pair stores (8 rows by 4 column pairs a half-warp) meet no bank twice.
+STAGED_COLUMNS = 64
+STAGED_PITCH = STAGED_COLUMNS + 8
 
 
 class ConvGeometry(Protocol):
@@ -109,6 +118,11 @@ def floats(config: GroupConfig) -> bool:
 def channels_last(config: GroupConfig) -> bool:
     """Whether ``config`` gathers from a channels-last copy of the input (``nhwc=1``)."""
     return bool(config.get("nhwc", 0))
+
+
+def staged(config: GroupConfig) -> bool:
+    """Whether ``config`` stores its accumulators through shared memory (``staged=1``, the default)."""
+    return bool(config.get("staged", 1))
 
 
 def parts(config: GroupConfig) -> int:
@@ -498,7 +512,7 @@ def kernel(p: str, config: GroupConfig, prob: ConvGeometry, head: str, bias: str
 {addresses}
 {a_load}{b_load}{a_store}{b_store}  }}
 """
-    epilogue = _epilogue(p, bn, bias)
+    epilogue = _staged_epilogue(p, bm, bn, bias) if staged(config) else _epilogue(p, bn, bias)
     kind = (
         "3xTF32 (big / small tiles)"
         if split(config)
@@ -601,6 +615,71 @@ def _epilogue(p: str, bn: int, bias: str) -> str:
           col_at += next_image;
         }}
       }}
+  }}
+"""
+
+
+def _staged_epilogue(p: str, bm: int, bn: int, bias: str) -> str:
+    """The accumulators into the NCHW output through shared memory, :data:`STAGED_COLUMNS` columns at a time: the
+    fragments are written to a ``bm x STAGED_COLUMNS`` tile (pitch :data:`STAGED_PITCH`), then each warp takes whole
+    rows (an output channel: its offset and bias read once a row) and its lanes consecutive columns (pixels), so a
+    store instruction writes 32 consecutive outputs of one channel — where the fragments' order writes 8 channels by
+    4 pixels two apart, three times the sectors of the data (level 1's 63 at TF32: 12 sectors a request, L2 at 80 %
+    of its peak; ncu_conv_tf32_63_h100_2026-12-07.json). A lane's columns are walked from its first one's image and
+    pixel, 32 at a time, stepping into the next image past an image's last pixel. The stage tiles fit the tile (the
+    smallest, 64 + 64 rows of two stages, holds 64 rows of it); a barrier first: the other warp group's MMAs read
+    the stages until it."""
+    chunks, per_lane = bn // STAGED_COLUMNS, STAGED_COLUMNS // 32
+    add_bias = " + b" if bias else ""
+    row_bias = f"\n          const float b = {bias};" if bias else ""
+    return f"""\
+  // accumulator layout: warp w of the group has rows 16 w + lane / 4 (+ 8); register 4 j + 2 h + q is
+  // column 8 j + 2 (lane % 4) + q of row + 8 h. Staged: {chunks} chunk(s) of {STAGED_COLUMNS} columns through shared
+  // memory, each warp storing whole rows, its lanes on consecutive pixels.
+  {{
+    float* const tile = reinterpret_cast<float*>({p}_smem);
+    const int wid = (int)threadIdx.x >> 5;
+    int64_t col = n0 + lane;  // this lane's column of the tile, walked 32 at a time
+    const int64_t img = col / P.OS;
+    int pix = (int)(col - img * P.OS);
+    int64_t col_at = img * P.Cout * P.OS + pix;  // the column's output offset, less its channel's
+    const int64_t next_image = (P.Cout - 1) * P.OS;  // from past an image's last pixel to the next image's first
+#pragma unroll
+    for (int chunk = 0; chunk < {chunks}; ++chunk) {{
+      __syncthreads();  // the stages (or the chunk before) are read no more
+#pragma unroll
+      for (int jj = 0; jj < {STAGED_COLUMNS // 8}; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {{
+          const int r = wg * 64 + warp * 16 + lane / 4 + 8 * h, j = chunk * {STAGED_COLUMNS // 8} + jj;
+          float2* const at = (float2*)&tile[r * {STAGED_PITCH} + 8 * jj + 2 * (lane % 4)];
+          *at = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }}
+      __syncthreads();
+      int64_t at[{per_lane}];
+      bool in[{per_lane}];
+#pragma unroll
+      for (int k = 0; k < {per_lane}; ++k) {{
+        in[k] = col < P.NP;
+        at[k] = col_at;
+        col += 32;
+        pix += 32;
+        col_at += 32;
+        while (pix >= OSi) {{
+          pix -= OSi;
+          col_at += next_image;
+        }}
+      }}
+      for (int r = wid; r < {bm}; r += {bm // 16}) {{
+        const int64_t m = m0 + r;
+        if (m < P.M) {{
+          const int64_t co = gz * P.M + m, row_at = co * P.OS;{row_bias}
+#pragma unroll
+          for (int k = 0; k < {per_lane}; ++k)
+            if (in[k]) {p}_epi1(P, at[k] + row_at, 0, tile[r * {STAGED_PITCH} + 32 * k + lane]{add_bias});
+        }}
+      }}
+    }}
   }}
 """
 
