@@ -90,4 +90,22 @@ template <typename T> __device__ __forceinline__ double optiml_sumexp_at(double 
   return s * (double)optiml_exp_of(m - c);
 }
 
+// Host side: the chunks each of `rows` rows is cut into for a launch of rows x chunks blocks, `cap` of which run at
+// once (SMs x blocks an SM). At least enough to fill the GPU, then the fewest (up to 8x that) whose last wave runs at
+// least 90 % full: 128 rows on 528 slots took 5 chunks, 640 blocks, a second wave of 112 (21 % full) during which
+// most SMs idle; now 8, two full waves. At most `most` (chunks no shorter than a block's pass) and `cap` (the
+// workspace holds `cap` partials a row).
+static inline int64_t optiml_wave_chunks(int64_t rows, int64_t cap, int64_t most) {
+  if (rows < 1) rows = 1;
+  int64_t limit = most < cap ? most : cap;
+  if (limit < 1) limit = 1;
+  const int64_t first = (cap + rows - 1) / rows;
+  if (first >= limit) return limit;
+  for (int64_t c = first; c <= limit && c <= 8 * first; ++c) {
+    const int64_t blocks = rows * c, waves = (blocks + cap - 1) / cap;
+    if (10 * blocks >= 9 * waves * cap) return c;
+  }
+  return first;
+}
+
 #endif  // OPTIML_DEVICE_H

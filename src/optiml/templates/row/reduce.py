@@ -1195,9 +1195,8 @@ class _Renderer:
         fields, placed, workspace = self.partial_fields(cap)
         struct, fill = self.host_struct(["int64_t C, clen;", *fields])
         fill += [
-            f"{{ int64_t want = ({cap} + P.rows - 1) / P.rows; if (want < 1) want = 1;",
-            f"  const int64_t most = (P.R + {unit} - 1) / {unit};",
-            "  P.C = want < most ? want : most; if (P.C < 1) P.C = 1;",
+            f"{{ const int64_t most = (P.R + {unit} - 1) / {unit};",
+            f"  P.C = optiml_wave_chunks(P.rows, {cap}, most);",
             f"  P.clen = ((P.R + P.C - 1) / P.C + {unit} - 1) / {unit} * {unit};",
             "  P.C = P.R > 0 ? (P.R + P.clen - 1) / P.clen : 1; }",
             *placed,
@@ -1305,11 +1304,10 @@ class _Renderer:
             launches.append(self.launch(name, grid, f"P, {self.ctx.workspace}"))
         fields, placed, workspace = self.partial_fields(cap)
         struct, fill = self.host_struct(["int64_t C, clen;", *fields])
-        fill += [  # chunks enough for the blocks to fill the GPU, of at least 64 elements a lane
+        fill += [  # chunks enough for the blocks to fill the GPU in full waves, of at least 64 elements a lane
             f"{{ const int64_t tiles = (P.rows + {cols - 1}) / {cols};",
-            f"  int64_t want = ({cap} + tiles - 1) / tiles; if (want < 1) want = 1;",
             f"  const int64_t most = (P.R + {64 * lanes - 1}) / {64 * lanes};",
-            "  P.C = want < most ? want : most; if (P.C < 1) P.C = 1;",
+            f"  P.C = optiml_wave_chunks(tiles, {cap}, most);",
             "  P.clen = (P.R + P.C - 1) / P.C; if (P.clen < 1) P.clen = 1;",
             "  P.C = P.R > 0 ? (P.R + P.clen - 1) / P.clen : 1; }",
             *placed,
