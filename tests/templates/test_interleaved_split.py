@@ -79,3 +79,41 @@ def test_interleaving_is_a_move_for_element_wise_rows_and_refused_with_a_reducti
     config = GroupConfig.of("split_row", threads=128, vec=4, blocks_per_sm=2, interleave=1)
     assert "interleave=1 not in" in (total.spaces[0].reason_invalid(config) or "")
     assert all(configs[0].get("interleave", 0) == 0 for configs in total.seeds(4))
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", ["bias_relu", "channel_scale", "upsample"])
+def test_a_block_a_tile_matches_torch(name: str, tmp_path: Path) -> None:
+    """``blocks_per_sm=0``: as many blocks as tiles of ``threads * vec`` elements, each one tile (eager's launch
+    shape), with whole and partial last tiles, scalar tails, two packs a thread and rows of two runs."""
+    kernels = planned(write_task(tmp_path, name, TASKS[name]))
+    default = kernels.default()
+    space = kernels.spaces[-1]
+    units = []
+    for vec in (8, 4, 1):
+        for config in (
+            GroupConfig.of("split_row", threads=128, vec=vec, blocks_per_sm=0),
+            GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=0, ilp=2),
+        ):
+            if space.reason_invalid(config) is None:
+                units.append((kernels.task, config.label(), kernels.render([*default[:-1], config]).code))
+    assert len(units) >= 3, kernels.describe()
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=5, tol=1e-5)
+    assert not failures, "\n".join(failures)
+
+
+def test_a_block_a_tile_is_offered_for_element_wise_rows_only(tmp_path: Path) -> None:
+    """A seed for element-wise rows (eager's launch shape: 128 threads a tile), refused with a reduction (its
+    partials are a block's) and with interleaving (one tile a block has none to take in turn)."""
+    silu = planned(write_task(tmp_path, "silu", TASKS["silu"]))
+    (default,) = silu.default()
+    tiles = default.with_params(blocks_per_sm=0)
+    assert silu.spaces[0].reason_invalid(tiles) is None
+    assert "P.C = most < 2147483647LL ? most : 2147483647LL;" in silu.render([tiles]).code
+    assert "optiml_wave_chunks(P.rows, " in silu.render([default]).code
+    eager_like = GroupConfig.of("split_row", threads=128, vec=default.get("vec"), blocks_per_sm=0)
+    assert [configs[0] for configs in silu.seeds(4)][1] == eager_like  # the second seed, raced against the rule's
+    assert "has no tiles to take in turn" in (silu.spaces[0].reason_invalid(tiles.with_params(interleave=1)) or "")
+    total = planned(write_task(tmp_path, "total", task_text(SHAPES, "x\nreturn (x * x).sum()", "[torch.randn(B, N)]")))
+    config = GroupConfig.of("split_row", threads=128, vec=4, blocks_per_sm=0)
+    assert "blocks_per_sm=0 not in" in (total.spaces[0].reason_invalid(config) or "")

@@ -22,8 +22,9 @@ structural choice of how threads share a row:
 
 Knobs: ``threads``, ``vec`` (elements per 16-byte access along the row, used when run-time
 alignment allows, else scalar), ``items`` (row elements each thread keeps in registers between
-passes; 0 = re-read every pass), ``blocks_per_sm`` (split_row: how many blocks fill the GPU), ``ilp`` (row
-variants: packs a thread loads before it uses them, 1 or 2; left out, 1).
+passes; 0 = re-read every pass), ``blocks_per_sm`` (split_row: how many blocks fill the GPU; 0, for groups with no
+reduction, a block a tile of ``threads * vec`` elements, as many blocks as tiles), ``ilp`` (row variants: packs a
+thread loads before it uses them, 1 or 2; left out, 1).
 The planner's rule (:meth:`RowTemplate.default`): the innermost dim kept → ``col_cached`` where its
 column fits in registers and is read more than once, else ``col`` (``col_split`` for too few columns,
 ``col_chunks`` where its blocks would leave over half the SMs idle and the columns are long);
@@ -156,7 +157,9 @@ class RowTemplate:
             knobs["split_row"] = {
                 "threads": (128, 256, 512, 1024),
                 "vec": (1, 2, 4, 8),
-                "blocks_per_sm": (1, 2, 4, 8),
+                # 0: a block a tile of the row, as many blocks as tiles (eager's element-wise launches); only where
+                # no reduction keeps a partial a block
+                "blocks_per_sm": (0, 1, 2, 4, 8) if not prog.reductions else (1, 2, 4, 8),
                 "ilp": (1, 2),
                 # blocks take the row's tiles in turn (a front sweeping the row, as eager's element-wise kernels
                 # do) rather than a contiguous chunk each; only where no reduction combines the blocks' parts in
@@ -186,6 +189,8 @@ class RowTemplate:
                 return "ilp pairs packs: it needs vec > 1"
             if config.get("ilp", 1) > 1 and items:
                 return "ilp pairs the packs of rows read anew each pass: it needs items = 0"
+            if config.variant == "split_row" and config.get("blocks_per_sm") == 0 and config.get("interleave", 0):
+                return "split_row with a block a tile (blocks_per_sm=0) has no tiles to take in turn (interleave=1)"
             if config.variant in ("col_split", "col_chunks") and config.get("threads") // config.get("lanes") < 32:
                 return f"{config.variant} needs at least 32 columns per block (threads / lanes >= 32) to coalesce"
             return None
@@ -243,6 +248,9 @@ class RowTemplate:
         vec = first.get("vec", 1)
         options: list[GroupConfig] = []
         if lay.inner_reduced:
+            if not prog.reductions:  # element-wise: also as eager launches it, a 128-thread block a tile (the
+                # activations stayed ~5 % behind eager at every chunked configuration swept: template_sweep_interleave)
+                options.append(GroupConfig.of("split_row", threads=128, vec=vec, blocks_per_sm=0))
             if rows > 1:  # a block a row where the row has a pack for each thread (nearest upsampling's rows of 256
                 # ran 0.75-14 ms with a block each, 0.25 ms with a warp, H100, template_sweep_upsample_span_h100_*)
                 options += [
@@ -1194,9 +1202,11 @@ class _Renderer:
         cap = min(sms * bps, 4096)
         fields, placed, workspace = self.partial_fields(cap)
         struct, fill = self.host_struct(["int64_t C, clen;", *fields])
+        # as many chunks as fill the GPU in full waves (optiml_wave_chunks), or a block a tile (blocks_per_sm=0)
+        chunks = "most < 2147483647LL ? most : 2147483647LL" if bps == 0 else f"optiml_wave_chunks(P.rows, {cap}, most)"
         fill += [
             f"{{ const int64_t most = (P.R + {unit} - 1) / {unit};",
-            f"  P.C = optiml_wave_chunks(P.rows, {cap}, most);",
+            f"  P.C = {chunks}; if (P.C < 1) P.C = 1;",
             f"  P.clen = ((P.R + P.C - 1) / P.C + {unit} - 1) / {unit} * {unit};",
             "  P.C = P.R > 0 ? (P.R + P.clen - 1) / P.clen : 1; }",
             *placed,
