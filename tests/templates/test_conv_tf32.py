@@ -100,6 +100,18 @@ def test_every_rounded_variant_rounds_and_says_so(name: str, tmp_path: Path) -> 
         assert "optiml_split(" not in code  # no 3xTF32 under this precision
 
 
+def test_a_transposed_convolution_is_seeded_with_1xtf32_tensor_core_phases(tmp_path: Path) -> None:
+    """At PyTorch's default precision a transposed convolution's phases had SIMT kernels only (3xTF32 is exact, so
+    not offered there): the ``tf32`` variant (1xTF32 on ``mma.sync``) is now in its space and its seeds."""
+    rounded = TemplateKernels.for_task(_task(tmp_path, "transposed"))
+    exact = TemplateKernels.for_task(_task(tmp_path, "transposed", "exact"))
+    assert "tf32" in _variants(rounded) and "tf32x3" not in _variants(rounded)
+    assert "tf32x3" in _variants(exact) and "tf32" not in _variants(exact)
+    assert GroupConfig.of("tf32", bm=64, bn=128, bk=16, wm=2, wn=4) in [c[0] for c in rounded.seeds(4)]
+    code = rounded.render([GroupConfig.of("tf32", bm=64, bn=64, bk=16, wm=2, wn=2)]).code
+    assert "1xTF32 (operands rounded to nearest)" in code and code.count("optiml_mma8(") == 1
+
+
 def test_a_depthwise_convolution_stays_exact(tmp_path: Path) -> None:
     kernels = TemplateKernels.for_task(_task(tmp_path, "depthwise"))
     for configs in kernels.seeds(4):
@@ -136,6 +148,15 @@ CASES: list[tuple[str, list[GroupConfig]]] = [
         [GroupConfig.of("tf32_wgmma", bm=64, bn=64), GroupConfig.of("implicit", bm=32, bn=64, bk=16, tm=4, tn=8)],
     ),
     ("transposed", [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4), GroupConfig.of("direct", threads=64)]),
+    # 1xTF32 on mma.sync: a forward convolution, and a transposed one over its output phases
+    ("dense3x3", [GroupConfig.of("tf32", bm=64, bn=64, bk=16, wm=2, wn=2)]),
+    (
+        "transposed",
+        [
+            GroupConfig.of("tf32", bm=64, bn=64, bk=16, wm=2, wn=2),
+            GroupConfig.of("tf32", bm=64, bn=128, bk=16, wm=2, wn=4),
+        ],
+    ),
 ]
 
 

@@ -18,7 +18,7 @@ FAMILIES = (
         name="conv",
         serves=("conv",),
         make=ConvTemplate,
-        variants=("direct", "stencil", "implicit", "mma", "tf32x3", "wgmma", "tf32x3_wgmma"),
+        variants=("direct", "stencil", "implicit", "mma", "tf32x3", "tf32", "wgmma", "tf32x3_wgmma", "tf32_wgmma"),
         kind="product",
         spec=lambda d: ProductSpec(recomputable=tuple(d["recomputable"]), aliases=tuple(d["aliases"])),
     ),

@@ -62,8 +62,9 @@ Variants:
 At PyTorch's default precision (a float32 task with ``OPTIML["precision"] = "tf32"``:
 ``DeviceFacts.tf32_convolutions``, :func:`rounds_to_tf32`) every variant multiplies operands rounded to TF32 to
 nearest, as cuDNN does there, and sums in fp32: ``implicit``, ``direct`` and ``stencil`` round as they load,
-``tf32_wgmma`` replaces ``tf32x3_wgmma``, and ``tf32x3`` is not offered; depthwise convolutions (exact in cuDNN)
-stay exact.
+``tf32_wgmma`` replaces ``tf32x3_wgmma``, and ``tf32`` (the ``tf32x3`` kernel with each fragment rounded to TF32 and
+one ``mma.sync`` a k-step) replaces ``tf32x3`` — for transposed convolutions too, whose phases' GEMMs otherwise had
+only SIMT kernels at that precision; depthwise convolutions (exact in cuDNN) stay exact.
 
 The epilogue is the GEMM template's (:class:`~optiml.templates.product.epilogue.Epilogue`), indexed by the
 output's linear index (its ``N`` is 1): bias-like leaves broadcast into the output through strides
@@ -743,21 +744,24 @@ __global__ void __launch_bounds__({threads}) {p}_mma_conv(const {p}_prob P) {{
 
 
 # -- tf32x3 (fp32 on tensor cores) -------------------------------------------------------------------
-def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem) -> str:
+def _tf32_kernel(p: str, cfg: GroupConfig, prob: ConvProblem, single: bool = False) -> str:
     """The implicit GEMM on tensor cores at fp32 accuracy: the GEMM template's 3xTF32 slice
     (:func:`optiml.templates.gemm.tf32.slice_code`) over A as ``[m][k]`` and B as ``[n][k]`` in shared
     memory (rows padded by 4 floats: conflict-free fragment reads), double buffered, the next slice's
-    weights and gathered inputs prefetched in registers while the current one is multiplied."""
+    weights and gathered inputs prefetched in registers while the current one is multiplied. ``single``: the
+    ``tf32`` variant, 1xTF32 at PyTorch's default precision (operands rounded to TF32 to nearest as the fragments
+    are read, one MMA a k-step)."""
     bm, bn, bk, wm, wn = (int(cfg.get(k)) for k in ("bm", "bn", "bk", "wm", "wn"))
     threads = wm * wn * 32
     wtm, wtn = bm // wm, bn // wn
     mi, ni = wtm // 16, wtn // 8
     pitch = bk + gemm_tf32.PAD_K
     decl, load, store = _staging(prob, bm, bn, bk, threads, "float", "0.f")
-    multiply = gemm_tf32.slice_code(p, bk, mi, ni, wtm, wtn, "As[buf][{m}][{k}]", "Bs[buf][{n}][{k}]")
+    multiply = gemm_tf32.slice_code(p, bk, mi, ni, wtm, wtn, "As[buf][{m}][{k}]", "Bs[buf][{n}][{k}]", single)
     k_total, helper, head = _fp32_gemm_head(p, prob, bm, bn, threads)
+    kind = "1xTF32 (operands rounded to nearest)" if single else "3xTF32"
     return f"""\
-{helper}// Implicit GEMM in 3xTF32 on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
+{helper}// Implicit GEMM in {kind} on tensor cores: {bm}x{bn} tile per block on {wm}x{wn} warps ({mi}x{ni} m16n8k8 tiles
 // each), {bk}-deep slices double buffered through registers; A as [m][k], B as [n][k] in shared memory.
 template <bool AVEC>
 __global__ void __launch_bounds__({threads}) {p}_tf32_conv(const {p}_prob P) {{
@@ -1012,7 +1016,7 @@ def _space_check(prob: ConvProblem, config: GroupConfig) -> str | None:
         return _implicit_check(config, tables)
     if config.variant == "mma":
         return _mma_check(config, tables)
-    if config.variant == "tf32x3":
+    if config.variant in ("tf32x3", "tf32"):
         return _tf32_check(config, tables)
     if config.variant in conv_wgmma.VARIANTS:
         return conv_wgmma.check(config, tables)
@@ -1025,6 +1029,16 @@ def transposed_terms(prob: ConvProblem) -> int:
     _, _, k = prob.gemm_sizes(prob.primary)
     sd, sh, sw = prob.stride
     return k // (sd * sh * sw)
+
+
+def _mma_tf32_variant(variants: tuple[str, ...]) -> str | None:
+    """The ``mma.sync`` TF32 variant the space offers: ``tf32x3`` (exact), ``tf32`` (PyTorch's default precision)."""
+    return next((v for v in ("tf32x3", "tf32") if v in variants), None)
+
+
+def _mma_tf32_tile(variant: str, wide: bool) -> GroupConfig:
+    """:data:`TF32_WIDE` (``wide``) or :data:`TF32_NARROW` as ``variant``."""
+    return GroupConfig.of(variant, **dict((TF32_WIDE if wide else TF32_NARROW).params))
 
 
 def _channels_last_wide(config: GroupConfig, space: Space) -> GroupConfig:
@@ -1099,8 +1113,8 @@ class ConvTemplate:
         elif gemm:  # at PyTorch's default precision: 1xTF32, and no 3xTF32 (exact) variant
             tf32 = rounds_to_tf32(prob, facts)
             knobs["implicit"] = dict(IMPLICIT_KNOBS)
-            if tensor_cores_take_tf32(facts) and not tf32:
-                knobs["tf32x3"] = dict(TF32_KNOBS)
+            if tensor_cores_take_tf32(facts):  # exact 3xTF32, or 1xTF32 at PyTorch's default precision
+                knobs["tf32" if tf32 else "tf32x3"] = dict(TF32_KNOBS)
             if warp_group:
                 knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = {
                     **conv_wgmma.TF32_KNOBS,
@@ -1109,8 +1123,8 @@ class ConvTemplate:
                 }
         elif prob.transposed and table and prob.dtype == "float32":
             knobs["implicit"] = dict(IMPLICIT_KNOBS)  # one GEMM per output phase (_phase_setup)
-            if tensor_cores_take_tf32(facts) and not rounds_to_tf32(prob, facts):
-                knobs["tf32x3"] = dict(TF32_KNOBS)
+            if tensor_cores_take_tf32(facts):
+                knobs["tf32" if rounds_to_tf32(prob, facts) else "tf32x3"] = dict(TF32_KNOBS)
         if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
             knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
@@ -1146,8 +1160,9 @@ class ConvTemplate:
         for warp_group in ("tf32_wgmma", "tf32x3_wgmma"):
             if warp_group in variants:
                 return _channels_last_wide(GroupConfig.of(warp_group, bm=128 if m > 64 else 64, bn=64), space)
-        if "tf32x3" in variants and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
-            return TF32_WIDE
+        mma_variant = _mma_tf32_variant(variants)
+        if mma_variant and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
+            return _mma_tf32_tile(mma_variant, wide=True)
         return _implicit_tile(prob, m, n, sms)
 
     def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
@@ -1158,10 +1173,10 @@ class ConvTemplate:
             others.append(GroupConfig.of("direct", threads=256))
         elif self.space(group, facts).variants[0] == "direct":  # too many taps for the table, or half transposed
             others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
-        elif prob.transposed:  # the phases' GEMMs (SIMT, 3xTF32), or the direct kernel over the taps that divide
-            tf32 = "tf32x3" in self.space(group, facts).variants
+        elif prob.transposed:  # the phases' GEMMs (SIMT, 3xTF32 or 1xTF32), or the direct kernel over the taps
+            mma_variant = _mma_tf32_variant(self.space(group, facts).variants)
             others = [
-                *([TF32_NARROW] if tf32 else []),
+                *([_mma_tf32_tile(mma_variant, wide=False)] if mma_variant else []),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
                 GroupConfig.of("direct", threads=256),
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
@@ -1177,12 +1192,12 @@ class ConvTemplate:
                 GroupConfig.of("direct", threads=256),
             ]
         else:
-            tf32 = "tf32x3" in self.space(group, facts).variants
+            mma_variant = _mma_tf32_variant(self.space(group, facts).variants)
             narrow = prob.gemm_sizes(prob.primary)[0] < 128  # fewer output channels per group than a wide tile
             warp_group = first.variant in ("tf32x3_wgmma", "tf32_wgmma")
             others = [
                 *([GroupConfig.of(first.variant, bm=first.get("bm"), bn=128)] if warp_group else []),
-                *([TF32_NARROW if narrow else TF32_WIDE] if tf32 else []),
+                *([_mma_tf32_tile(mma_variant, wide=not narrow)] if mma_variant else []),
                 GroupConfig.of("implicit", bm=128, bn=128, bk=8, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
@@ -1230,12 +1245,12 @@ class ConvTemplate:
                 _implicit_kernel(p, config, prob, tf32),
                 _tiled_launch(p, f"{p}_implicit", bm, bn, threads, stride=stride),
             ]
-        elif config.variant == "tf32x3":
+        elif config.variant in ("tf32x3", "tf32"):
             bm, bn, wm, wn = (int(config.get(k)) for k in ("bm", "bn", "wm", "wn"))
             stride = prob.stride if prob.transposed else None
             includes += (PTX_INCLUDE,)
             device += [
-                _tf32_kernel(p, config, prob),
+                _tf32_kernel(p, config, prob, single=config.variant == "tf32"),
                 _tiled_launch(p, f"{p}_tf32_conv", bm, bn, wm * wn * 32, vec=4, stride=stride),
             ]
         elif config.variant == "mma":

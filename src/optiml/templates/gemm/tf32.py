@@ -179,13 +179,19 @@ __global__ void __launch_bounds__({threads}) {name}(const {p}_prob P) {{
 """
 
 
-def slice_code(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int, a_at: str, b_at: str) -> str:
+def slice_code(
+    p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int, a_at: str, b_at: str, single: bool = False
+) -> str:
     """One ``bk``-deep slice's multiply for a warp's ``mi x ni`` tiles, summed into a zeroed partial and
     added to ``acc`` in fp32. ``a_at`` / ``b_at`` are shared-memory element expressions with ``{m}``,
-    ``{n}`` and ``{k}`` placeholders (shared with the convolution template's tf32x3 kernel)."""
+    ``{n}`` and ``{k}`` placeholders (shared with the convolution template's tf32x3 kernel). ``single``:
+    1xTF32 instead (the convolution template's ``tf32`` variant, at PyTorch's default precision): each operand
+    rounded to TF32 to nearest, one MMA a k-step straight into ``acc``."""
     row = f"wy * {wtm} + i * 16 + g"
     col = f"wx * {wtn} + j * 8 + g"
     a_places = ((row, "ks + t4"), (f"{row} + 8", "ks + t4"), (row, "ks + t4 + 4"), (f"{row} + 8", "ks + t4 + 4"))
+    if single:
+        return _single_slice(bk, mi, ni, col, a_places, a_at, b_at)
     fa = "\n".join(
         f"        optiml_split({a_at.format(m=m, k=k)}, ab[{q}], as_[{q}]);" for q, (m, k) in enumerate(a_places)
     )
@@ -226,6 +232,37 @@ def slice_code(p: str, bk: int, mi: int, ni: int, wtm: int, wtn: int, a_at: str,
       for (int j = 0; j < {ni}; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[i][j][q] += part[i][j][q];
+"""
+
+
+def _single_slice(
+    bk: int, mi: int, ni: int, col: str, a_places: tuple[tuple[str, str], ...], a_at: str, b_at: str
+) -> str:
+    """:func:`slice_code`'s 1xTF32 form: fragments rounded to TF32 (to nearest, NaN kept), one MMA a k-step."""
+    fa = "\n".join(
+        f"        ab[{q}] = __float_as_uint(optiml_round_tf32({a_at.format(m=m, k=k)}));"
+        for q, (m, k) in enumerate(a_places)
+    )
+    fb = "\n".join(
+        f"        bb[j][{q}] = __float_as_uint(optiml_round_tf32({b_at.format(n=col, k=k)}));"
+        for q, k in enumerate(("ks + t4", "ks + t4 + 4"))
+    )
+    return f"""\
+#pragma unroll
+    for (int ks = 0; ks < {bk}; ks += 8) {{
+      unsigned bb[{ni}][2];  // B's fragments rounded once; A's one row of tiles at a time
+#pragma unroll
+      for (int j = 0; j < {ni}; ++j) {{
+{fb}
+      }}
+#pragma unroll
+      for (int i = 0; i < {mi}; ++i) {{
+        unsigned ab[4];
+{fa}
+#pragma unroll
+        for (int j = 0; j < {ni}; ++j) optiml_mma8(acc[i][j], ab, bb[j]);
+      }}
+    }}
 """
 
 
