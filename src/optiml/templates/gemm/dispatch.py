@@ -341,7 +341,12 @@ class GemmTemplate:
             variants = self.space(group, facts).variants
             tf32 = "tf32x3" in variants
             tma = "tf32x3_tma" in variants and prob.primary.batch == 1
+            # one or two 32-deep slices: the TMA kernel's register-bound block (one an SM) stores its tile with
+            # nothing in flight behind it (level 1's 9, K = 32, a 4.3 GB output: 33 % of the DRAM floor, 0.59x
+            # cuBLAS; H100, 2026-12-07), so a SIMT kernel of two blocks an SM is raced too
+            short = prob.primary.k <= 2 * gemm_tf32_tma.BK
             tiled = [
+                *([GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)] if short else []),
                 *([GroupConfig.of("tf32x3_tma", bm=128, bn=64, stages=4)] if tma else []),
                 *([TF32_DEFAULT, GroupConfig.of("tf32x3", bm=128, bn=64, bk=32, wm=2, wn=2, stages=2)] if tf32 else []),
                 *([tf32_wgmma_seed(prob.b_k_major)] if "tf32x3_wgmma" in variants and prob.a_k_major else []),
