@@ -45,15 +45,22 @@ def _interleaved(vec: int) -> list[GroupConfig]:
 @needs_gxx
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_interleaved_blocks_match_torch(name: str, tmp_path: Path) -> None:
+    _assert_match_torch(name, [*_interleaved(8), *_interleaved(4), *_interleaved(1)], tmp_path, seed=3)
+
+
+def _assert_match_torch(name: str, configs: list[GroupConfig], tmp_path: Path, seed: int) -> None:
+    """The task's last group as each of ``configs`` the space allows (at least three) on the emulator, against
+    torch."""
     kernels = planned(write_task(tmp_path, name, TASKS[name]))
     default = kernels.default()
     space = kernels.spaces[-1]
-    units = []
-    for config in [*_interleaved(8), *_interleaved(4), *_interleaved(1)]:
-        if space.reason_invalid(config) is None:
-            units.append((kernels.task, config.label(), kernels.render([*default[:-1], config]).code))
+    units = [
+        (kernels.task, config.label(), kernels.render([*default[:-1], config]).code)
+        for config in configs
+        if space.reason_invalid(config) is None
+    ]
     assert len(units) >= 3, kernels.describe()
-    failures = emulator_mismatches(tmp_path / "emu", units, seed=3, tol=1e-5)
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=seed, tol=1e-5)
     assert not failures, "\n".join(failures)
 
 
@@ -86,20 +93,15 @@ def test_interleaving_is_a_move_for_element_wise_rows_and_refused_with_a_reducti
 def test_a_block_a_tile_matches_torch(name: str, tmp_path: Path) -> None:
     """``blocks_per_sm=0``: as many blocks as tiles of ``threads * vec`` elements, each one tile (eager's launch
     shape), with whole and partial last tiles, scalar tails, two packs a thread and rows of two runs."""
-    kernels = planned(write_task(tmp_path, name, TASKS[name]))
-    default = kernels.default()
-    space = kernels.spaces[-1]
-    units = []
-    for vec in (8, 4, 1):
+    configs = [
+        config
+        for vec in (8, 4, 1)
         for config in (
             GroupConfig.of("split_row", threads=128, vec=vec, blocks_per_sm=0),
             GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=0, ilp=2),
-        ):
-            if space.reason_invalid(config) is None:
-                units.append((kernels.task, config.label(), kernels.render([*default[:-1], config]).code))
-    assert len(units) >= 3, kernels.describe()
-    failures = emulator_mismatches(tmp_path / "emu", units, seed=5, tol=1e-5)
-    assert not failures, "\n".join(failures)
+        )
+    ]
+    _assert_match_torch(name, configs, tmp_path, seed=5)
 
 
 def test_a_block_a_tile_is_offered_for_element_wise_rows_only(tmp_path: Path) -> None:
