@@ -60,6 +60,16 @@ INT_INIT = (  # small integer parameters: a bf16 conv is then exact in any summa
     "        for p in self.parameters():\n"
     "            p.data = torch.randint(-2, 3, p.shape, generator=torch.Generator().manual_seed(p.numel())).float()"
 )
+
+
+def _int_bf16_conv(module: str, body: str, **spec: Any) -> dict[str, Any]:
+    """A bf16 task of ``self.c = nn.<module>`` with small integer parameters (:data:`INT_INIT`) and inputs (a bf16
+    conv is then exact in any summation order); ``spec``: the rest of the task's fields (``inputs`` replaces the
+    integer input)."""
+    fields: dict[str, Any] = {"dtype": "bfloat16", "inputs": "torch.randint(-2, 3, (B, C, H, W)).float()"}
+    return {**fields, **spec, "init": f"        self.c = nn.{module}\n" + INT_INIT, "body": body}
+
+
 SPECS: dict[str, dict[str, Any]] = {
     "conv2d_bn_relu": dict(
         init="        self.c = nn.Conv2d(C, 6, 3, padding=1)\n        self.bn = nn.BatchNorm2d(6).eval()",
@@ -164,58 +174,41 @@ SPECS: dict[str, dict[str, Any]] = {
         body="self.c(x)",
         inputs="torch.randn(B, C, D, H, W)",
     ),
-    "h_conv2d": dict(
-        dtype="bfloat16",
-        init="        self.c = nn.Conv2d(C, 6, 3, padding=1)\n" + INT_INIT,
+    "h_conv2d": _int_bf16_conv(
+        module="Conv2d(C, 6, 3, padding=1)",
         body="torch.relu(self.c(x))",
-        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
     ),
-    "h_conv_wide": dict(  # K = 8 x 9 = 72 and 16 x 9: the weights load as 16-byte words (the AVEC instance)
-        dtype="bfloat16",
+    "h_conv_wide": _int_bf16_conv(  # K = 8 x 9 = 72 and 16 x 9: the weights load as 16-byte words (the AVEC instance)
         sizes={"B": 2, "C": 8, "H": 9, "W": 11},
         sets=[{"B": 1, "C": 16, "H": 8, "W": 8}, {"B": 3, "C": 8, "H": 1, "W": 13}],
-        init="        self.c = nn.Conv2d(C, 24, 3, padding=1)\n" + INT_INIT,
+        module="Conv2d(C, 24, 3, padding=1)",
         body="self.c(x)",
-        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
     ),
-    "h_conv_deep": dict(  # 136 output channels (three 64-row tiles), K = 16 x 9, a residual tail
-        dtype="bfloat16",
+    "h_conv_deep": _int_bf16_conv(  # 136 output channels (three 64-row tiles), K = 16 x 9, a residual tail
         sizes={"B": 2, "C": 16, "H": 6, "W": 7},
         sets=[{"B": 1, "C": 16, "H": 11, "W": 3}],
-        init="        self.c = nn.Conv2d(C, 136, 3, padding=1)\n" + INT_INIT,
+        module="Conv2d(C, 136, 3, padding=1)",
         body="torch.relu(self.c(x) + y)",
         args="x, y",
         inputs="torch.randint(-2, 3, (B, C, H, W)).float(), torch.randint(-2, 3, (B, 136, H, W)).float()",
     ),
-    "h_conv_tiny": dict(  # output planes of 4, 3 and 1 pixels: a thread's next column can be two images on
-        dtype="bfloat16",
+    "h_conv_tiny": _int_bf16_conv(  # output planes of 4, 3 and 1 pixels: a thread's next column can be two images on
         sizes={"B": 9, "C": 8, "H": 2, "W": 2},
         sets=[{"B": 11, "C": 16, "H": 1, "W": 3}, {"B": 40, "C": 8, "H": 1, "W": 1}],
-        init="        self.c = nn.Conv2d(C, 20, 3, padding=1)\n" + INT_INIT,
+        module="Conv2d(C, 20, 3, padding=1)",
         body="self.c(x)",
-        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
     ),
-    "h_pointwise_wide": dict(  # 24 and 128 pixels an image: B by 16-byte copies; 13: the gather
-        dtype="bfloat16",
+    "h_pointwise_wide": _int_bf16_conv(  # 24 and 128 pixels an image: B by 16-byte copies; 13: the gather
         sizes={"B": 2, "C": 72, "H": 4, "W": 6},
         sets=[{"B": 1, "C": 8, "H": 8, "W": 16}, {"B": 3, "C": 4, "H": 1, "W": 13}],
-        init="        self.c = nn.Conv2d(C, 40, 1)\n" + INT_INIT,
+        module="Conv2d(C, 40, 1)",
         body="torch.relu(self.c(x))",
-        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
     ),
-    "h_pointwise": dict(
-        dtype="bfloat16",
-        init="        self.c = nn.Conv2d(C, 20, 1, bias=False)\n" + INT_INIT,
+    "h_pointwise": _int_bf16_conv(
+        module="Conv2d(C, 20, 1, bias=False)",
         body="self.c(x)",
-        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
     ),
-    "h_depthwise": dict(
-        sets=SAME_C,
-        dtype="bfloat16",
-        init="        self.c = nn.Conv2d(C, C, 3, padding=1, groups=C)\n" + INT_INIT,
-        body="self.c(x)",
-        inputs="torch.randint(-2, 3, (B, C, H, W)).float()",
-    ),
+    "h_depthwise": _int_bf16_conv(sets=SAME_C, module="Conv2d(C, C, 3, padding=1, groups=C)", body="self.c(x)"),
     "f16_conv2d": dict(
         dtype="float16",
         init="        self.c = nn.Conv2d(C, 6, 3, padding=1)",

@@ -84,6 +84,8 @@ HALF_SETS = [
     {"M": 40, "N": 24, "K": 128},
     {"M": 72, "N": 136, "K": 328},  # six k slices: the pipelines wrap around their stages
 ]
+#: a task's model: one nn.Linear(k, n) built from the sizes K, N, called as ``self.fc``
+LINEAR = dict(init_args=", k, n", init="        self.fc = nn.Linear(k, n)", init_values="K, N")
 SPECS: dict[str, dict[str, Any]] = {
     "mm": dict(args="a, b", body="return a @ b", inputs="torch.randn(M, K), torch.randn(K, N)"),
     "mm_tn": dict(args="a, b", body="return a.t() @ b", inputs="torch.randn(K, M), torch.randn(K, N)"),
@@ -94,25 +96,19 @@ SPECS: dict[str, dict[str, Any]] = {
         args="a, b", body="return torch.matmul(a, b)", inputs="torch.randn(2, M, K), torch.randn(3, 1, K, N)"
     ),
     "linear_relu": dict(
-        init_args=", k, n",
-        init="        self.fc = nn.Linear(k, n)",
-        init_values="K, N",
+        **LINEAR,
         args="x",
         body="return torch.relu(self.fc(x))",
         inputs="torch.randn(M, K)",
     ),
     "linear3d_gelu_res": dict(
-        init_args=", k, n",
-        init="        self.fc = nn.Linear(k, n)",
-        init_values="K, N",
+        **LINEAR,
         args="x, r",
         body="return F.gelu(self.fc(x)) * 0.5 + r",
         inputs="torch.randn(2, M, K), torch.randn(M, N)",
     ),
     "linear_seq_first": dict(  # nn.MultiheadAttention's (L, N, E) view of a batch: M batches of 2 rows, one weight
-        init_args=", k, n",
-        init="        self.fc = nn.Linear(k, n)",
-        init_values="K, N",
+        **LINEAR,
         args="x",
         body="return torch.tanh(self.fc(x.permute(1, 0, 2)))",
         inputs="torch.randn(2, M, K)",
@@ -171,9 +167,7 @@ SPECS: dict[str, dict[str, Any]] = {
     "small_m_linear": dict(
         sizes={"M": 3, "N": 45, "K": 700},
         sets=[{"M": 1, "N": 7, "K": 29}, {"M": 4, "N": 64, "K": 512}],
-        init_args=", k, n",
-        init="        self.fc = nn.Linear(k, n)",
-        init_values="K, N",
+        **LINEAR,
         args="x",
         body="return torch.sigmoid(self.fc(x))",
         inputs="torch.randn(M, K)",

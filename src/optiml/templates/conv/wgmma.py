@@ -571,6 +571,25 @@ __global__ void __launch_bounds__({nthreads}) {p}_wgmma_conv(const {p}_prob P) {
 """
 
 
+def _column_walk(first: str) -> str:
+    """Statements: the output column ``first`` (an im2col column) as its image and pixel, its offset in the NCHW
+    output less its channel's (``col_at``), and the step from past an image's last pixel to the next image's first
+    (``next_image``): where the epilogues start walking a thread's columns (:data:`_WRAP_INTO_NEXT_IMAGE`)."""
+    return f"""\
+    const int64_t img = {first} / P.OS;
+    int pix = (int)({first} - img * P.OS);
+    int64_t col_at = img * P.Cout * P.OS + pix;  // the column's output offset, less its channel's
+    const int64_t next_image = (P.Cout - 1) * P.OS;  // from past an image's last pixel to the next image's first"""
+
+
+#: After a step of ``pix`` and ``col_at``: the column moved past its image's last pixel, into the images after it.
+_WRAP_INTO_NEXT_IMAGE = """\
+        while (pix >= OSi) {
+          pix -= OSi;
+          col_at += next_image;
+        }"""
+
+
 def _epilogue(p: str, bn: int, bias: str) -> str:
     """The accumulators into the NCHW output through the fused epilogue (``{p}_epi1``), element by element.
     Register ``4 j + 2 h + q`` is column ``8 j + 2 (lane % 4) + q`` of row ``16 w + lane / 4 + 8 h`` (the GEMM
@@ -594,10 +613,7 @@ def _epilogue(p: str, bn: int, bias: str) -> str:
     }}
     const int64_t first = n0 + 2 * (lane % 4);  // this thread's column of j = q = 0
     const int OSi = (int)P.OS;
-    const int64_t img = first / P.OS;
-    int pix = (int)(first - img * P.OS);
-    int64_t col_at = img * P.Cout * P.OS + pix;  // the column's output offset, less its channel's
-    const int64_t next_image = (P.Cout - 1) * P.OS;  // from past an image's last pixel to the next image's first
+{_column_walk("first")}
 #pragma unroll
     for (int j = 0; j < {bn // 8}; ++j)
 #pragma unroll
@@ -610,10 +626,7 @@ def _epilogue(p: str, bn: int, bias: str) -> str:
         const int step = q == 0 ? 1 : 7;  // to column 8 j + 2 (lane % 4) + 1, then to the next j's first
         pix += step;
         col_at += step;
-        while (pix >= OSi) {{
-          pix -= OSi;
-          col_at += next_image;
-        }}
+{_WRAP_INTO_NEXT_IMAGE}
       }}
   }}
 """
@@ -640,10 +653,7 @@ def _staged_epilogue(p: str, bm: int, bn: int, bias: str) -> str:
     float* const tile = reinterpret_cast<float*>({p}_smem);
     const int wid = (int)threadIdx.x >> 5;
     int64_t col = n0 + lane;  // this lane's column of the tile, walked 32 at a time
-    const int64_t img = col / P.OS;
-    int pix = (int)(col - img * P.OS);
-    int64_t col_at = img * P.Cout * P.OS + pix;  // the column's output offset, less its channel's
-    const int64_t next_image = (P.Cout - 1) * P.OS;  // from past an image's last pixel to the next image's first
+{_column_walk("col")}
 #pragma unroll
     for (int chunk = 0; chunk < {chunks}; ++chunk) {{
       __syncthreads();  // the stages (or the chunk before) are read no more
@@ -665,10 +675,7 @@ def _staged_epilogue(p: str, bm: int, bn: int, bias: str) -> str:
         col += 32;
         pix += 32;
         col_at += 32;
-        while (pix >= OSi) {{
-          pix -= OSi;
-          col_at += next_image;
-        }}
+{_WRAP_INTO_NEXT_IMAGE}
       }}
       for (int r = wid; r < {bm}; r += {bm // 16}) {{
         const int64_t m = m0 + r;
