@@ -606,14 +606,18 @@ struct dim3 {
   unsigned x, y, z;
   dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
+// (a kernel declared with __cluster_dims__(C, 1, 1) is launched with C after the stream: to_host_code)
+#define __cluster_dims__(...)
 struct emu_launch {
   unsigned g, gy, b;
   size_t s;
+  unsigned c = 1;
   emu_launch(unsigned g_, unsigned b_, size_t s_, cudaStream_t) : g(g_), gy(1), b(b_), s(s_) {}
+  emu_launch(unsigned g_, unsigned b_, size_t s_, cudaStream_t, unsigned c_) : g(g_), gy(1), b(b_), s(s_), c(c_) {}
   emu_launch(dim3 g_, unsigned b_, size_t s_, cudaStream_t) : g(g_.x), gy(g_.y), b(b_), s(s_) {
     if (g_.z != 1) { fprintf(stderr, "EMU: 3-D grids are not modelled\n"); emu_die(5); }
   }
-  template <class K, class... A> void operator()(K kernel, A... args) { emu_launcher{g, b, s, gy}(kernel, args...); }
+  template <class K, class... A> void operator()(K kernel, A... args) { emu_launcher{g, b, s, gy, c}(kernel, args...); }
 };
 // mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32, from the PTX ISA's fragment layouts: A(row, k) is half
 // (k & 1) of register (row >= 8) + 2 (k >= 8) of lane (row % 8) * 4 + (k % 8) / 2; B(k, col) is half
@@ -829,13 +833,22 @@ static void emu_named_sync(int id, unsigned count) {
   emu_wait(b);
 }
 // mbarriers (by shared-memory address): a phase ends when its arrivals and its expected copy bytes are all in.
+// Bulk copies land when a thread first tests the barrier they complete on (a read before the wait sees poison).
+struct emu_bulk { unsigned char* dst; const void* src; unsigned bytes; };
 struct emu_mbar {
   int need = 0, pending = 0;
   long tx = 0;
   unsigned phase = 0;  // phases completed
+  std::vector<emu_bulk> copies;
 };
-static std::map<unsigned, emu_mbar> emu_mbars;
-static void emu_mbar_init(unsigned bar, unsigned count) { emu_mbars[bar] = emu_mbar{(int)count, (int)count, 0, 0}; }
+// each block of a cluster has its own barriers at the same shared-memory addresses
+static std::map<unsigned, emu_mbar> emu_mbars_by_key;
+struct emu_mbar_table {
+  emu_mbar& operator[](unsigned bar) { return emu_mbars_by_key[bar | (emu_rank << 20)]; }
+  emu_mbar& at(unsigned bar) { return emu_mbars_by_key.at(bar | (emu_rank << 20)); }
+};
+static emu_mbar_table emu_mbars;
+static void emu_mbar_init(unsigned bar, unsigned count) { emu_mbars[bar] = emu_mbar{(int)count, (int)count, 0, 0, {}}; }
 static void emu_mbar_step(emu_mbar& b) {
   emu_progress = true;
   if (b.pending == 0 && b.tx == 0) {
@@ -855,7 +868,14 @@ static void emu_mbar_expect(unsigned bar, unsigned bytes) {
   emu_mbar_step(b);
 }
 static bool emu_mbar_try(unsigned bar, unsigned parity) {
-  if ((emu_mbars.at(bar).phase & 1u) != parity) return true;  // the phase of that parity is over
+  emu_mbar& m = emu_mbars.at(bar);
+  if (!m.copies.empty()) {
+    for (const emu_bulk& c : m.copies) memcpy(c.dst, c.src, c.bytes);
+    for (const emu_bulk& c : m.copies) m.tx -= c.bytes;
+    m.copies.clear();
+    emu_mbar_step(m);
+  }
+  if ((m.phase & 1u) != parity) return true;  // the phase of that parity is over
   emu_yield();
   return false;
 }
@@ -879,6 +899,23 @@ static void emu_tma_load(unsigned dst, const void* map, int c0, int c1, unsigned
   emu_mbar_step(b);
 }
 static void emu_sts(unsigned addr, const unsigned* v, int n) { memcpy(emu_dyn_smem + addr, v, 4 * n); }
+// cp.async.bulk global -> shared: both ends 16-byte aligned, a multiple of 16 bytes
+static void emu_bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  if ((dst | (unsigned)(uintptr_t)src | bytes) & 15u || dst + bytes > emu_dyn_bytes) {
+    fprintf(stderr, "EMU: bulk copy of %u B to %u misaligned or out of shared memory\n", bytes, dst);
+    emu_die(6);
+  }
+  emu_mbars.at(bar).copies.push_back(emu_bulk{emu_dyn_smem + dst, src, bytes});
+}
+// mapa: the same shared variable in block `rank` of the cluster
+template <class T> static T* emu_cluster_map(T* p, unsigned rank) {
+  const size_t at = (size_t)((unsigned char*)p - emu_dyn_smem);
+  if (at >= sizeof(emu_smem_banks[0]) || rank >= 8) {
+    fprintf(stderr, "EMU: mapa of a non-shared address\n");
+    emu_die(6);
+  }
+  return (T*)(emu_smem_banks[rank] + at);
+}
 static void emu_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int q = 0; q < 4; ++q) emu_mma_a[w][lane][q] = a[q];
@@ -1000,6 +1037,12 @@ static inline void optiml_mbar_expect(unsigned bar, unsigned bytes) { emu_mbar_e
 static inline void optiml_tma_load(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
   emu_tma_load(dst, map, c0, c1, bar);
 }
+static inline void optiml_bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  emu_bulk_load(dst, src, bytes, bar);
+}
+static inline void optiml_cluster_sync() { emu_cluster_wait(); }
+template <class T>
+static inline T* optiml_cluster_map(T* p, unsigned rank) { return emu_cluster_map(p, rank); }
 template <int N>
 static inline void optiml_regs_dec() {}
 template <int N>

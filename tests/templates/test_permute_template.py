@@ -226,7 +226,23 @@ def to_host_code(source: str) -> str:
     """A rendered translation unit as host C++ for the emulator."""
     dynamic = r"extern __shared__ __align__\(16\) unsigned char (\w+)\[\];"
     source = re.sub(dynamic, r"unsigned char* \1 = emu_dyn_smem;", source)
-    source = re.sub(r"(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\(", r"emu_launch(\2)(\1, ", source)
+    # a kernel declared for thread-block clusters of C blocks is launched with C (the emulator runs them together);
+    # a launch names the latest kernel declared by that name (units of one library reuse names)
+    clusters: dict[str, str] = {}
+
+    def rewrite(m: re.Match[str]) -> str:
+        if m.group("kernel"):
+            clusters[m.group("kernel")] = m.group("blocks") or ""
+            return m.group(0)
+        blocks = clusters.get(m.group("name").split("<")[0], "")
+        return f"emu_launch({m.group('args')}{', ' + blocks if blocks else ''})({m.group('name')}, "
+
+    declared = (
+        r"__global__ void (?:__cluster_dims__\((?P<blocks>\d+), 1, 1\) )?"
+        r"(?:__launch_bounds__\([^)]*\) )?(?P<kernel>\w+)\("
+    )
+    launched = r"(?P<name>\w+(?:<[^<>;]*>)?)<<<(?P<args>.*?)>>>\("
+    source = re.sub(f"{declared}|{launched}", rewrite, source)
     return source if "__syncthreads" in source else "#define EMU_SEQUENTIAL 1\n" + source
 
 

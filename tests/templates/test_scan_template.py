@@ -286,7 +286,8 @@ def test_fused_loads_get_the_abi_descriptors(compiler: Compiler) -> None:
 # ---- numerics on the CPU (g++ and a CUDA emulator) ---------------------------------------------
 
 EMULATOR = r"""
-// CPU emulation of the CUDA subset the scan kernels use: one fiber per thread, blocks in sequence.
+// CPU emulation of the CUDA subset the scan kernels use: one fiber per thread, blocks in sequence (the blocks of
+// a thread-block cluster together: each runs until all its threads wait at the cluster barrier, then the next).
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -333,7 +334,7 @@ emu_switch:
 )");
 extern "C" void emu_switch(void** save, void* next);
 struct emu_barrier { int need = 0, count = 0; long gen = 0; };
-struct emu_fiber { void* sp = nullptr; std::vector<char> stack; bool done = false; };
+struct emu_fiber { void* sp = nullptr; std::vector<char> stack; bool done = false, at_cluster = false; };
 static std::vector<emu_fiber> emu_fibers;
 static std::vector<emu_barrier> emu_warp_bars;
 static std::vector<double> emu_slots;
@@ -342,7 +343,10 @@ static void* emu_sched = nullptr;
 static int emu_cur = -1;
 static bool emu_progress = false;
 static std::function<void()> emu_body;
-alignas(16) static unsigned char emu_dyn_smem[256 * 1024];
+// each block of a cluster has its own shared memory; emu_dyn_smem is the running block's
+alignas(16) static unsigned char emu_smem_banks[8][256 * 1024];
+static unsigned char* emu_dyn_smem = emu_smem_banks[0];
+static unsigned emu_rank = 0;  // the running block's rank in its cluster
 static size_t emu_dyn_bytes = 0;
 static inline void emu_yield() { emu_switch(&emu_fibers[emu_cur].sp, emu_sched); }
 // The emulated call runs in a forked child of a process that may hold other threads' locks (a Ray
@@ -358,6 +362,12 @@ static inline void emu_wait(emu_barrier& b) {
   while (b.gen == g) emu_yield();
 }
 static inline void __syncthreads() { emu_wait(emu_block_bar); }
+// barrier.cluster: every thread of the cluster's blocks arrives before any goes on (the scheduler releases them)
+static inline void emu_cluster_wait() {
+  emu_fibers[emu_cur].at_cluster = true;
+  emu_progress = true;
+  while (emu_fibers[emu_cur].at_cluster) emu_yield();
+}
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu_wait(emu_warp_bars[threadIdx.x / 32]); }
 template <class T> static inline T emu_exchange(T x, int src) {
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -386,17 +396,18 @@ static void emu_entry() {
   emu_switch(&emu_fibers[emu_cur].sp, emu_sched);
   abort();  // a finished fiber is never resumed
 }
-static void emu_run_block(unsigned b, unsigned nt) {
-  if (emu_fibers.size() < nt) emu_fibers.resize(nt);
+static void emu_run_cluster(unsigned b0, unsigned nc, unsigned nt) {
+  const unsigned total = nc * nt;
+  if (emu_fibers.size() < total) emu_fibers.resize(total);
   emu_warp_bars.assign((nt + 31) / 32, emu_barrier());
   for (unsigned w = 0; w < emu_warp_bars.size(); ++w) emu_warp_bars[w].need = 32;  // blocks are whole warps
   emu_slots.assign(emu_warp_bars.size() * 32, 0.0);
   emu_block_bar = emu_barrier();
   emu_block_bar.need = (int)nt;
-  memset(emu_dyn_smem, 0xff, emu_dyn_bytes);  // poison: NaN for floats
-  for (unsigned t = 0; t < nt; ++t) {
+  for (unsigned r = 0; r < nc; ++r) memset(emu_smem_banks[r], 0xff, emu_dyn_bytes);  // poison: NaN for floats
+  for (unsigned t = 0; t < total; ++t) {
     emu_fiber& f = emu_fibers[t];
-    f.done = false;
+    f.done = f.at_cluster = false;
     if (f.stack.empty()) f.stack.resize(64 * 1024);
     void** sp = (void**)(((uintptr_t)(f.stack.data() + f.stack.size())) & ~(uintptr_t)15);
     *--sp = nullptr;               // fake return address of emu_entry
@@ -404,28 +415,50 @@ static void emu_run_block(unsigned b, unsigned nt) {
     for (int r = 0; r < 6; ++r) *--sp = nullptr;
     f.sp = (void*)sp;
   }
-  blockIdx.x = b;
   for (;;) {
-    bool all_done = true;
-    emu_progress = false;
-    for (unsigned t = 0; t < nt; ++t) {
-      if (emu_fibers[t].done) continue;
-      all_done = false;
-      emu_cur = (int)t;
-      threadIdx.x = t;
-      emu_switch(&emu_sched, emu_fibers[t].sp);
+    for (unsigned r = 0; r < nc; ++r) {  // block r runs until each of its threads is done or at the cluster barrier
+      emu_rank = r;
+      emu_dyn_smem = emu_smem_banks[r];
+      blockIdx.x = b0 + r;
+      for (;;) {
+        bool blocked = true;
+        emu_progress = false;
+        for (unsigned t = 0; t < nt; ++t) {
+          emu_fiber& f = emu_fibers[r * nt + t];
+          if (f.done || f.at_cluster) continue;
+          blocked = false;
+          emu_cur = (int)(r * nt + t);
+          threadIdx.x = t;
+          emu_switch(&emu_sched, f.sp);
+        }
+        if (blocked) break;
+        if (!emu_progress) { fprintf(stderr, "EMU deadlock in block %u\n", b0 + r); emu_die(3); }
+      }
     }
-    if (all_done) break;
-    if (!emu_progress) { fprintf(stderr, "EMU deadlock in block %u\n", b); emu_die(3); }
+    unsigned done = 0, waiting = 0;
+    for (unsigned t = 0; t < total; ++t) {
+      done += emu_fibers[t].done;
+      waiting += emu_fibers[t].at_cluster;
+    }
+    if (done == total) break;
+    if (waiting != total) {
+      fprintf(stderr, "EMU: a thread left the cluster while others wait at its barrier\n");
+      emu_die(3);
+    }
+    for (unsigned t = 0; t < total; ++t) emu_fibers[t].at_cluster = false;
   }
+  emu_rank = 0;
+  emu_dyn_smem = emu_smem_banks[0];
 }
 struct emu_launcher {
   unsigned grid, block;
   size_t smem;
   unsigned grid_y = 1;  // a 2-D grid: blocks (x, y), x fastest
+  unsigned cluster = 1;  // blocks of a thread-block cluster (consecutive along x)
   template <class K, class... A> void operator()(K kernel, A... args) {
-    if (smem > sizeof(emu_dyn_smem)) { fprintf(stderr, "EMU: %zu B of shared memory\n", smem); emu_die(4); }
-    if (block == 0 || block > 1024 || block % 32 || grid == 0 || grid_y == 0) {
+    if (smem > sizeof(emu_smem_banks[0])) { fprintf(stderr, "EMU: %zu B of shared memory\n", smem); emu_die(4); }
+    if (block == 0 || block > 1024 || block % 32 || grid == 0 || grid_y == 0 || cluster == 0 || cluster > 8 ||
+        grid % cluster) {
       fprintf(stderr, "EMU: bad launch\n");
       emu_die(5);
     }
@@ -434,7 +467,7 @@ struct emu_launcher {
     emu_body = [=]() { kernel(args...); };
     for (unsigned y = 0; y < grid_y; ++y) {
       blockIdx.y = y;
-      for (unsigned b = 0; b < grid; ++b) emu_run_block(b, block);
+      for (unsigned b = 0; b < grid; b += cluster) emu_run_cluster(b, cluster, block);
     }
     blockIdx.y = 0;
   }

@@ -35,6 +35,7 @@ _CATEGORY = {
     "threads": "launch_config",
     "vec": "vectorization",
     "items": "shared_memory",
+    "cluster": "shared_memory",
     "blocks_per_sm": "occupancy",
     "unroll": "unrolling",
     "tile": "tiling",
@@ -53,7 +54,7 @@ _ADDRESSES = {
     "launch_overhead": ("variant",),
     "uncoalesced_loads": ("variant", "vec"),
     "uncoalesced_stores": ("variant", "vec"),
-    "dram_bandwidth": ("vec", "items"),
+    "dram_bandwidth": ("vec", "items", "cluster"),
     "far_from_roofline": ("variant",),
     "local_memory": ("items",),
 }

@@ -314,7 +314,7 @@ __device__ __forceinline__ void optiml_wgmma_tf32_rs<256>(float* d, const unsign
                : "l"(db), "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate));
 }
 
-// ---- mbarriers, TMA copies, register reallocation, named barriers (sm_90a) -------------------------
+// ---- mbarriers, TMA and bulk copies, clusters, register reallocation, named barriers (sm_90a) -----
 __device__ __forceinline__ void optiml_mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
 }
@@ -344,6 +344,25 @@ __device__ __forceinline__ void optiml_mbar_expect(unsigned bar, unsigned bytes)
 __device__ __forceinline__ void optiml_tma_load(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%2, %3}], [%4];\n" :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+// `bytes` (a multiple of 16) from global `src` to shared memory at dst, both 16-byte aligned, in one bulk copy;
+// its bytes complete on bar.
+__device__ __forceinline__ void optiml_bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// Every thread of every block of the thread-block cluster meets here; shared-memory writes before it are seen
+// by the whole cluster after it.
+__device__ __forceinline__ void optiml_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The generic address of the shared variable at `p` (this block's) in the shared memory of the cluster's block
+// `rank` (distributed shared memory: a plain load or store through it reaches that block).
+template <class T>
+__device__ __forceinline__ T* optiml_cluster_map(T* p, unsigned rank) {
+  T* out;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(out) : "l"(p), "r"(rank));
+  return out;
 }
 // This warp group's registers a thread, lowered (producers) or raised (consumers) to N.
 template <int N>

@@ -54,7 +54,8 @@ from optiml.templates.base import (
 )
 from optiml.templates.cexpr import literal
 from optiml.templates.group import Group
-from optiml.templates.row.rowprog import REDUCE_IDENTITY, CatPart, Leaf, Reduction, RowProgram, Scope
+from optiml.templates.row.cluster import CLUSTER_SIZES, cluster_for, offered, render_cluster, row_bytes
+from optiml.templates.row.rowprog import REDUCE_IDENTITY, CatPart, Leaf, Reduction, RowProgram, Scope, itemsize
 
 #: Threads a block of ``col_cached``: KernelBench's 36_RMSNorm (64 channels of a 112x64x512x512 NCHW tensor)
 #: ran 10.9 ms with 64, 12.2 ms with 128 and 13.2 ms with 256, against ``col(threads=256)``'s 13.2 ms (H100,
@@ -154,6 +155,8 @@ class RowTemplate:
                     "items": (0, 1, 2, 4, 8, 16),
                     "ilp": (1, 2),
                 }
+                if offered(prog, lay, facts):  # the row held in shared memory over a cluster's blocks
+                    knobs["cluster_row"] = {"threads": (256, 512, 1024), "vec": (1, 2, 4, 8), "cluster": CLUSTER_SIZES}
             knobs["split_row"] = {
                 "threads": (128, 256, 512, 1024),
                 "vec": (1, 2, 4, 8),
@@ -258,6 +261,11 @@ class RowTemplate:
                     for threads in (256, 1024)
                     if length >= threads * vec
                 ]
+            # a row too long for registers, the rows re-read past L2: held on chip, raced second (not yet timed)
+            held = "cluster_row" in space.knobs and first.variant == "block_row" and not first.get("items")
+            blocks = cluster_for(prog, length) if held else 0
+            if blocks and rows * row_bytes(prog, length) > facts.l2_bytes:
+                options.insert(0, GroupConfig.of("cluster_row", threads=512, vec=vec, cluster=blocks))
             if rows >= facts.sm_count * 4:
                 options += [GroupConfig.of("warp_row", threads=threads, vec=vec, items=0) for threads in (256, 128)]
             options.append(GroupConfig.of("split_row", threads=256, vec=vec, blocks_per_sm=8))
@@ -284,7 +292,7 @@ class RowTemplate:
     def _vec(self, prog: RowProgram) -> int:
         """Elements a 16-byte pack holds of the widest operand read along the row. A leaf read once a row does
         not count: cross-entropy's int64 targets halved the pack over its float32 logits to 8 bytes."""
-        widest = max((_itemsize(leaf.dtype) for leaf in prog.full_leaves() or prog.leaves), default=4)
+        widest = max((itemsize(leaf.dtype) for leaf in prog.full_leaves() or prog.leaves), default=4)
         return max(1, min(8, 16 // widest))
 
     # -- rendering -------------------------------------------------------------------------------
@@ -296,7 +304,7 @@ class RowTemplate:
         # holding the row in registers (items) or splitting it over blocks (split_row) keeps its passes, and so do
         # the column kernels: a block's columns are read again from L2, where the online rescaling costs more than
         # the pass it saves (softmax over dim 1 of 16x1024x4096 ran 0.457 ms online against 0.296 ms, H100).
-        online = config.variant in ("warp_row", "block_row") and int(config.get("items", 0)) == 0
+        online = config.variant in ("warp_row", "block_row", "cluster_row") and int(config.get("items", 0)) == 0
         prog = self.program(group, online=online)
         return _Renderer(prog, layout_of(prog), config, ctx).render()
 
@@ -361,10 +369,6 @@ def _prod(values: Iterable[Any]) -> int:
     return n
 
 
-def _itemsize(dtype: str) -> int:
-    return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2}.get(dtype, 1)
-
-
 _COMBINE = {
     "sum": "{a} + {b}",
     "sumsq": "{a} + {b}",  # partial sums of squares combine as sums
@@ -405,6 +409,7 @@ class _Renderer:
             "warp_row": 32,
             "block_row": self.threads,
             "split_row": self.threads,
+            "cluster_row": self.threads,
             "col": 1,
             "col_split": self.lanes,
         }[self.variant]
@@ -427,6 +432,8 @@ class _Renderer:
         self.direct: set[int] = set()  # leaves packed by the loops rendered so far (see :meth:`loops`)
         self.cat_packed: set[int] = set()  # leaves fused cats' parts read as packs (:meth:`cat_packed_elements`)
         self._smem = 0
+        #: the row loops read the full leaves from the block's segment in shared memory (cluster_row's held row)
+        self.smem_reads = False
 
     # ---- host side --------------------------------------------------------------------------------
     def _strides(self, vid: int, dmap: tuple[int, ...], present: tuple[bool, ...]) -> dict[int, str]:
@@ -713,6 +720,8 @@ class _Renderer:
         def read(leaf: Leaf) -> str:
             direct.add(leaf.index)
             self.direct.add(leaf.index)
+            if self.smem_reads:
+                return self.p.load_expr(leaf, f"s{leaf.index}", f"e - lo + h{leaf.index}")
             return self.load(leaf, "r1", "e")
 
         scalar = [*head(""), *self.body(targets, read, row, stats, consume, None, ("r1", "e")), *tail]
@@ -856,6 +865,9 @@ class _Renderer:
                 continue
             i, row_start = leaf.index, f"b_l{leaf.index} + ({r1}) * p.l{leaf.index}_r1"
             read = self._pack_read(leaf, f"{name}{i}", f"{row_start} + ({e})", row_start)
+            if self.smem_reads:  # the held segment: broadcast leaves were spread along it when it was filled
+                ctype = self.p.leaf_ctype(leaf)
+                read = f"{name}{i} = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>(s{i} + ({e}) - lo + h{i});"
             out.append(
                 f"OptimlPack<{self.p.leaf_ctype(leaf)}, VEC> {name}{i}; "
                 + (f"if ({guard}) {{ {read} }}" if guard else read)
@@ -965,7 +977,7 @@ class _Renderer:
             return f"optiml_sumexp_add<{v}>(a{k}, am{k}, ({v})({value}));"
         return f"a{k} = {_COMBINE[red.kind].format(a=f'a{k}', b=value, t=t)};"
 
-    def _second_accumulator(self, red: Reduction) -> tuple[str, str] | None:
+    def second_accumulator(self, red: Reduction) -> tuple[str, str] | None:
         """The name prefix and type of a reduction's second accumulator: an arg-reduction's index, the online
         sum's running max; None for the others."""
         if red.is_arg:
@@ -1003,7 +1015,7 @@ class _Renderer:
             nw = self.team // 32
             self._smem += 1
             sm, smi = f"sm{self._smem}_{k}", f"smi{self._smem}_{k}"
-            second = self._second_accumulator(red)
+            second = self.second_accumulator(red)
             out.append(f"__shared__ {t} {sm}[{nw}];" + (f" __shared__ {second[1]} {smi}[{nw}];" if second else ""))
             out.append(
                 f"if ((threadIdx.x & 31) == 0) {{ {sm}[threadIdx.x >> 5] = a{k};"
@@ -1012,18 +1024,19 @@ class _Renderer:
             )
             out.append("__syncthreads();")
             out.append(f"a{k} = {sm}[0];" + (f" {second[0]}{k} = {smi}[0];" if second else ""))
-            if red.is_arg:
-                out.append(
-                    f"for (int w = 1; w < {nw}; ++w) optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {sm}[w], {smi}[w]);"
-                )
-            elif red.kind == "sumexp":
-                v = self.p.value_type(red.source[0])
-                out.append(f"for (int w = 1; w < {nw}; ++w) optiml_sumexp_merge<{v}>(a{k}, am{k}, {sm}[w], {smi}[w]);")
-            else:
-                comb = _COMBINE[red.kind].format(a=f"a{k}", b=f"{sm}[w]", t=t)
-                out.append(f"for (int w = 1; w < {nw}; ++w) a{k} = {comb};")
+            out.append(f"for (int w = 1; w < {nw}; ++w) {self.merge(red, f'{sm}[w]', f'{smi}[w]')}")
             out.append("__syncthreads();")
         return out
+
+    def merge(self, red: Reduction, value: str, second: str) -> str:
+        """The statement folding another partial (``value``, and ``second``: its arg-index or running max) into
+        the reduction's accumulators."""
+        k, t = red.out, self.acc_type(red)
+        if red.is_arg:
+            return f"optiml_{red.kind}_upd<{t}>(a{k}, ai{k}, {value}, {second});"
+        if red.kind == "sumexp":
+            return f"optiml_sumexp_merge<{self.p.value_type(red.source[0])}>(a{k}, am{k}, {value}, {second});"
+        return f"a{k} = {_COMBINE[red.kind].format(a=f'a{k}', b=value, t=t)};"
 
     def _lanes_reduce(self, reds: list[Reduction]) -> list[str]:
         """Combine the ``lanes`` partials of each column through shared memory (every lane gets the result)."""
@@ -1033,7 +1046,7 @@ class _Renderer:
             k, t = red.out, self.acc_type(red)
             self._smem += 1
             sm, smi = f"sm{self._smem}_{k}", f"smi{self._smem}_{k}"
-            second = self._second_accumulator(red)
+            second = self.second_accumulator(red)
             out.append(
                 f"__shared__ {t} {sm}[{lanes}][{cols}];"
                 + (f" __shared__ {second[1]} {smi}[{lanes}][{cols}];" if second else "")
@@ -1109,6 +1122,8 @@ class _Renderer:
     def render(self) -> KernelCode:
         if self.variant == "split_row":
             return self.render_split()
+        if self.variant == "cluster_row":
+            return render_cluster(self)
         if self.chunked:
             return self.render_chunks()
         return self.render_single()

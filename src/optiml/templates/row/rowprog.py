@@ -669,3 +669,8 @@ class RowProgram:
 
     def leaf_ctype(self, leaf: Leaf) -> str:
         return c_type(leaf.dtype)
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes of one element of ``dtype`` (a graph dtype name; bool and 8-bit types 1)."""
+    return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2}.get(dtype, 1)
