@@ -45,6 +45,7 @@ EXPECTED = {
     ],
     "norm": [
         "softmax_dim1",
+        "softmax_long_rows",
         "log_softmax",
         "logsumexp",
         "layernorm_affine",
@@ -53,6 +54,7 @@ EXPECTED = {
         "instancenorm2d",
         "batchnorm2d_train",
         "l2_normalize_rows",
+        "l2_normalize_odd_rows",
         "l1_normalize_rows",
         "frobenius_normalize",
     ],
