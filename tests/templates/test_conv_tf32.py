@@ -112,6 +112,26 @@ def test_a_transposed_convolution_is_seeded_with_1xtf32_tensor_core_phases(tmp_p
     assert "1xTF32 (operands rounded to nearest)" in code and code.count("optiml_mma8(") == 1
 
 
+def test_large_images_race_256_pixel_tiles(tmp_path: Path) -> None:
+    """Where the pixels fill an H100 twice over in 256-pixel tiles, the rule's 128-pixel 1xTF32 kernel is raced
+    against 256 (each weight slice read from L2 serves twice the pixels); 3xTF32 has no such tile (registers)."""
+    big = tmp_path / "big.py"
+    big.write_text(
+        TASK.format(precision="tf32", module="Conv2d(16, 128, 3)", cin=16).replace(
+            "B, H, W = 2, 10, 12", "B, H, W = 16, 1024, 1024"
+        )
+    )
+    seeds = [c[0] for c in TemplateKernels.for_task(load_task(big), facts=DeviceFacts(sm_count=132)).seeds(4)]
+    assert seeds[:2] == [
+        GroupConfig.of("tf32_wgmma", bm=128, bn=128, nhwc=1),
+        GroupConfig.of("tf32_wgmma", bm=128, bn=256, nhwc=1),
+    ]
+    small = TemplateKernels.for_task(_task(tmp_path, "dense3x3"), facts=DeviceFacts(sm_count=132))
+    assert all(c[0].get("bn") != 256 for c in small.seeds(4))
+    exact = TemplateKernels.for_task(_task(tmp_path, "dense3x3", precision="exact"), facts=DeviceFacts(sm_count=132))
+    assert exact.spaces[0].reason_invalid(GroupConfig.of("tf32x3_wgmma", bm=128, bn=256)) is not None
+
+
 def test_a_depthwise_convolution_stays_exact(tmp_path: Path) -> None:
     kernels = TemplateKernels.for_task(_task(tmp_path, "depthwise"))
     for configs in kernels.seeds(4):
@@ -123,7 +143,7 @@ def test_the_1xtf32_warp_group_kernel_compiles_for_hopper(tmp_path: Path) -> Non
     sources = []
     for name in ("dense3x3", "pointwise"):
         kernels = TemplateKernels.for_task(_task(tmp_path, name))
-        for bm, bn in ((64, 64), (128, 128)):
+        for bm, bn in ((64, 64), (128, 128), (128, 256)):
             sources.append(kernels.render([GroupConfig.of("tf32_wgmma", bm=bm, bn=bn)]))
             if name == "dense3x3":  # and from the input's channels-last copy
                 sources.append(kernels.render([GroupConfig.of("tf32_wgmma", bm=bm, bn=bn, nhwc=1)]))
@@ -143,6 +163,11 @@ CASES: list[tuple[str, list[GroupConfig]]] = [
         [GroupConfig.of("tf32_wgmma", bm=64, bn=64, nhwc=1), GroupConfig.of("tf32_wgmma", bm=128, bn=128, nhwc=1)],
     ),
     ("strided5x5", [GroupConfig.of("tf32_wgmma", bm=64, bn=128, nhwc=1)]),
+    # 256 pixels a tile (m64n256k8): half the weight slices a pixel
+    (
+        "dense3x3",
+        [GroupConfig.of("tf32_wgmma", bm=128, bn=256, nhwc=1), GroupConfig.of("tf32_wgmma", bm=128, bn=256)],
+    ),
     (
         "pointwise",
         [GroupConfig.of("tf32_wgmma", bm=64, bn=64), GroupConfig.of("implicit", bm=32, bn=64, bk=16, tm=4, tn=8)],

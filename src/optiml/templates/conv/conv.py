@@ -1117,7 +1117,7 @@ class ConvTemplate:
                 knobs["tf32" if tf32 else "tf32x3"] = dict(TF32_KNOBS)
             if warp_group:
                 knobs["tf32_wgmma" if tf32 else "tf32x3_wgmma"] = {
-                    **conv_wgmma.TF32_KNOBS,
+                    **(conv_wgmma.TF32_SINGLE_KNOBS if tf32 else conv_wgmma.TF32_KNOBS),
                     **nhwc,
                     **conv_wgmma.STAGED_KNOB,
                 }
@@ -1168,6 +1168,7 @@ class ConvTemplate:
     def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         prob = self._problem(group)
         first = self.default(group, facts)
+        n, sms = prob.gemm_sizes(prob.primary)[1], max(1, facts.sm_count)
         if first.variant == "stencil":  # few terms per output
             others = [*_stencil_gemm_seed(prob, self.space(group, facts), facts), *conv_stencil.alternatives(first)]
             others.append(GroupConfig.of("direct", threads=256))
@@ -1206,6 +1207,12 @@ class ConvTemplate:
         if conv_wgmma.channels_last(first):  # the rule's kernel before (gathering from the input, its accumulators
             # stored from their fragments): the staged epilogue is not yet timed, so every run races the two
             others.insert(0, GroupConfig.of(first.variant, bm=first.get("bm"), bn=64, staged=0))
+            # 256 pixels a tile where they fill the GPU twice over: each tile's weight slices serve twice the pixels
+            # (the weights are re-read from L2 for every tile: level 1's 63 was L2-bound); not yet timed
+            wide = first.with_params(bn=256)
+            space = self.space(group, facts)
+            if first.get("bm") == 128 and n >= 2 * sms * 256 and space.reason_invalid(wide) is None:
+                others.insert(0, wide)
         elif "nhwc" in self.space(group, facts).knobs.get(first.variant, {}):  # 64 rows: the channels-last copy too
             others.insert(0, first.with_params(nhwc=1))
         seeds = [first]

@@ -74,6 +74,8 @@ PROB_FIELDS = (
 )
 HALF_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
 TF32_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128)}
+#: 1xTF32 (one tile an operand) also takes 256 pixels a tile: m64n256k8, 128 accumulators a thread
+TF32_SINGLE_KNOBS: dict[str, tuple[int, ...]] = {"bm": (64, 128), "bn": (64, 128, 256)}
 #: Stages of the channels-last instance, whose slices all move by ``cp.async``: three slices in flight while one
 #: slice's MMAs run (two stages left the MMAs waiting on a slice's gather latency).
 PIPELINE_STAGES = 4
@@ -160,7 +162,7 @@ def vec(config: GroupConfig) -> int:
 def check(config: GroupConfig, tables: int) -> str | None:
     """Why ``config`` is illegal, or None (``tables``: the conv template's static shared tables, bytes)."""
     bm, bn = int(config.get("bm")), int(config.get("bn"))
-    knobs = TF32_KNOBS if floats(config) else HALF_KNOBS
+    knobs = TF32_SINGLE_KNOBS if single_tf32(config) else TF32_KNOBS if floats(config) else HALF_KNOBS
     if bm not in knobs["bm"] or bn not in knobs["bn"]:
         return f"{config.label()}: bm in {knobs['bm']} (warp groups of 64 rows), bn in {knobs['bn']}"
     if bn > threads(config):
