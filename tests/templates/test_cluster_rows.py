@@ -128,13 +128,15 @@ def test_half_precision_rows_match_torch_on_the_emulator(tmp_path: Path) -> None
 
 
 @needs_gxx
-def test_a_block_that_keeps_its_own_partials_or_drops_the_alignment_fails(tmp_path: Path) -> None:
-    """Not vacuous: the cluster's partials must all be merged, and each segment land where its reads look."""
+def test_a_kernel_missing_a_merge_a_shift_or_a_wait_fails(tmp_path: Path) -> None:
+    """Not vacuous: the cluster's partials must all be merged, each segment land where its reads look, and the
+    first pass wait for each piece it reads."""
     task, label, code = _units(tmp_path, ["l2_normalize"], CONFIGS[:1])[0]
     alone = code.replace("q < 4u;", "q < 1u;")
     unshifted = code.replace("h0 = mis / sizeof(float);", "h0 = 0;")
-    assert alone != code and unshifted != code
-    for broken in (alone, unshifted):
+    unwaited = code.replace("optiml_mbar_wait(bar + 8 * k, phase);", "if (k == 0) optiml_mbar_wait(bar, phase);")
+    assert alone != code and unshifted != code and unwaited != code
+    for broken in (alone, unshifted, unwaited):
         assert emulator_mismatches(tmp_path / "emu", [(task, label, broken)], seed=3, tol=2e-5)
 
 

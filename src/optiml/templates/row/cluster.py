@@ -36,6 +36,8 @@ CLUSTER_SIZES = (1, 2, 4, 8)
 HELD_BYTES = 226 * 1024
 #: bytes of a reduction's partial slot (value, then the arg-index or running max 16 bytes on)
 _SLOT = 32
+#: bulk copies a segment arrives in, each on its own mbarrier: the first pass starts on a piece as soon as it lands
+PIECES = 4
 
 
 def offered(prog: RowProgram, lay: Layout, facts: DeviceFacts) -> bool:
@@ -78,7 +80,7 @@ def render_cluster(r: _Renderer) -> KernelCode:
             return [r.acc_update(red, v) for red, v in zip(stage, vals, strict=True)]
 
         body += [line for red in stage for line in r.acc_init(red)]
-        body += _cluster_pass(r, [red.source for red in stage], row, stats, consume)
+        body += _cluster_pass(r, [red.source for red in stage], row, stats, consume, first=s == 0)
         body += r.team_reduce(stage)
         body += _combine(r, stage, blocks, pre)
         for red in stage:
@@ -106,10 +108,11 @@ def render_cluster(r: _Renderer) -> KernelCode:
         if second:
             lines.append(f"  {second[1]}* xi{k} = ({second[1]}*)({pre}_smem + p.sx + {slot[k] + 16});")
     lines += [
-        f"  const unsigned bar = (unsigned)__cvta_generic_to_shared({pre}_smem + p.sbar);",
-        "  if (threadIdx.x == 0) { optiml_mbar_init(bar, 1); optiml_mbar_init_fence(); }",
+        f"  const unsigned bar = (unsigned)__cvta_generic_to_shared({pre}_smem + p.sbar);  // {PIECES}, 8 bytes apart",
+        f"  if (threadIdx.x == 0) {{ for (int k = 0; k < {PIECES}; ++k) optiml_mbar_init(bar + 8 * k, 1); "
+        "optiml_mbar_init_fence(); }",
         "  __syncthreads();",
-        "  unsigned phase = 0;",
+        f"  unsigned phase = 0; const int64_t piece = ((p.seg + {PIECES - 1}) / {PIECES} + 15) / 16 * 16;",
         f"  for (int64_t row = (int64_t)(blockIdx.x / {blocks}); row < p.rows; "
         f"row += (int64_t)(gridDim.x / {blocks})) {{",
     ]
@@ -121,7 +124,7 @@ def render_cluster(r: _Renderer) -> KernelCode:
     struct, fill = r.host_struct(
         ["int64_t seg, sx, sbar; int cached;", *(f"int64_t so{leaf.index};" for leaf in r.full_leaves)]
     )
-    scratch = len(reds) * _SLOT + 16
+    scratch = len(reds) * _SLOT + 8 * PIECES
     fill += [
         f"P.seg = ((P.R + {blocks} - 1) / {blocks} + 15) / 16 * 16;",
         f"int64_t {pre}_at = 0;",
@@ -143,13 +146,31 @@ def render_cluster(r: _Renderer) -> KernelCode:
 
 
 def _cluster_pass(
-    r: _Renderer, targets: list, row: Scope, stats: dict[int, str], consume: Consume, stores: bool = False
+    r: _Renderer,
+    targets: list,
+    row: Scope,
+    stats: dict[int, str],
+    consume: Consume,
+    stores: bool = False,
+    first: bool = False,
 ) -> list[str]:
     """One pass over the block's segment [lo, hi): from shared memory where the row is held, else from global
-    memory. Values that do not vary along the row come first (computed once for both)."""
+    memory. Values that do not vary along the row come first (computed once for both). The ``first`` pass of a
+    held row takes it piece by piece, each as its copies land."""
     start = len(row.lines)
     r.smem_reads = True
-    held = r.loops("lo", "hi", targets, row, stats, consume, stores)
+    if first:
+        held = [
+            f"for (int k = 0; k < {PIECES}; ++k) {{",
+            "optiml_mbar_wait(bar + 8 * k, phase);",
+            "const int64_t plo = lo + k * piece < hi ? lo + k * piece : hi;",
+            f"const int64_t phi = k == {PIECES - 1} || plo + piece > hi ? hi : plo + piece;",
+            *r.loops("plo", "phi", targets, row, stats, consume, stores),
+            "}",
+            "phase ^= 1u;",
+        ]
+    else:
+        held = r.loops("lo", "hi", targets, row, stats, consume, stores)
     r.smem_reads = False
     direct = r.loops("lo", "hi", targets, row, stats, consume, stores)
     needed = row.lines[start:]
@@ -159,11 +180,13 @@ def _cluster_pass(
 
 def _fill(r: _Renderer) -> list[str]:
     """The block's segment of each leaf read along the row into shared memory: the 16-byte-aligned middle of a
-    contiguous leaf in one bulk copy on the block's mbarrier, the ragged ends (and strided or broadcast leaves)
-    by the threads. Element ``e`` lands at ``s{i}[e - lo + h{i}]``: ``h{i}`` keeps shared memory's alignment
-    that of global memory, so packs read from either are aligned alike."""
+    contiguous leaf in :data:`PIECES` bulk copies, piece ``k`` of every leaf on mbarrier ``k``, the ragged ends
+    (and strided or broadcast leaves) by the threads before a barrier. Element ``e`` lands at
+    ``s{i}[e - lo + h{i}]``: ``h{i}`` keeps shared memory's alignment that of global memory, so packs read from
+    either are aligned alike. Piece ``k`` of a leaf starts ``head{i} + k * piece`` elements in (16-byte aligned),
+    so elements ``[k * piece, (k + 1) * piece)`` of the segment have all landed once mbarriers 0 to ``k`` have."""
     prog, threads = r.p, r.threads
-    out = ["int64_t bulk_bytes = 0;"]
+    out: list[str] = []
     copies: list[str] = []
     for leaf in r.full_leaves:
         i, ctype = leaf.index, prog.leaf_ctype(leaf)
@@ -173,18 +196,28 @@ def _fill(r: _Renderer) -> list[str]:
             f"  const unsigned mis = (unsigned)((uintptr_t)(g{i} + lo) & 15u); h{i} = mis / sizeof({ctype});",
             f"  head{i} = mis ? (16 - mis) / sizeof({ctype}) : 0; if (head{i} > hi - lo) head{i} = hi - lo;",
             f"  body{i} = (hi - lo - head{i}) * (int64_t)sizeof({ctype}) / 16 * 16 / (int64_t)sizeof({ctype});",
-            f"  bulk_bytes += body{i} * (int64_t)sizeof({ctype});",
             "} else { h" + str(i) + " = 0; }",
         ]
-        copies.append(
-            f"if (body{i} > 0) optiml_bulk_load((unsigned)__cvta_generic_to_shared(s{i} + h{i} + head{i}), "
-            f"g{i} + lo + head{i}, (unsigned)(body{i} * (int64_t)sizeof({ctype})), bar);"
+        size = f"(int64_t)sizeof({ctype})"
+        copies += [
+            f"const int64_t at{i} = k * piece < body{i} ? k * piece : body{i};",
+            f"const int64_t n{i} = k == {PIECES - 1} || at{i} + piece > body{i} ? body{i} - at{i} : piece;",
+            f"bytes += n{i} * {size};",
+        ]
+        issue = (
+            f"if (n{i} > 0) optiml_bulk_load((unsigned)__cvta_generic_to_shared(s{i} + h{i} + head{i} + at{i}), "
+            f"g{i} + lo + head{i} + at{i}, (unsigned)(n{i} * {size}), bar + 8 * k);"
         )
+        copies.append(issue)
     out += [
         "if (threadIdx.x == 0) {",
         "  optiml_proxy_fence();  // the last row's reads of the segment before the copies overwrite it",
-        "  optiml_mbar_expect(bar, (unsigned)bulk_bytes);",
-        *(f"  {c}" for c in copies),
+        f"  for (int k = 0; k < {PIECES}; ++k) {{",
+        "    int64_t bytes = 0;",
+        *(f"    {c}" for c in copies if not c.startswith("if (")),
+        "    optiml_mbar_expect(bar + 8 * k, (unsigned)bytes);",
+        *(f"    {c}" for c in copies if c.startswith("if (")),
+        "  }",
         "}",
     ]
     for leaf in r.full_leaves:
@@ -198,7 +231,7 @@ def _fill(r: _Renderer) -> list[str]:
             f"  for (int64_t j = threadIdx.x; j < hi - lo; j += {threads}) s{i}[j] = g{i}[(lo + j) * p.l{i}_r2];",
             "}",
         ]
-    out += ["optiml_mbar_wait(bar, phase); phase ^= 1u;", "__syncthreads();"]
+    out.append("__syncthreads();  // the ends the threads copied (the first pass waits for the pieces)")
     return out
 
 
