@@ -8,7 +8,9 @@ M = 512
 N = 262144
 
 OPTIML = {
-    "description": "Softmax over the last dimension (each row) of a float32 M x N matrix with long rows, same-shape output.",
+    "description": (
+        "Softmax over the last dimension (each row) of a float32 M x N matrix with long rows, same-shape output."
+    ),
     "dtype": "float32",
     # Outputs are about 1/N (~4e-6): the default atol would pass all zeros; the harness tightens it to
     # rtol x max|ref| where a trivial output passes. rtol=1e-4 is far above the per-row sum's fp32 error.

@@ -90,12 +90,16 @@ def _softmax_task(folder: Path, rows: int, length: int) -> Task:
 
 
 def test_the_rule_holds_rows_re_read_past_l2(tmp_path: Path) -> None:
-    """KernelBench's softmax (4096 rows of 393 216 floats, 1.5 MB) races a cluster of 8 second; a 256 KB row
-    takes 4 blocks of 64 KB; rows that fit in L2 all together, a single-pass sum, and short rows are left alone."""
-    big = TemplateKernels.for_task(_softmax_task(tmp_path, 4096, 393216), facts=H100).seeds(4)
-    assert big[1][0] == GroupConfig.of("cluster_row", threads=512, vec=4, cluster=8)
+    """A 256 KB row (65 535 floats) is held by 4 blocks of 64 KB, the rule (two blocks an SM), the row re-read
+    raced second; KernelBench's softmax (4096 rows of 393 216 floats, 1.5 MB: one block an SM) keeps the re-read
+    and races a cluster of 8 second; rows that fit in L2 all together, a single-pass sum, and short rows are left
+    alone."""
     odd = TemplateKernels.for_task(_softmax_task(tmp_path, 32768, 65535), facts=H100).seeds(4)
-    assert odd[1][0] == GroupConfig.of("cluster_row", threads=512, vec=1, cluster=4)
+    assert odd[0][0] == GroupConfig.of("cluster_row", threads=512, vec=1, cluster=4)
+    assert odd[1][0] == GroupConfig.of("block_row", threads=512, vec=1, items=0)
+    big = TemplateKernels.for_task(_softmax_task(tmp_path, 4096, 393216), facts=H100).seeds(4)
+    assert big[0][0].variant == "block_row"
+    assert big[1][0] == GroupConfig.of("cluster_row", threads=512, vec=4, cluster=8)
     few = TemplateKernels.for_task(_softmax_task(tmp_path, 16, 393216), facts=H100).seeds(4)
     assert all(seed[0].variant != "cluster_row" for seed in few)
     short = TemplateKernels.for_task(_softmax_task(tmp_path, 1 << 20, 512), facts=H100)

@@ -112,9 +112,9 @@ def test_a_transposed_convolution_is_seeded_with_1xtf32_tensor_core_phases(tmp_p
     assert "1xTF32 (operands rounded to nearest)" in code and code.count("optiml_mma8(") == 1
 
 
-def test_large_images_race_256_pixel_tiles(tmp_path: Path) -> None:
-    """Where the pixels fill an H100 twice over in 256-pixel tiles, the rule's 128-pixel 1xTF32 kernel is raced
-    against 256 (each weight slice read from L2 serves twice the pixels); 3xTF32 has no such tile (registers)."""
+def test_large_images_take_256_pixel_tiles(tmp_path: Path) -> None:
+    """Where the pixels fill an H100 twice over in 256-pixel tiles, the rule takes 256 (each weight slice read from
+    L2 serves twice the pixels) and races the 128 it took before; 3xTF32 has no such tile (registers)."""
     big = tmp_path / "big.py"
     big.write_text(
         TASK.format(precision="tf32", module="Conv2d(16, 128, 3)", cin=16).replace(
@@ -123,8 +123,8 @@ def test_large_images_race_256_pixel_tiles(tmp_path: Path) -> None:
     )
     seeds = [c[0] for c in TemplateKernels.for_task(load_task(big), facts=DeviceFacts(sm_count=132)).seeds(4)]
     assert seeds[:2] == [
-        GroupConfig.of("tf32_wgmma", bm=128, bn=128, nhwc=1),
         GroupConfig.of("tf32_wgmma", bm=128, bn=256, nhwc=1),
+        GroupConfig.of("tf32_wgmma", bm=128, bn=128, nhwc=1),
     ]
     small = TemplateKernels.for_task(_task(tmp_path, "dense3x3"), facts=DeviceFacts(sm_count=132))
     assert all(c[0].get("bn") != 256 for c in small.seeds(4))
@@ -136,6 +136,23 @@ def test_a_depthwise_convolution_stays_exact(tmp_path: Path) -> None:
     kernels = TemplateKernels.for_task(_task(tmp_path, "depthwise"))
     for configs in kernels.seeds(4):
         assert "optiml_round_tf32(" not in kernels.render(configs).code
+
+
+def test_forward_3d_convolutions_stay_exact_and_transposed_ones_round(tmp_path: Path) -> None:
+    """cuDNN computes forward 3-D convolutions in exact fp32 at PyTorch's defaults (level 1's 54/59/60/66: as fast
+    with TF32 allowed as without, the default reference equal to exact fp32), its 3-D transposed ones in TF32."""
+    for module, rounded in (("Conv3d(8, 16, 3, padding=1)", False), ("ConvTranspose3d(8, 16, 3, stride=2)", True)):
+        path = tmp_path / f"{module.split('(')[0]}.py"
+        text = TASK.format(precision="tf32", module=module, cin=8)
+        path.write_text(
+            text.replace('"W": 7}', '"W": 7, "D": 3}')
+            .replace("B, H, W = 2, 10, 12", "B, H, W, D = 2, 6, 5, 4")
+            .replace("torch.randn(B, 8, H, W)", "torch.randn(B, 8, D, H, W)")
+        )
+        kernels = TemplateKernels.for_task(load_task(path))
+        assert any("tf32x3" in v for v in _variants(kernels)) is not rounded, module
+        for configs in kernels.seeds(2):
+            assert ("optiml_round_tf32(" in kernels.render(configs).code) is rounded, (module, configs)
 
 
 @pytest.mark.nvcc

@@ -199,6 +199,9 @@ class ConvProblem:
         self.dilation = _pad3(tuple(self.node.attr("dilation")), 1)
         self.output_padding = _pad3(tuple(self.node.attr("output_padding")), 0)
         self.transposed = bool(self.node.attr("transposed"))
+        #: a stride-1 transposed convolution captured as the forward one it equals: its weight keeps the transposed
+        #: layout ``[C_in, C_out / groups, k...]``, flipped and regrouped into the workspace each call
+        self.transposed_weight = bool(self.node.attr("transposed_weight", False))
         self.groups = int(self.node.attr("groups"))
         self.dtype = g.type(self.x).dtype
         for vid in (self.w, self.bias):
@@ -217,7 +220,7 @@ class ConvProblem:
 
     def _traced(self, g: Graph) -> Traced:
         sx, sw, so = g.type(self.x).shape, g.type(self.w).shape, g.type(self.out).shape
-        cout = sw[1] * self.groups if self.transposed else sw[0]
+        cout = sw[1] * self.groups if self.transposed or self.transposed_weight else sw[0]
         return Traced(sx[0], sx[1], cout, _pad3(sw[2:], 1), _pad3(so[2:], 1), _pad3(sx[2:], 1))
 
     @property
@@ -250,6 +253,37 @@ struct {p}_prob {{
 {fields}
 }};
 """
+
+
+def _forward_weight_kernel(p: str, ctype: str) -> str:
+    """The kernel writing a transposed weight ``[C_in][C_out / g][taps]`` as the forward one ``[C_out][C_in / g]
+    [taps]``: each group's channels swapped, the taps reversed (every spatial dim flipped)."""
+    return f"""\
+__global__ void __launch_bounds__(256) {p}_forward_weight(const {ctype}* __restrict__ wt, {ctype}* __restrict__ wf,
+                                                          int64_t cin_g, int64_t cout_g, int64_t taps, int64_t n) {{
+  for (int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x; i < n; i += (int64_t)gridDim.x * 256) {{
+    const int64_t tap = i % taps, row = i / taps, ci = row % cin_g, co = row / cin_g;
+    const int64_t g = co / cout_g;
+    wf[i] = wt[((g * cin_g + ci) * cout_g + (co - g * cout_g)) * taps + (taps - 1 - tap)];
+  }}
+}}"""
+
+
+def _forward_weight_host(p: str, ctype: str, workspace: str) -> list[str]:
+    """Host statements after the shapes: the forward weight written to the workspace's start, ``P.w`` pointed at
+    it, ``{p}_fw_bytes`` the bytes it takes (256-byte aligned)."""
+    return [
+        "  {",
+        "    const int64_t n = P.Cout * P.Cin_g * P.KS;",
+        "    const int64_t blocks = (n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535;",
+        f"    {p}_forward_weight<<<(unsigned)(blocks < 1 ? 1 : blocks), 256, 0, stream>>>(P.w, ({ctype}*)({workspace}),"
+        " P.Cin_g, P.Cout_g, P.KS, n);",
+        "    const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e;",
+        f"    P.w = (const {ctype}*)({workspace});",
+        "  }",
+        f"  const int64_t {p}_fw_bytes = (P.Cout * P.Cin_g * P.KS * (int64_t)sizeof({ctype}) + 255) / 256 * 256;",
+        f"  (void){p}_fw_bytes;",
+    ]
 
 
 def _bias_value(prob: ConvProblem, co: str) -> str:
@@ -949,8 +983,13 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 def rounds_to_tf32(prob: ConvProblem, facts: DeviceFacts) -> bool:
     """Whether this convolution multiplies operands rounded to TF32 (``facts.tf32_convolutions``, a float32 task at
     PyTorch's default precision): all but depthwise ones (one input channel a group), which cuDNN computes in exact
-    fp32 there (H100, 2026-12-06, benchmarks/results/tf32_rounding_probe_h100_2026-12-06.json)."""
-    return facts.tf32_convolutions and prob.dtype == "float32" and prob.primary.cin // prob.groups > 1
+    fp32 there (H100, 2026-12-06, benchmarks/results/tf32_rounding_probe_h100_2026-12-06.json), and forward 3-D
+    ones, for which cuDNN chose exact fp32 kernels too: level 1's 54, 59, 60 and 66 ran as fast with TF32 allowed as
+    without, their default-settings references equal exact fp32, and our rounded kernels were 5e-4 from both (H100,
+    2026-12-07, level1_tf32_part5_h100_2026-12-07.md); its 3-D transposed ones (58, 61) do take TF32."""
+    forward_3d = prob.spatial == 3 and not prob.transposed and not prob.transposed_weight
+    exact_in_cudnn = prob.primary.cin // prob.groups <= 1 or forward_3d
+    return facts.tf32_convolutions and prob.dtype == "float32" and not exact_in_cudnn
 
 
 def _implicit_check(config: GroupConfig, tables: int) -> str | None:
@@ -1041,14 +1080,21 @@ def _mma_tf32_tile(variant: str, wide: bool) -> GroupConfig:
     return GroupConfig.of(variant, **dict((TF32_WIDE if wide else TF32_NARROW).params))
 
 
-def _channels_last_wide(config: GroupConfig, space: Space) -> GroupConfig:
+def _channels_last_wide(config: GroupConfig, space: Space, pixels: int, sms: int) -> GroupConfig:
     """A windowed warp-group conv of 128-row tiles gathers from the input's channels-last copy, 128 columns a tile.
     Timed against the gathering kernel (128 x 64) with the warp-group epilogue and copy of b5e84e5 (H100,
     2026-12-07, template_sweep_conv_epilogue_*_h100_2026-12-07.json): 1.17x on conv2d_fp16, 1.32x on
     conv2d_bias_relu at TF32 (1.14x at 3xTF32 before that epilogue), 0.98-0.99x on conv2d_residual_bf16 and level 1's
-    63 (16 input channels: 144 terms an output)."""
+    63 (16 input channels: 144 terms an output).
+
+    1xTF32 takes 256 columns where ``pixels`` fill the SMs twice over in them (:data:`WIDE_TILE_WAVES`): each weight
+    slice read from L2 then serves twice the pixels — level 1's 55 4.56 against 5.45 ms, 63 9.52 against 10.48 ms
+    (H100, 147e79a, template_sweep_conv256_seeds_h100_2026-12-07.json)."""
     if config.get("bm") != 128 or "nhwc" not in space.knobs.get(config.variant, {}):
         return config
+    wide = config.with_params(nhwc=1, bn=256)
+    if pixels >= WIDE_TILE_WAVES * sms * 256 and space.reason_invalid(wide) is None:
+        return wide
     return config.with_params(nhwc=1, bn=128)
 
 
@@ -1060,6 +1106,8 @@ def _implicit_tile(prob: ConvProblem, m: int, n: int, sms: int) -> GroupConfig:
     return GroupConfig.of("implicit", bm=bm, bn=64, bk=8, tm=8, tn=4 if bm == 64 else 8)
 
 
+#: waves of 256-pixel tiles over the SMs a 1xTF32 conv needs before it takes them (:func:`_channels_last_wide`)
+WIDE_TILE_WAVES = 2
 #: Output channels a group needs before a few-term conv also gets an implicit-GEMM seed beside the stencil
 STENCIL_GEMM_MIN_COUT = 16
 
@@ -1153,13 +1201,13 @@ class ConvTemplate:
         variants = space.variants
         if prob.dtype in HALF:
             if "wgmma" in variants:
-                return _channels_last_wide(GroupConfig.of("wgmma", bm=128 if m > 64 else 64, bn=64), space)
+                return _channels_last_wide(GroupConfig.of("wgmma", bm=128 if m > 64 else 64, bn=64), space, 0, sms)
             if prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
                 return GroupConfig.of("mma", bm=128, bn=128, bk=32, wm=2, wn=4)
             return GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2)
         for warp_group in ("tf32_wgmma", "tf32x3_wgmma"):
             if warp_group in variants:
-                return _channels_last_wide(GroupConfig.of(warp_group, bm=128 if m > 64 else 64, bn=64), space)
+                return _channels_last_wide(GroupConfig.of(warp_group, bm=128 if m > 64 else 64, bn=64), space, n, sms)
         mma_variant = _mma_tf32_variant(variants)
         if mma_variant and m >= 128 and prob.groups * _cdiv(m, 128) * _cdiv(n, 128) >= sms:
             return _mma_tf32_tile(mma_variant, wide=True)
@@ -1168,7 +1216,6 @@ class ConvTemplate:
     def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
         prob = self._problem(group)
         first = self.default(group, facts)
-        n, sms = prob.gemm_sizes(prob.primary)[1], max(1, facts.sm_count)
         if first.variant == "stencil":  # few terms per output
             others = [*_stencil_gemm_seed(prob, self.space(group, facts), facts), *conv_stencil.alternatives(first)]
             others.append(GroupConfig.of("direct", threads=256))
@@ -1207,12 +1254,8 @@ class ConvTemplate:
         if conv_wgmma.channels_last(first):  # the rule's kernel before (gathering from the input, its accumulators
             # stored from their fragments): the staged epilogue is not yet timed, so every run races the two
             others.insert(0, GroupConfig.of(first.variant, bm=first.get("bm"), bn=64, staged=0))
-            # 256 pixels a tile where they fill the GPU twice over: each tile's weight slices serve twice the pixels
-            # (the weights are re-read from L2 for every tile: level 1's 63 was L2-bound); not yet timed
-            wide = first.with_params(bn=256)
-            space = self.space(group, facts)
-            if first.get("bm") == 128 and n >= 2 * sms * 256 and space.reason_invalid(wide) is None:
-                others.insert(0, wide)
+            if first.get("bn") == 256:  # and 128 pixels a tile, the rule before 256 was timed
+                others.insert(0, first.with_params(bn=128))
         elif "nhwc" in self.space(group, facts).knobs.get(first.variant, {}):  # 64 rows: the channels-last copy too
             others.insert(0, first.with_params(nhwc=1))
         seeds = [first]
@@ -1237,6 +1280,8 @@ class ConvTemplate:
         device = [f"// ---- {p}: {group.describe()} {config.label()} ----", _prob_struct(p, ctype, epi, extra)]
         device.append(epi.device(p))
         workspace = "0"
+        if prob.transposed_weight:
+            device.append(_forward_weight_kernel(p, ctype))
         includes: tuple[str, ...] = ()
         if prob.dtype == "bfloat16":
             includes = ("<cuda_bf16.h>",)
@@ -1278,11 +1323,10 @@ class ConvTemplate:
                 conv_wgmma.kernel(p, config, prob, head, _bias_value(prob, "co")),
                 conv_wgmma.launch(p, config, prob, MAX_TAPS),
             ]
-            workspace = conv_wgmma.workspace_bytes(
-                config,
-                [ctx.dim(prob.w, d) for d in range(prob.spatial + 2)],
-                [ctx.dim(prob.x, d) for d in range(prob.spatial + 2)],
-            )
+            dims = [ctx.dim(prob.w, d) for d in range(prob.spatial + 2)]
+            if prob.transposed_weight:  # the forward weight's [C_out][C_in / g]: (C_out / g) * g, C_in / g
+                dims[:2] = [f"(int64_t)({dims[1]}) * {prob.groups}", f"(int64_t)({dims[0]}) / {prob.groups}"]
+            workspace = conv_wgmma.workspace_bytes(config, dims, [ctx.dim(prob.x, d) for d in range(prob.spatial + 2)])
         elif config.variant == "stencil":
             assert prob.kernel is not None  # the space offers stencil only then
             device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts, tf32))
@@ -1290,9 +1334,16 @@ class ConvTemplate:
             device.append(_direct_code(p, config, prob, ctx.facts, tf32))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]
         host += self._shape_host(group, prob, ctx)
+        after = ctx.workspace  # where the variants' own workspace starts
+        if prob.transposed_weight:
+            host += _forward_weight_host(p, ctype, ctx.workspace)
+            weight_bytes = " * ".join(f"(int64_t)({ctx.dim(prob.w, d)})" for d in range(prob.spatial + 2))
+            forward = f"(({weight_bytes} * (int64_t)sizeof({ctype}) + 255) / 256 * 256)"
+            after = f"((char*)({ctx.workspace}) + {p}_fw_bytes)"
+            workspace = f"({forward} + {workspace})"
         host += epi.host(p)
         if warp_group:
-            host += conv_wgmma.host(config, ctx.workspace) + _fast_division_host("P.Cin_g", "cg")
+            host += conv_wgmma.host(config, after) + _fast_division_host("P.Cin_g", "cg")
         host += [f"  const int {p}_err = {p}_launch(P, stream);", f"  if ({p}_err != 0) return {p}_err;", "}"]
         return KernelCode(
             device="\n".join(device), host="\n".join(host) + "\n", workspace_bytes=workspace, includes=includes
@@ -1313,7 +1364,7 @@ class ConvTemplate:
             f"  P.Cin = {dx[1]};",
             f"  P.G = {prob.groups};",
         ]
-        if prob.transposed:  # weight [C_in, C_out / groups, k...]
+        if prob.transposed or prob.transposed_weight:  # weight [C_in, C_out / groups, k...]
             lines += ["  P.Cin_g = P.Cin / P.G;", f"  P.Cout_g = {dw[1]};", "  P.Cout = P.Cout_g * P.G;"]
             check = f"{dw[0]} != P.Cin"
         else:  # weight [C_out, C_in / groups, k...]

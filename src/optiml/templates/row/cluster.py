@@ -34,6 +34,12 @@ CLUSTER_SIZES = (1, 2, 4, 8)
 #: bytes of dynamic shared memory a block may take for its segments and partials: sm_90's opt-in limit (227 KB)
 #: less 1 KB for the block reductions' static arrays
 HELD_BYTES = 226 * 1024
+#: segments two blocks an SM hold (one block loads while the other computes and stores): the rule's choice there —
+#: level 1's 38/39 (rows of 65 535, 4 blocks of 64 KB) ran 7.34/7.13 ms against the row re-read's 12.78/13.52 ms;
+#: held in one block an SM, 34_InstanceNorm (1 MB rows, 8 x 128 KB) gained 1.19x but 23_Softmax (1.5 MB rows,
+#: 8 x 196 KB: its exponentials leave the SM's memory idle) lost 0.82x, so there it is a seed (H100, 147e79a,
+#: template_sweep_cluster_*_h100_2026-12-07.json)
+SHARED_BY_TWO = 100 * 1024
 #: bytes of a reduction's partial slot (value, then the arg-index or running max 16 bytes on)
 _SLOT = 32
 #: bulk copies a segment arrives in, each on its own mbarrier: the first pass starts on a piece as soon as it lands
@@ -53,14 +59,13 @@ def row_bytes(prog: RowProgram, length: int) -> int:
     return length * sum(itemsize(leaf.dtype) for leaf in prog.full_leaves())
 
 
-def cluster_for(prog: RowProgram, length: int) -> int:
-    """The rule's cluster size for rows of ``length``: the fewest blocks whose segments take at most 100 KB each
-    (two blocks an SM), else the fewest that fit at all; 0 where no cluster holds the row."""
+def cluster_for(prog: RowProgram, length: int, budget: int) -> int:
+    """The fewest blocks of a cluster whose segments of a row of ``length`` take at most ``budget`` bytes each
+    (:data:`SHARED_BY_TWO`, :data:`HELD_BYTES`); 0 where no cluster's do."""
     total = row_bytes(prog, length)
-    for budget in (100 * 1024, HELD_BYTES):
-        for blocks in CLUSTER_SIZES:
-            if -(-total // blocks) + 64 * len(prog.full_leaves()) <= budget:
-                return blocks
+    for blocks in CLUSTER_SIZES:
+        if -(-total // blocks) + 64 * len(prog.full_leaves()) <= budget:
+            return blocks
     return 0
 
 

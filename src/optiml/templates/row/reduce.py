@@ -54,7 +54,15 @@ from optiml.templates.base import (
 )
 from optiml.templates.cexpr import literal
 from optiml.templates.group import Group
-from optiml.templates.row.cluster import CLUSTER_SIZES, cluster_for, offered, render_cluster, row_bytes
+from optiml.templates.row.cluster import (
+    CLUSTER_SIZES,
+    HELD_BYTES,
+    SHARED_BY_TWO,
+    cluster_for,
+    offered,
+    render_cluster,
+    row_bytes,
+)
 from optiml.templates.row.rowprog import REDUCE_IDENTITY, CatPart, Leaf, Reduction, RowProgram, Scope, itemsize
 
 #: Threads a block of ``col_cached``: KernelBench's 36_RMSNorm (64 channels of a 112x64x512x512 NCHW tensor)
@@ -226,6 +234,10 @@ class RowTemplate:
         length = _reduced_length(prog, lay)
         vec = _pack_width(self._vec(prog), _prod(shape[d] for d in lay.r2), length, constant_run(prog, lay))
         if (rows < facts.sm_count * 2 and length >= 8192) or rows == 1:
+            if not prog.reductions:  # element-wise: eager's launch, a 128-thread block a tile: 19_ReLU 4.23 ms and
+                # 21_Sigmoid 4.28 against the chunks' 4.47 and 4.49, eager 4.26 and 4.29 (H100, 147e79a,
+                # template_sweep_tiles_seeds_h100_2026-12-07.json)
+                return GroupConfig.of("split_row", threads=128, vec=vec, blocks_per_sm=0)
             return GroupConfig.of("split_row", threads=512, vec=vec, blocks_per_sm=4)
         if length <= 1024:
             items = min(16, max(1, ceil_pow2(-(-length // (32 * vec)))))
@@ -237,6 +249,10 @@ class RowTemplate:
         items = ceil_pow2(items) if items <= 16 else 0
         if lay.r1 or vec * items > 64 or prog.cat_dims:
             items = 0
+        if not items and offered(prog, lay, facts) and rows * row_bytes(prog, length) > facts.l2_bytes:
+            blocks = cluster_for(prog, length, SHARED_BY_TWO)  # rows re-read past L2, held on chip (SHARED_BY_TWO)
+            if blocks:
+                return GroupConfig.of("cluster_row", threads=512, vec=vec, cluster=blocks)
         return GroupConfig.of("block_row", threads=threads, vec=vec, items=items)
 
     def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
@@ -251,9 +267,10 @@ class RowTemplate:
         vec = first.get("vec", 1)
         options: list[GroupConfig] = []
         if lay.inner_reduced:
-            if not prog.reductions:  # element-wise: also as eager launches it, a 128-thread block a tile (the
-                # activations stayed ~5 % behind eager at every chunked configuration swept: template_sweep_interleave)
-                options.append(GroupConfig.of("split_row", threads=128, vec=vec, blocks_per_sm=0))
+            if not prog.reductions:  # element-wise: the chunks a block a tile replaced, or a block a tile itself
+                chunked = GroupConfig.of("split_row", threads=512, vec=vec, blocks_per_sm=4)
+                tiles = GroupConfig.of("split_row", threads=128, vec=vec, blocks_per_sm=0)
+                options.append(chunked if first == tiles else tiles)
             if rows > 1:  # a block a row where the row has a pack for each thread (nearest upsampling's rows of 256
                 # ran 0.75-14 ms with a block each, 0.25 ms with a warp, H100, template_sweep_upsample_span_h100_*)
                 options += [
@@ -261,9 +278,12 @@ class RowTemplate:
                     for threads in (256, 1024)
                     if length >= threads * vec
                 ]
-            # a row too long for registers, the rows re-read past L2: held on chip, raced second (not yet timed)
+            if first.variant == "cluster_row":  # and the row re-read, the rule before it was timed
+                options.insert(0, GroupConfig.of("block_row", threads=512 if length >= 4096 else 256, vec=vec, items=0))
+            # a row too long for registers and the rows re-read past L2, but no two blocks an SM hold its segments: one
+            # block an SM holds them (SHARED_BY_TWO: a win or a loss by the row's arithmetic), raced second
             held = "cluster_row" in space.knobs and first.variant == "block_row" and not first.get("items")
-            blocks = cluster_for(prog, length) if held else 0
+            blocks = cluster_for(prog, length, HELD_BYTES) if held else 0
             if blocks and rows * row_bytes(prog, length) > facts.l2_bytes:
                 options.insert(0, GroupConfig.of("cluster_row", threads=512, vec=vec, cluster=blocks))
             if rows >= facts.sm_count * 4:
