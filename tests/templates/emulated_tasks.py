@@ -10,7 +10,9 @@ import numpy as np
 from test_gemm_template import EMULATED, emulated_library, from_bits, run_emulated
 
 from optiml.graph.capture import capture_all
+from optiml.kernel.source import KernelSource
 from optiml.task import Task, load_task
+from optiml.templates.base import GroupConfig
 from optiml.templates.kernels import TemplateKernels
 from optiml.templates.plan import make_plan
 
@@ -56,6 +58,26 @@ def get_init_inputs():
 def planned(task: Task) -> TemplateKernels:
     """The task's plan with the emulator's device facts (few SMs)."""
     return TemplateKernels(task, make_plan(list(capture_all(task))), EMULATED)
+
+
+def with_variant(kernels: TemplateKernels, config: GroupConfig) -> KernelSource:
+    """``kernels`` rendered with ``config`` for every kernel whose space offers its variant, the default for the
+    rest (at least one must offer it)."""
+    spaces = kernels.spaces
+    assert any(config.variant in space.variants for space in spaces), f"{config.variant}: {kernels.describe()}"
+    default = kernels.default()
+    chosen = [config if config.variant in space.variants else c for c, space in zip(default, spaces, strict=True)]
+    return kernels.render(chosen)
+
+
+def variant_units(tasks: Sequence[Task], configs: Sequence[GroupConfig]) -> list[tuple[Task, str, str]]:
+    """``(task, label, source)`` for each task planned for the emulator and rendered with each configuration
+    (:func:`with_variant`), to run through :func:`emulator_mismatches`."""
+    units = []
+    for task in tasks:
+        kernels = planned(task)
+        units += [(kernels.task, config.label(), with_variant(kernels, config).code) for config in configs]
+    return units
 
 
 def emulator_mismatches(folder: Path, units: Sequence[tuple[Task, str, str]], seed: int, tol: float) -> list[str]:

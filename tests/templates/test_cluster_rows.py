@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from emulated_tasks import emulator_mismatches, planned, task_text, write_task
+from emulated_tasks import emulator_mismatches, planned, task_text, variant_units, with_variant, write_task
 from test_gemm_template import gpu_failures, needs_gxx
 
 from optiml.kernel.source import KernelSource
@@ -57,21 +57,8 @@ def _task(folder: Path, name: str, dtype: str = "float32") -> Task:
     return write_task(folder, f"{name}_{dtype}", text)
 
 
-def _clustered(kernels: TemplateKernels, config: GroupConfig) -> KernelSource:
-    """``kernels`` rendered with ``config`` for every group that offers it, the default for the rest."""
-    spaces = kernels.spaces
-    assert any("cluster_row" in space.variants for space in spaces), f"not offered: {kernels.describe()}"
-    default = kernels.default()
-    chosen = [config if "cluster_row" in space.variants else c for c, space in zip(default, spaces, strict=True)]
-    return kernels.render(chosen)
-
-
 def _units(folder: Path, names: list[str], configs: list[GroupConfig]) -> list[tuple[Task, str, str]]:
-    units = []
-    for name in names:
-        kernels = planned(_task(folder, name))
-        units += [(kernels.task, config.label(), _clustered(kernels, config).code) for config in configs]
-    return units
+    return variant_units([_task(folder, name) for name in names], configs)
 
 
 def _uncached(code: str) -> str:
@@ -126,7 +113,7 @@ def test_half_precision_rows_match_torch_on_the_emulator(tmp_path: Path) -> None
     """bfloat16 rows: packs of 8 from the held segment, the statistics in float."""
     kernels = planned(_task(tmp_path, "softmax", "bfloat16"))
     config = GroupConfig.of("cluster_row", threads=256, vec=8, cluster=4)
-    units = [(kernels.task, config.label(), _clustered(kernels, config).code)]
+    units = [(kernels.task, config.label(), with_variant(kernels, config).code)]
     failures = emulator_mismatches(tmp_path / "emu", units, seed=5, tol=1e-2)
     assert not failures, "\n".join(failures)
 
@@ -153,7 +140,7 @@ def test_clustered_rows_verify_on_the_gpu(tmp_path: Path) -> None:
     configs = [*CONFIGS, GroupConfig.of("cluster_row", threads=512, vec=4, cluster=8)]
 
     def render(name: str, config: GroupConfig) -> KernelSource:
-        return _clustered(TemplateKernels.for_task(tasks[name]), config)
+        return with_variant(TemplateKernels.for_task(tasks[name]), config)
 
     failures = gpu_failures(tasks, [(name, config) for name in PROGRAMS for config in configs], render, tmp_path)
     assert not failures, "\n".join(failures)

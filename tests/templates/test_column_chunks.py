@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from emulated_tasks import emulator_mismatches, planned, task_text, write_task
+from emulated_tasks import emulator_mismatches, task_text, variant_units, with_variant, write_task
 from test_gemm_template import gpu_failures, needs_gxx
 
 from optiml.kernel.source import KernelSource
@@ -55,19 +55,7 @@ def _task(folder: Path, name: str) -> Task:
 
 
 def _units(folder: Path, names: list[str], configs: list[GroupConfig]) -> list[tuple[Task, str, str]]:
-    units = []
-    for name in names:
-        kernels = planned(_task(folder, name))
-        units += [(kernels.task, config.label(), _chunked(kernels, config).code) for config in configs]
-    return units
-
-
-def _chunked(kernels: TemplateKernels, config: GroupConfig) -> KernelSource:
-    """``kernels`` rendered with ``config`` for every column reduction, the default for the rest."""
-    spaces = kernels.spaces
-    assert any("col_chunks" in space.variants for space in spaces), f"no column reduction: {kernels.describe()}"
-    default = kernels.default()
-    return kernels.render([config if "col_chunks" in sp.variants else c for c, sp in zip(default, spaces, strict=True)])
+    return variant_units([_task(folder, name) for name in names], configs)
 
 
 def test_the_rule_cuts_long_columns_too_few_for_the_sms(tmp_path: Path) -> None:
@@ -116,7 +104,7 @@ def test_chunked_columns_verify_on_the_gpu(tmp_path: Path) -> None:
     tasks = {name: _task(tmp_path, name) for name in PROGRAMS}
 
     def render(name: str, config: GroupConfig) -> KernelSource:
-        return _chunked(TemplateKernels.for_task(tasks[name]), config)
+        return with_variant(TemplateKernels.for_task(tasks[name]), config)
 
     failures = gpu_failures(tasks, [(name, config) for name in PROGRAMS for config in CONFIGS], render, tmp_path)
     assert not failures, "\n".join(failures)
