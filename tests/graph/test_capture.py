@@ -115,3 +115,18 @@ def test_a_size_derived_constant_differs_between_shape_sets() -> None:
     assert divisors == rows  # batchmean divides by the batch size of each shape set
     assert len(set(divisors)) > 1
     assert len({g.signature() for g in graphs}) == 1  # constants' values are not structure
+
+
+def test_numbers_scaling_a_products_operands_move_onto_the_product(tmp_path: Path) -> None:
+    """``(x * 2) @ (x.t() / 4)`` reads x twice in place (the transpose as the product's layout) and scales the
+    product by 0.5 once; an operand scaled by a tensor is left as written."""
+    from optiml.templates.plan import cse
+
+    scaled = capture_all(load_task(tiny_task(tmp_path, "scaled", "        return (x * 2.0) @ (x.t() / 4.0)")))[0]
+    g = cse(scaled)
+    assert [node.op for node in g.nodes] == ["matmul", "mul"]
+    (matmul, mul) = g.nodes
+    assert matmul.inputs == (g.inputs[0], g.inputs[0]) and matmul.attr("trans_b")
+    assert g.values[mul.inputs[1]].const == 0.5
+    by_tensor = cse(capture_all(load_task(tiny_task(tmp_path, "tensor", "        return (x * x) @ x.t()")))[0])
+    assert [node.op for node in by_tensor.nodes] == ["mul", "matmul"]

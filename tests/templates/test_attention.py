@@ -42,10 +42,15 @@ def test_the_safe_softmax_gives_zeros_for_rows_of_minus_infinity() -> None:
 @needs_gxx
 def test_attention_matches_torch_on_the_emulator(tmp_path: Path) -> None:
     units = []
-    for k, extra in enumerate(["", ", scale=0.3"]):
+    for k, extra in enumerate(["", ", scale=0.3", ", is_causal=True"]):
         kernels = planned(write_task(tmp_path, f"sdpa_{k}", TASK.format(extra=extra)))
         plan = kernels.describe()
-        assert plan.count("gemm[") == 2 and "reduce[amax sub exp sum div" in plan, plan
+        # the root of the scale that multiplies q and k^T each is applied once, to the product: no pass over
+        # either operand, and k^T read in place (without a mask: three kernels, as KernelBench's 97 plans)
+        assert "gemm[matmul mul" in plan and "pointwise[mul]" not in plan and "permute[" not in plan, plan
+        if not extra:
+            assert plan.count(" → ") == 2, plan
+        assert "reduce[amax sub exp sum div" in plan, plan
         units.append((kernels.task, f"sdpa{extra}", kernels.render(kernels.default()).code))
     failures = emulator_mismatches(tmp_path / "emu", units, seed=23, tol=1e-4)
     assert not failures, "\n".join(failures)

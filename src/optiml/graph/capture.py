@@ -664,15 +664,16 @@ def _layout_input(node: Any) -> torch.fx.Node | None:
 
 def _not_stored_below(node: torch.fx.Node) -> bool:
     """An ``expand`` that broadcasts batch dims, or a swap of the last two dims, lies below ``node``
-    (through layout-only ops): flattening its batch dims would need a copy, which merging them into the
-    product's batch avoids."""
+    (through layout-only ops and the numbers :func:`_matmul_operand` moves onto the product): flattening its batch
+    dims would need a copy, which merging them into the product's batch avoids."""
     cur: Any = node
     while (src := _layout_input(cur)) is not None:
         packet = _fx_packet(cur)
         if (packet == "expand" and _fx_shape(cur) != _fx_shape(src)) or _swaps_last_two(cur):
             return True
         same = _fx_shape(cur) == _fx_shape(src)
-        if not (packet in _LAYOUT_IDENTITY or (packet in (*_RESHAPES, "expand") and same)):
+        moved = same and _scalar_factor(cur) is not None
+        if not (moved or packet in _LAYOUT_IDENTITY or (packet in (*_RESHAPES, "expand") and same)):
             return False
         cur = src
     return False
@@ -680,15 +681,21 @@ def _not_stored_below(node: torch.fx.Node) -> bool:
 
 def _matmul_operand(
     c: _Converter, arg: Any, merge: bool, merge_plain: bool = False
-) -> tuple[int, bool, tuple[int, ...] | None]:
-    """(IR value, last two dims swapped, batch dims a folded flattening view merged) of one operand.
+) -> tuple[int, bool, tuple[int, ...] | None, float]:
+    """(IR value, last two dims swapped, batch dims a folded flattening view merged, scale) of one operand.
     A flattening view is merged where the memory below it could not be flattened in place (a broadcast
-    or a transpose), or also where it could (``merge_plain``: the other operand's was merged)."""
-    trans, merged = False, None
+    or a transpose), or also where it could (``merge_plain``: the other operand's was merged). A floating
+    operand multiplied or divided by a number on its way is read unscaled, the number returned as ``scale`` for
+    the product to apply once (``scaled_dot_product_attention`` scales both q and k^T by the root of its scale:
+    two passes over each, and a copy of k's transpose that the product would otherwise read in place)."""
+    trans, merged, scale = False, None, 1.0
     cur: Any = arg
     while (src := _layout_input(cur)) is not None:
         packet, shape, src_shape = _fx_packet(cur), _fx_shape(cur), _fx_shape(src)
-        if packet in _LAYOUT_IDENTITY or (packet in (*_RESHAPES, "expand") and shape == src_shape):
+        factor = _scalar_factor(cur)
+        if factor is not None and shape == src_shape:
+            scale, cur = scale * factor, src
+        elif packet in _LAYOUT_IDENTITY or (packet in (*_RESHAPES, "expand") and shape == src_shape):
             cur = src
         elif _swaps_last_two(cur):
             trans, cur = not trans, src
@@ -706,7 +713,21 @@ def _matmul_operand(
             merged, cur = src_shape[:-2], src  # bmm over a flattened batch: keep the batch dims
         else:
             break
-    return c.operand(cur), trans, merged
+    return c.operand(cur), trans, merged, scale
+
+
+def _scalar_factor(node: torch.fx.Node) -> float | None:
+    """The number a floating ``x * c``, ``c * x`` or ``x / c`` (``c`` a finite nonzero Python number) multiplies
+    ``x`` by; None for any other node."""
+    packet, args = _fx_packet(node), node.args
+    if packet not in ("mul", "div") or len(args) != 2 or not node.meta["val"].is_floating_point():
+        return None
+    number = args[1] if isinstance(args[0], torch.fx.Node) else args[0] if packet == "mul" else None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) or not number:
+        return None
+    if not isinstance(args[0] if number is args[1] else args[1], torch.fx.Node):
+        return None
+    return float(number) if packet == "mul" else 1.0 / float(number)
 
 
 def _reads_an_expand(b: _Builder, vid: int) -> bool:
@@ -723,14 +744,14 @@ def _reads_an_expand(b: _Builder, vid: int) -> bool:
 
 def _matmul(c: _Converter, a_arg: Any, b_arg: Any, batched: bool, out: TensorType, label: str) -> int:
     """A ``matmul`` node for mm / bmm / mv of ``a_arg`` and ``b_arg`` whose result has type ``out``."""
-    a, ta, ma = _matmul_operand(c, a_arg, batched)
-    b, tb, mb = _matmul_operand(c, b_arg, batched)
+    a, ta, ma, sa = _matmul_operand(c, a_arg, batched)
+    b, tb, mb, sb = _matmul_operand(c, b_arg, batched)
     if ma != mb and batched:  # one merged: merge the other's plain flattening view the same way
-        a, ta, ma = _matmul_operand(c, a_arg, True, merge_plain=mb is not None)
-        b, tb, mb = _matmul_operand(c, b_arg, True, merge_plain=ma is not None)
+        a, ta, ma, sa = _matmul_operand(c, a_arg, True, merge_plain=mb is not None)
+        b, tb, mb, sb = _matmul_operand(c, b_arg, True, merge_plain=ma is not None)
     if ma != mb:  # still only one operand (or two different batches) merged: keep the flattening views
-        a, ta, ma = _matmul_operand(c, a_arg, False)
-        b, tb, mb = _matmul_operand(c, b_arg, False)
+        a, ta, ma, sa = _matmul_operand(c, a_arg, False)
+        b, tb, mb, sb = _matmul_operand(c, b_arg, False)
     for vid in (a, b):
         if _reads_an_expand(c.b, vid):
             raise UnsupportedOpError(f"no template for {label} of a broadcast operand the GEMM cannot read in place")
@@ -742,6 +763,8 @@ def _matmul(c: _Converter, a_arg: Any, b_arg: Any, batched: bool, out: TensorTyp
         if len(own) > len(batch) or any(s not in (1, o) for s, o in zip(reversed(own), reversed(batch), strict=False)):
             raise UnsupportedOpError(f"no template for {label}: operand batch {own} does not broadcast to {batch}")
     result = c.b.node("matmul", [a, b], [mm_type], label, trans_a=ta, trans_b=tb, batch=len(batch))[0]
+    if sa * sb != 1.0:  # the operands' numbers, once on the product (fused into its epilogue)
+        result = c.b.node("mul", [result, c.b.const(sa * sb, out.dtype)], [mm_type], label)[0]
     if mm_type.shape != out.shape:  # the flattened batch torch.matmul's bmm works on
         result = c.b.node("view", [result], [out], label, shape=out.shape)[0]
     return result
