@@ -2,19 +2,21 @@
 
 A row kernel whose row is read more than once (softmax: its statistics, then the output; a norm: its sum of
 squares, then the scaled row) re-reads the row from memory for each pass once the row is too long for
-registers — KernelBench's softmax rows of 393 216 floats (1.5 MB), 528 rows in flight: three passes over DRAM
-where one read and one write would do (67 % of the floor, measured). Here each of the cluster's ``cluster``
-blocks takes a contiguous segment of the row into its shared memory in one bulk copy (``cp.async.bulk``, the
-whole segment in flight at once), every pass reads the segment from there, and each stage's partial results
-are combined across the cluster through distributed shared memory (each block reads the others' partials
-after a cluster barrier, all in rank order, so every block finishes with the same statistics). A cluster of
-one is a block a row with the row in shared memory.
+registers — KernelBench's L2 norm over rows of 65 535 floats (256 KB), hundreds of rows in flight: three passes
+over DRAM where one read and one write would do (56 % of the floor, measured). Here each of the cluster's
+``cluster`` blocks takes a contiguous segment of the row into its shared memory in :data:`PIECES` bulk copies
+(``cp.async.bulk``, the whole segment in flight at once, each piece on its own mbarrier so the first pass starts
+as pieces land), every pass reads the segment from there, and each stage's partial results are combined across
+the cluster through distributed shared memory (each block reads the others' partials after a cluster barrier, all
+in rank order, so every block finishes with the same statistics). A cluster of one is a block a row with the row
+in shared memory.
 
 The row leaves once: DRAM traffic is one read of the input and one write of the output. A row that does not
 fit (another shape at run time) runs the same kernel reading its segment from global memory on every pass
 (``p.cached`` is 0): correct, as slow as the passes it re-reads.
 
-Offered on sm_90 and later, for rows of one inner run (no flat two-run walk, no fused cat) read more than once.
+Offered on sm_90 and later, for rows of one inner run (no flat two-run walk, no fused cat) read more than once;
+the rule's choice where two blocks an SM hold the segments (:data:`SHARED_BY_TWO`), a seed where one does.
 """
 
 from __future__ import annotations
