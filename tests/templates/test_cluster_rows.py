@@ -137,10 +137,13 @@ def test_clustered_rows_verify_on_the_gpu(tmp_path: Path) -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("no CUDA GPU with thread-block clusters")
     tasks = {name: _task(tmp_path, name) for name in PROGRAMS}
+    tasks["softmax_bf16"] = _task(tmp_path, "softmax", "bfloat16")
     configs = [*CONFIGS, GroupConfig.of("cluster_row", threads=512, vec=4, cluster=8)]
+    cases = [(name, config) for name in PROGRAMS for config in configs]
+    cases.append(("softmax_bf16", GroupConfig.of("cluster_row", threads=256, vec=8, cluster=4)))
 
     def render(name: str, config: GroupConfig) -> KernelSource:
         return with_variant(TemplateKernels.for_task(tasks[name]), config)
 
-    failures = gpu_failures(tasks, [(name, config) for name in PROGRAMS for config in configs], render, tmp_path)
+    failures = gpu_failures(tasks, cases, render, tmp_path)
     assert not failures, "\n".join(failures)
