@@ -249,10 +249,9 @@ class RowTemplate:
         items = ceil_pow2(items) if items <= 16 else 0
         if lay.r1 or vec * items > 64 or prog.cat_dims:
             items = 0
-        if not items and offered(prog, lay, facts) and rows * row_bytes(prog, length) > facts.l2_bytes:
-            blocks = cluster_for(prog, length, SHARED_BY_TWO)  # rows re-read past L2, held on chip (SHARED_BY_TWO)
-            if blocks:
-                return GroupConfig.of("cluster_row", threads=512, vec=vec, cluster=blocks)
+        blocks = _held_cluster(prog, lay, facts, rows, length, SHARED_BY_TWO) if not items else 0
+        if blocks:  # rows re-read past L2, held on chip where two blocks an SM hold the segments
+            return GroupConfig.of("cluster_row", threads=512, vec=vec, cluster=blocks)
         return GroupConfig.of("block_row", threads=threads, vec=vec, items=items)
 
     def seeds(self, group: Group, facts: DeviceFacts) -> list[GroupConfig]:
@@ -282,9 +281,9 @@ class RowTemplate:
                 options.insert(0, GroupConfig.of("block_row", threads=512 if length >= 4096 else 256, vec=vec, items=0))
             # a row too long for registers and the rows re-read past L2, but no two blocks an SM hold its segments: one
             # block an SM holds them (SHARED_BY_TWO: a win or a loss by the row's arithmetic), raced second
-            held = "cluster_row" in space.knobs and first.variant == "block_row" and not first.get("items")
-            blocks = cluster_for(prog, length, HELD_BYTES) if held else 0
-            if blocks and rows * row_bytes(prog, length) > facts.l2_bytes:
+            held = first.variant == "block_row" and not first.get("items")
+            blocks = _held_cluster(prog, lay, facts, rows, length, HELD_BYTES) if held else 0
+            if blocks:
                 options.insert(0, GroupConfig.of("cluster_row", threads=512, vec=vec, cluster=blocks))
             if rows >= facts.sm_count * 4:
                 options += [GroupConfig.of("warp_row", threads=threads, vec=vec, items=0) for threads in (256, 128)]
@@ -327,6 +326,14 @@ class RowTemplate:
         online = config.variant in ("warp_row", "block_row", "cluster_row") and int(config.get("items", 0)) == 0
         prog = self.program(group, online=online)
         return _Renderer(prog, layout_of(prog), config, ctx).render()
+
+
+def _held_cluster(prog: RowProgram, lay: Layout, facts: DeviceFacts, rows: int, length: int, budget: int) -> int:
+    """The cluster size that holds rows of ``length`` on chip in segments of at most ``budget`` bytes, where
+    ``cluster_row`` is offered and the rows, all together, would be re-read past L2; 0 where not."""
+    if not offered(prog, lay, facts) or rows * row_bytes(prog, length) <= facts.l2_bytes:
+        return 0
+    return cluster_for(prog, length, budget)
 
 
 def _reduced_length(prog: RowProgram, lay: Layout) -> int:
@@ -884,10 +891,11 @@ class _Renderer:
             if leaf.index not in direct:
                 continue
             i, row_start = leaf.index, f"b_l{leaf.index} + ({r1}) * p.l{leaf.index}_r1"
-            read = self._pack_read(leaf, f"{name}{i}", f"{row_start} + ({e})", row_start)
             if self.smem_reads:  # the held segment: broadcast leaves were spread along it when it was filled
                 ctype = self.p.leaf_ctype(leaf)
                 read = f"{name}{i} = *reinterpret_cast<const OptimlPack<{ctype}, VEC>*>(s{i} + ({e}) - lo + h{i});"
+            else:
+                read = self._pack_read(leaf, f"{name}{i}", f"{row_start} + ({e})", row_start)
             out.append(
                 f"OptimlPack<{self.p.leaf_ctype(leaf)}, VEC> {name}{i}; "
                 + (f"if ({guard}) {{ {read} }}" if guard else read)
