@@ -40,17 +40,29 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "sqlite_db": ("errors",),
         "values": (),
         "task": ("errors",),
-        "task_runtime": ("errors", "task"),
+        # which arithmetic PyTorch's defaults give each convolution (measured by the worker, read by the planner)
+        "conv_arithmetic": (),
+        "task_runtime": ("errors", "task", "conv_arithmetic"),
         # what screens and sandboxes a candidate (it reads a source through its own protocol, not
         # optiml.kernel's class); a candidate and what builds it (in integrity's compile sandbox)
         "integrity": ("errors", "task", "redact"),
         "kernel": ("errors", "values", "task", "task_runtime", "integrity", "cache_dirs", "cuda_tools"),
         "peaks": ("kernel", "integrity", "cache_dirs"),
         # the op graph and the templates instantiated over it
-        "graph": ("errors", "task", "task_runtime"),
-        "templates": ("errors", "task", "graph", "kernel"),
+        "graph": ("errors", "task", "task_runtime", "conv_arithmetic"),
+        "templates": ("errors", "task", "graph", "kernel", "conv_arithmetic"),
         # measuring a candidate
-        "evaluate": ("errors", "values", "task", "task_runtime", "kernel", "integrity", "peaks", "redact"),
+        "evaluate": (
+            "errors",
+            "values",
+            "task",
+            "task_runtime",
+            "conv_arithmetic",
+            "kernel",
+            "integrity",
+            "peaks",
+            "redact",
+        ),
         "profile": ("errors", "values", "task", "kernel", "integrity", "peaks", "evaluate", "cuda_tools"),
         # asking for candidates
         "llm": ("errors", "config_file"),
@@ -77,7 +89,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "session": ("errors", "values", "task", "kernel", "evaluate", "profile", "propose", "llm", "store"),
         "workflow": ("task", "kernel", "evaluate", "generate", "search", "store", "session"),
         # whole suites, reports, the machine; the command line on top
-        "bench": ("errors", "task", "kernel", "search", "store", "export", "session", "workflow"),
+        "bench": ("errors", "task", "conv_arithmetic", "kernel", "search", "store", "export", "session", "workflow"),
         "report": ("errors", "values", "task", "kernel", "profile", "search", "bench", "store", "llm"),
         "doctor": ("errors", "kernel", "integrity", "cuda_tools"),
         "cli": (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from optiml.errors import ConfigError
 from optiml.evaluate.config import EvalConfig
 from optiml.evaluate.cost import CostFunction, EvaluationCache
 from optiml.evaluate.evaluator import TaskFacts
+from optiml.graph.capture import capture_all
 from optiml.kernel.source import KernelSource
 from optiml.search import Budgets, SearchConfig
 from optiml.search.landscape import KnobProposer, Landscape, LandscapeEvaluator, landscape_kernel
@@ -285,3 +287,57 @@ def test_an_unknown_isolation_policy_is_a_one_line_error(monkeypatch: pytest.Mon
     monkeypatch.setenv("OPTIML_ISOLATION", "strict")
     with pytest.raises(ConfigError, match="OPTIML_ISOLATION must be one of best_effort, required, not 'strict'"):
         optiml.session.eval_config(optiml.session.SessionOptions())
+
+
+CONV_TASK = """import torch
+import torch.nn as nn
+
+OPTIML = {"dtype": "float32", "precision": "tf32"}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(16, 24, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 10, 12)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class MeasuredConvolutions(Judged):
+    """A judge that measured the task's one convolution exact at PyTorch's defaults, and keeps what it judged."""
+
+    def __init__(self, task: Task, arithmetic: str) -> None:
+        super().__init__(task, KernelSource("// none"))
+        (conv,) = [n for n in capture_all(task)[0].nodes if n.op == "conv"]
+        self.facts = replace(FACTS, convolutions={str(conv.attr("signature")): arithmetic})
+        self.judged: list[KernelSource] = []
+
+    def prepare(self) -> TaskFacts:
+        return self.facts
+
+    def evaluate_many(self, kernels: Sequence[KernelSource]) -> list[EvalResult]:
+        self.judged += kernels
+        return super().evaluate_many(kernels)
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "tf32"])
+def test_the_kernels_planned_after_preparing_round_as_the_judge_measured(tmp_path: Path, arithmetic: str) -> None:
+    path = tmp_path / "conv.py"
+    path.write_text(CONV_TASK, encoding="utf-8")
+    judged = MeasuredConvolutions(load_task(path), arithmetic)
+    flow = Workflow(optiml.session.offline_session(judged))  # type: ignore[arg-type]
+    flow.prepare()
+    assert flow.task.convolution_arithmetic == tuple(judged.facts.convolutions.items())
+    flow.root_candidates(seeds=2)
+    rounded = ["optiml_round_tf32(" in kernel.code for kernel in judged.judged]
+    assert judged.judged and rounded == [arithmetic == "tf32"] * len(rounded)

@@ -120,6 +120,9 @@ class Task:
     meta: TaskMeta
     globals_: tuple[str, ...] = field(default=())
     given: str = ""  # the path as the user gave it: what messages show
+    #: each convolution's arithmetic in the default-settings reference as the judge measured it (signature,
+    #: "tf32" | "exact"): set after preparing (:meth:`optiml.workflow.Workflow.prepare`); the planner follows it
+    convolution_arithmetic: tuple[tuple[str, str], ...] = ()
 
     @property
     def shown(self) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from optiml.conv_arithmetic import CONVOLUTION, measure
 from optiml.errors import TaskError
 from optiml.task import Task
 
@@ -244,6 +245,21 @@ class TaskRunner:
             except Exception as exc:
                 raise TaskError(f"{self.task.shown}: Model.forward failed: {type(exc).__name__}: {exc}") from exc
         return outputs_as_list(out, self.task)
+
+    def convolution_arithmetic(self, model: torch.nn.Module, args: Sequence[Any]) -> dict[str, str]:
+        """Each float32 convolution's arithmetic in the reference, by call signature (:mod:`optiml.conv_arithmetic`):
+        measured where the reference runs at PyTorch's defaults on a GPU; empty elsewhere (exact settings, or no
+        cuDNN, leave no choice), for a task whose source names no convolution, and where the GPU has no room for
+        the extra forward (the planner's rule then stands). The model runs on copies of ``args`` (a forward that
+        writes its inputs leaves the case's as they were)."""
+        if self.task.meta.precision != "tf32" or self.device.type != "cuda" or not CONVOLUTION.search(self.task.source):
+            return {}
+        try:
+            copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            with torch_default_precision():
+                return measure(lambda: model(*copies))
+        except torch.cuda.OutOfMemoryError:
+            return {}
 
     def _note(self, note: str) -> None:
         if note not in self.notes:

@@ -9,7 +9,9 @@ profiler, proposers, LLM client); a command only chooses the options and shows t
 
 1. **Prepare** (:meth:`Workflow.prepare`): the judge builds the task's inputs and reference outputs and
    times the references — no GPU or a broken reference fails here, before a run is stored; the
-   profiler starts writing its case in the background.
+   profiler starts writing its case in the background. At PyTorch's default precision the judge also
+   measures which convolutions cuDNN rounds to TF32 (:mod:`optiml.conv_arithmetic`): the task the later
+   steps plan carries that, so its kernels round as the reference did.
 2. **Root** (:meth:`Workflow.root`, or :meth:`Workflow.root_candidates` and :meth:`RootCandidates.choose`):
    the template kernels and the kernel the task ships (:mod:`optiml.generate.offline`) and, with an
    LLM, the Mixture-of-Thoughts generation (:mod:`optiml.generate.root`); the fastest verified one.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from optiml.evaluate.evaluator import TaskFacts
@@ -93,6 +95,8 @@ class Workflow:
         """Step 1. Raises what the judge raises (no GPU, a broken reference)."""
         with self.view.preparing():
             facts = self.session.evaluator.prepare()
+        if facts.convolutions:  # the kernels planned from here on round as cuDNN did, convolution by convolution
+            self.task = replace(self.task, convolution_arithmetic=tuple(sorted(facts.convolutions.items())))
         if self.session.profiler is not None:
             self.session.profiler.prepare()  # the profiled case is written while the root is made and judged
         self.view.prepared(facts)

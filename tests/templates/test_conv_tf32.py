@@ -132,6 +132,16 @@ def test_large_images_take_256_pixel_tiles(tmp_path: Path) -> None:
     assert exact.spaces[0].reason_invalid(GroupConfig.of("tf32x3_wgmma", bm=128, bn=256)) is not None
 
 
+def test_a_64_row_1xtf32_tile_gathers_from_the_channels_last_copy_and_a_3xtf32_one_does_not(tmp_path: Path) -> None:
+    """The measured rule (1.03-1.29x on six convolutions at 1xTF32, 0.74-0.80x at 3xTF32): the gathering kernel
+    stays the next seed."""
+    rounded = TemplateKernels.for_task(_task(tmp_path, "dense3x3"), facts=DeviceFacts(sm_count=132))
+    assert rounded.default()[0] == GroupConfig.of("tf32_wgmma", bm=64, bn=64, nhwc=1)
+    assert GroupConfig.of("tf32_wgmma", bm=64, bn=64, staged=0) in [c[0] for c in rounded.seeds(4)]
+    exact = TemplateKernels.for_task(_task(tmp_path, "dense3x3", "exact"), facts=DeviceFacts(sm_count=132))
+    assert exact.default()[0] == GroupConfig.of("tf32x3_wgmma", bm=64, bn=64)
+
+
 def test_a_depthwise_convolution_stays_exact(tmp_path: Path) -> None:
     kernels = TemplateKernels.for_task(_task(tmp_path, "depthwise"))
     for configs in kernels.seeds(4):

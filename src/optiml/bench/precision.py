@@ -15,15 +15,12 @@ that do not load (their row will say why) run as they are. A convolution is seen
 from __future__ import annotations
 
 import ast
-import re
 import shutil
 from pathlib import Path
 
+from optiml.conv_arithmetic import CONVOLUTION
 from optiml.errors import OptimlError
 from optiml.task import PRECISIONS, load_task
-
-#: a convolution named in a task's source: the modules, the functions and torch's own ops
-CONVOLUTION = re.compile(r"\b(Conv(Transpose)?[123]d|conv(_transpose)?[123]d|convolution)\b")
 
 
 def copies_folder(out_dir: Path, precision: str) -> Path:

@@ -46,6 +46,9 @@ class TaskFacts:
     notes: tuple[str, ...] = ()  # how the task is judged: distributions, tolerances, the floor's roofs
     #: seconds of each preparation step (the worker's cases, sensitivity and reference timings; the compute roof)
     prepare_steps: dict[str, float] = field(default_factory=dict)
+    #: each convolution's arithmetic in the default-settings reference, by call signature (the worker measured it:
+    #: :mod:`optiml.conv_arithmetic`); empty for an exact-fp32 task or one without convolutions
+    convolutions: dict[str, str] = field(default_factory=dict)
 
     @property
     def floor_ms(self) -> float | None:
@@ -265,6 +268,7 @@ class Evaluator:
             peak_flops=self.peak_flops or 0.0,
             notes=(*reply.get("notes", ()), roof),
             prepare_steps=steps,
+            convolutions=dict(reply.get("convolutions", {})),
         )
         return self.facts
 

@@ -49,6 +49,7 @@ from typing import IO, Any
 
 import torch
 
+from optiml.conv_arithmetic import describe as describe_convolutions
 from optiml.errors import TaskError
 from optiml.evaluate.candidate_link import candidates_confined, isolation_note, require_isolation
 from optiml.evaluate.config import EvalConfig
@@ -168,6 +169,10 @@ class Worker:
         notes = list(runtime.notes)  # distributions used, tolerances adjusted (runtime.py)
         case = runtime.case(seeds.seed())
         step("case")
+        convolutions = runtime.convolution_arithmetic(case.model, case.args)
+        if convolutions:
+            step("convolutions")
+            notes.append(describe_convolutions(convolutions))
         modes = [m for m in REFERENCE_MODES if m in (*config.reference_modes, "eager_tf32")]
         references = {}
         for mode in modes:
@@ -178,6 +183,7 @@ class Worker:
             "input_bytes": case.input_bytes(),
             "output_bytes": case.output_bytes(),
             "flops": runtime.task.flops(0),
+            "convolutions": convolutions,
             "bandwidth": self.bandwidth(),
             "round_trip": asdict(self.judge.calibration()),
             "notes": [

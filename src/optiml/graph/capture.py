@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from optiml.conv_arithmetic import signature
 from optiml.errors import TaskError
 from optiml.graph.decomps import decomposition_table
 from optiml.graph.ir import Graph, Node, TensorType, Value
@@ -842,6 +843,8 @@ def _convolution(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], 
     pads, output_padding, groups = _tuple(padding, spatial, 0), _tuple(args[7], spatial, 0), int(args[8])
     transposed, as_forward = bool(args[6]), False
     kernel = c.b.values[w].type.shape[2:]
+    # the call as cuDNN sees it, before the rewrite below: what the default-settings arithmetic is measured by
+    called = signature(c.b.values[x].type.shape, c.b.values[w].type.shape, *args[3:9])
     forward_pads = tuple(d * (k - 1) - p for d, k, p in zip(dilation, kernel, pads, strict=True))
     if transposed and set(stride) == {1} and not any(output_padding) and min(forward_pads) >= 0:
         # a stride-1 transposed convolution is the forward one over the input padded by d (k - 1) - p with the
@@ -862,6 +865,7 @@ def _convolution(c: _Converter, args: Any, kwargs: Any, outs: list[TensorType], 
         groups=groups,
         bias=bool(bias),
         transposed_weight=as_forward,
+        signature=called,
     )[0]
 
 

@@ -104,6 +104,6 @@ class Graph:
 
 
 def _sizeless(attrs: tuple[tuple[str, Any], ...]) -> tuple[Any, ...]:
-    """Attrs minus those that carry sizes (a view's ``shape``, a slice's ``start``), which differ
-    between shape sets (kernels read them as run-time size expressions)."""
-    return tuple((k, v) for k, v in attrs if k not in ("shape", "start"))
+    """Attrs minus those that carry sizes (a view's ``shape``, a slice's ``start``, a convolution's
+    ``signature``), which differ between shape sets (kernels read them as run-time size expressions)."""
+    return tuple((k, v) for k, v in attrs if k not in ("shape", "start", "signature"))

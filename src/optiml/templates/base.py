@@ -114,6 +114,13 @@ class DeviceFacts:
     #: multiply operands rounded to TF32 (to nearest, as cuDNN does there; depthwise ones, exact in cuDNN, stay
     #: exact) and accumulate in fp32, so they match that reference to summation order
     tf32_convolutions: bool = False
+    #: each convolution's arithmetic at PyTorch's defaults as the judge measured it, by call signature
+    #: (:mod:`optiml.conv_arithmetic`): ``(signature, "tf32" | "exact")`` pairs; unmeasured ones follow a rule
+    convolution_arithmetic: tuple[tuple[str, str], ...] = ()
+
+    def measured_arithmetic(self, signature: str) -> str | None:
+        """The measured arithmetic of the convolution call ``signature``; None where it was not measured."""
+        return dict(self.convolution_arithmetic).get(signature) if signature else None
 
     def resident_blocks(self, threads: int) -> int:
         """Blocks of ``threads`` the whole GPU holds at once by its thread limit (one round of a grid)."""

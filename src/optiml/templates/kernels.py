@@ -52,7 +52,9 @@ class TemplateKernels:
         self.task = task
         self.plan = plan
         tf32 = task.meta.precision == "tf32" and task.meta.dtype == "float32"
-        self.facts = replace(facts or DeviceFacts(), tf32_convolutions=tf32)
+        self.facts = replace(
+            facts or DeviceFacts(), tf32_convolutions=tf32, convolution_arithmetic=task.convolution_arithmetic
+        )
         self.templates = Templates.for_plan(plan)
         self.spaces: list[Space] = [self.templates.of(g).space(g, self.facts) for g in plan.groups]
 

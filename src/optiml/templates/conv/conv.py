@@ -96,6 +96,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from optiml.conv_arithmetic import TF32
 from optiml.graph.ir import Graph, Node
 from optiml.graph.sizes import SizeResolver
 from optiml.templates.base import (
@@ -203,6 +204,8 @@ class ConvProblem:
         #: layout ``[C_in, C_out / groups, k...]``, flipped and regrouped into the workspace each call
         self.transposed_weight = bool(self.node.attr("transposed_weight", False))
         self.groups = int(self.node.attr("groups"))
+        #: the call as cuDNN saw it (:func:`optiml.conv_arithmetic.signature`): its measured arithmetic's key
+        self.signature = str(self.node.attr("signature", ""))
         self.dtype = g.type(self.x).dtype
         for vid in (self.w, self.bias):
             if vid is not None and g.type(vid).dtype != self.dtype:
@@ -982,14 +985,18 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 # -- the space -----------------------------------------------------------------------------------------
 def rounds_to_tf32(prob: ConvProblem, facts: DeviceFacts) -> bool:
     """Whether this convolution multiplies operands rounded to TF32 (``facts.tf32_convolutions``, a float32 task at
-    PyTorch's default precision): all but depthwise ones (one input channel a group), which cuDNN computes in exact
-    fp32 there (H100, 2026-12-06, benchmarks/results/tf32_rounding_probe_h100_2026-12-06.json), and forward 3-D
-    ones, for which cuDNN chose exact fp32 kernels too: level 1's 54, 59, 60 and 66 ran as fast with TF32 allowed as
-    without, their default-settings references equal exact fp32, and our rounded kernels were 5e-4 from both (H100,
-    2026-12-07, level1_tf32_part5_h100_2026-12-07.md); its 3-D transposed ones (58, 61) do take TF32."""
+    PyTorch's default precision): as cuDNN did for this call where the judge measured it
+    (:mod:`optiml.conv_arithmetic`, ``facts.convolution_arithmetic``). Unmeasured (no GPU: ``optiml plan``), all but
+    depthwise ones (one input channel a group), which cuDNN computes in exact fp32 there (H100, 2026-12-06,
+    benchmarks/results/tf32_rounding_probe_h100_2026-12-06.json), and forward 3-D ones, for which cuDNN chose exact
+    fp32 kernels too (level 1's 54, 59, 60 and 66: H100, 2026-12-07, level1_tf32_part5_h100_2026-12-07.md)."""
+    if not facts.tf32_convolutions or prob.dtype != "float32":
+        return False
+    measured = facts.measured_arithmetic(prob.signature)
+    if measured is not None:
+        return measured == TF32
     forward_3d = prob.spatial == 3 and not prob.transposed and not prob.transposed_weight
-    exact_in_cudnn = prob.primary.cin // prob.groups <= 1 or forward_3d
-    return facts.tf32_convolutions and prob.dtype == "float32" and not exact_in_cudnn
+    return not (prob.primary.cin // prob.groups <= 1 or forward_3d)
 
 
 def _implicit_check(config: GroupConfig, tables: int) -> str | None:
@@ -1089,9 +1096,17 @@ def _channels_last_wide(config: GroupConfig, space: Space, pixels: int, sms: int
 
     1xTF32 takes 256 columns where ``pixels`` fill the SMs twice over in them (:data:`WIDE_TILE_WAVES`): each weight
     slice read from L2 then serves twice the pixels — level 1's 55 4.56 against 5.45 ms, 63 9.52 against 10.48 ms
-    (H100, 147e79a, template_sweep_conv256_seeds_h100_2026-12-07.json)."""
-    if config.get("bm") != 128 or "nhwc" not in space.knobs.get(config.variant, {}):
+    (H100, 147e79a, template_sweep_conv256_seeds_h100_2026-12-07.json).
+
+    A 1xTF32 tile of 64 rows gathers from the copy too: 1.03-1.29x the gathering kernel on six convolutions (H100:
+    level 1's 55, 63 and the suite's conv2d_bias_relu, conv2d_strided, template_sweep_conv_nhwc_tf32_h100_2026-12-07;
+    57 7.57 against 8.13 ms and 65 3.52 against 4.55 ms, template_sweep_transposed_forward_h100_2026-12-07), where
+    3xTF32's 64-row tiles lose with it (0.74-0.80x, template_sweep_conv_nhwc_exact_h100_2026-12-07)."""
+    if "nhwc" not in space.knobs.get(config.variant, {}):
         return config
+    if config.get("bm") != 128:
+        narrow = config.with_params(nhwc=1)
+        return narrow if config.variant == "tf32_wgmma" and space.reason_invalid(narrow) is None else config
     wide = config.with_params(nhwc=1, bn=256)
     if pixels >= WIDE_TILE_WAVES * sms * 256 and space.reason_invalid(wide) is None:
         return wide
