@@ -361,10 +361,12 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     tma = GroupConfig.of("tf32x3_tma", bm=128, bn=128, stages=4)
     assert gemm.default(big, big_facts) == tma
     # its K (29) is one slice: a SIMT kernel of two blocks an SM is raced second (the TMA kernel's one register-bound
-    # block an SM left level 1's 9, K = 32, at 33 % of the DRAM floor)
+    # block an SM left level 1's 9, K = 32, at 33 % of the DRAM floor), and the mma.sync pipeline holds two stages,
+    # not four: one slice fills one, and the other two would only halve the blocks an SM
     simt = GroupConfig.of("simt", bm=128, bn=128, bk=8, tm=8, tn=8)
-    assert gemm.seeds(big, big_facts)[:4] == [tma, simt, tma.with_params(bn=64), TF32_DEFAULT]
-    deep_k = kernels_of(tasks, "deep_k").plan.groups[0]  # K = 1100: no such seed
+    short_tf32 = TF32_DEFAULT.with_params(stages=2)
+    assert gemm.seeds(big, big_facts)[:4] == [tma, simt, tma.with_params(bn=64), short_tf32]
+    deep_k = kernels_of(tasks, "deep_k").plan.groups[0]  # K = 1100: no such seed, all four stages
     assert gemm.seeds(deep_k, big_facts)[:3] == [tma, tma.with_params(bn=64), TF32_DEFAULT]
     ampere = DeviceFacts(sm_count=1, arch="sm_80")
     assert gemm.default(big, ampere) == TF32_DEFAULT

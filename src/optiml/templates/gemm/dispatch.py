@@ -247,6 +247,17 @@ def tf32_wgmma_seed(b_k_major: bool) -> GroupConfig:
     return GroupConfig.of("tf32x3_wgmma", bm=64 if b_k_major else 128, bn=64 if b_k_major else 128)
 
 
+def _within_k(config: GroupConfig, k: int) -> GroupConfig:
+    """``config`` with a ``cp.async`` pipeline (``mma``, ``tf32x3``) no deeper than K's slices and the one being
+    multiplied: the stages past them are shared memory no slice ever fills, and they cost blocks an SM — level 1's
+    9 (K = 32, one slice) would hold two 110 KB blocks of four 64x128 ``tf32x3`` stages where two stages hold four
+    (an output-bound product: its stores want blocks in flight)."""
+    if config.variant not in ("mma", "tf32x3"):
+        return config
+    stages = max(2, min(int(config.get("stages")), cdiv(k, int(config.get("bk"))) + 1))
+    return config if stages == int(config.get("stages")) else config.with_params(stages=stages)
+
+
 class GemmTemplate:
     """matmul + fused element-wise epilogue (see the module docstring for variants and the rule)."""
 
@@ -365,7 +376,9 @@ class GemmTemplate:
         else:
             others = tiled
         seeds = [first]
+        deepest = max(t.k for t in prob.traced)
         for config in others:
+            config = _within_k(config, deepest)
             if config not in seeds:
                 seeds.append(config)
         return seeds[:4]
