@@ -25,6 +25,7 @@ WORKER_SIDE = {
     "optiml.errors",
     "optiml.task",
     "optiml.task_runtime",
+    "optiml.conv_arithmetic",  # which arithmetic the defaults give each convolution: standard library and torch only
     "optiml.profile",
     "optiml.profile.target",
     "optiml.kernel",
