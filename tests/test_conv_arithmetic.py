@@ -92,6 +92,27 @@ def test_the_probe_and_the_capture_key_every_call_alike(tmp_path: Path) -> None:
     assert any("t=1" in key and "s=[1, 1]" in key for key in captured)  # the call as made, before the rewrite
 
 
+def test_a_measurement_that_cannot_run_leaves_a_note_and_the_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measurement only steers the planner: a forward it cannot follow never fails the task."""
+    path = tmp_path / "convolutions.py"
+    path.write_text(TASK, encoding="utf-8")
+    runner = TaskRunner(load_task(path), "cpu")
+    model, args = runner.build_model(0), runner.make_args(0)
+    runner.device = torch.device("cuda")  # as on the judge's GPU (the copies stay where the case is)
+
+    def refuses(call: object) -> dict[str, str]:
+        raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\nsecond line")
+
+    monkeypatch.setattr("optiml.task_runtime.measure", refuses)
+    assert runner.convolution_arithmetic(model, args) == {}
+    assert runner.notes[-1] == (
+        "convolutions' arithmetic at PyTorch's defaults not measured (RuntimeError: cuDNN error: "
+        "CUDNN_STATUS_NOT_SUPPORTED): the planner's rule stands"
+    )
+
+
 DENSE = """import torch
 import torch.nn as nn
 

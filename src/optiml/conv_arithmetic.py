@@ -121,7 +121,7 @@ class _ConvolutionProbe(TorchDispatchMode):
                 exact = func(*args)
                 rounded = func(round_to_tf32(x), round_to_tf32(w), *args[2:])
             self.found[key] = nearer(out, exact, rounded)
-        except torch.cuda.OutOfMemoryError:  # no room for the probe's copies: the planner's rule stands
+        except RuntimeError:  # no room for the probe's copies (or cuDNN refused a setting): the planner's rule stands
             return
 
 

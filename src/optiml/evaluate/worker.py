@@ -173,6 +173,7 @@ class Worker:
         if convolutions:
             step("convolutions")
             notes.append(describe_convolutions(convolutions))
+        notes += [note for note in runtime.notes if note not in notes]  # one saying it could not measure
         modes = [m for m in REFERENCE_MODES if m in (*config.reference_modes, "eager_tf32")]
         references = {}
         for mode in modes:
