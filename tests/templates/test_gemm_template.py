@@ -369,10 +369,10 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     deep_k = kernels_of(tasks, "deep_k").plan.groups[0]  # K = 1100: no such seed, all four stages
     assert gemm.seeds(deep_k, big_facts)[:3] == [tma, tma.with_params(bn=64), TF32_DEFAULT]
     ampere = DeviceFacts(sm_count=1, arch="sm_80")
-    assert gemm.default(big, ampere) == TF32_DEFAULT
+    assert gemm.default(big, ampere) == short_tf32  # the rule's tile, its pipeline as deep as K
     assert not any(c.variant.startswith("tf32x3_") for c in gemm.seeds(big, ampere))
     tn = kernels_of(tasks, "mm_tn").plan.groups[0]  # A m-major: the mma.sync kernel, and no warp-group seed
-    assert gemm.default(tn, big_facts) == TF32_DEFAULT
+    assert gemm.default(tn, big_facts) == short_tf32
     assert not any(c.variant.startswith("tf32x3_") for c in gemm.seeds(tn, big_facts))
     deep = kernels_of(tasks, "deep_k").plan.groups[0]  # one tile, a long K: split-K fills the GPU
     assert gemm.default(deep, FACTS) == tma.with_params(bm=64, bn=64)

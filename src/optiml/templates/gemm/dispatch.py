@@ -251,7 +251,8 @@ def _within_k(config: GroupConfig, k: int) -> GroupConfig:
     """``config`` with a ``cp.async`` pipeline (``mma``, ``tf32x3``) no deeper than K's slices and the one being
     multiplied: the stages past them are shared memory no slice ever fills, and they cost blocks an SM — level 1's
     9 (K = 32, one slice) would hold two 110 KB blocks of four 64x128 ``tf32x3`` stages where two stages hold four
-    (an output-bound product: its stores want blocks in flight)."""
+    (an output-bound product: its stores want blocks in flight). The loop is the same: every iteration commits a
+    copy group, empty past K, so the waits count the same groups."""
     if config.variant not in ("mma", "tf32x3"):
         return config
     stages = max(2, min(int(config.get("stages")), cdiv(k, int(config.get("bk"))) + 1))
@@ -289,8 +290,12 @@ class GemmTemplate:
         return Space(knobs=knobs, check=_space_check)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
-        """min(M, N) <= 16 → gemv; fp32 → simt by tile coverage; half → mma (module docstring)."""
+        """min(M, N) <= 16 → gemv; fp32 → simt by tile coverage; half → mma (module docstring); a pipeline no
+        deeper than K (:func:`_within_k`)."""
         prob = self._problem(group)
+        return _within_k(self._rule(prob, facts), max(t.k for t in prob.traced))
+
+    def _rule(self, prob: Problem, facts: DeviceFacts) -> GroupConfig:
         t = prob.primary
         small = min(t.m, t.n)
         if small <= SMALL_SIDE:
