@@ -111,12 +111,7 @@ def test_a_module_the_file_puts_in_eval_mode_stays_there(tmp_path: Path) -> None
     [
         ("        self.drop = nn.Dropout(p=0.2)", "self.drop(self.bn(x))", "drop = nn.Dropout(p=0.2)"),
         ("        self.drop = nn.Dropout2d(0.5)", "self.drop(x)", "drop = nn.Dropout2d(p=0.5)"),
-        ("        self.act = nn.RReLU()", "self.act(x)", "act = nn.RReLU(lower=0.125, upper=0.333333)"),
-        (
-            "        self.attn = nn.MultiheadAttention(4, 2, dropout=0.1)",
-            "x",
-            "attn = nn.MultiheadAttention(dropout=0.1)",
-        ),
+        ("        self.act = nn.RReLU()", "self.act(x - 2.5)", "act = nn.RReLU(lower=0.125, upper=0.333333)"),
     ],
 )
 def test_a_random_module_is_refused_in_one_line_unless_the_mode_is_eval(
@@ -128,9 +123,36 @@ def test_a_random_module_is_refused_in_one_line_unless_the_mode_is_eval(
     message = str(info.value)
     assert "\n" not in message and message.startswith(str(task.shown))
     assert named in message and "random in training mode" in message and "{'mode': 'eval'}" in message
+    assert "two draws on the same inputs moved it by" in message
     evaluated = load_task(write(tmp_path, "random_eval", init=init, body=body, optiml='{"mode": "eval"}'))
     notes = check_task(evaluated)  # eval mode: Dropout is the identity, the forward deterministic
     assert any("mode eval" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(
+    ("init", "body", "named"),
+    [
+        # KernelBench's level 2 66 and 83: a mean over a size-1 dim, then softmax; a clamp to [0, 0] of a minimum
+        (
+            "        self.drop = nn.Dropout(p=0.2)",
+            "torch.softmax(self.drop(x).mean(dim=1, keepdim=True), dim=1)",
+            "drop = nn.Dropout(p=0.2)",
+        ),
+        ("        self.drop = nn.Dropout(p=0.2)", "self.drop(torch.clamp(torch.min(x, x * 0), 0, 0))", "drop ="),
+        ("        self.attn = nn.MultiheadAttention(4, 2, dropout=0.1)", "x", "attn = nn.MultiheadAttention"),
+    ],
+)
+def test_a_random_module_whose_draws_do_not_reach_the_outputs_runs_as_written(
+    tmp_path: Path, init: str, body: str, named: str
+) -> None:
+    task = load_task(write(tmp_path, "unreached", init=init, body=body))
+    notes = check_task(task)
+    assert any(named in n and "do not reach the outputs" in n for n in notes), notes
+    runner = TaskRunner(task, "cpu")
+    model, args = runner.build_model(0), runner.make_args(0)
+    assert model.training
+    first, second = runner.run_reference(model, args), runner.run_reference(model, args)
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
 
 
 def test_an_inactive_dropout_is_kept_in_training_mode(tmp_path: Path) -> None:

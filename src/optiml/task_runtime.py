@@ -13,7 +13,10 @@ in training mode unless the file says otherwise, so BatchNorm normalises by batc
 BatchNorm still writes its running statistics on every call in PyTorch, which would change the
 parameters a candidate receives between trials; here it is built not to (``track_running_stats``
 off on the instance: the same output, no state written), so every call gives the same answer. A
-Dropout that is active (0 < p < 1) makes the output random and is refused. ``"eval"`` mode calls
+module that draws random numbers in training mode (an active Dropout, RReLU, attention dropout) is refused
+unless two draws on the same inputs leave every output within :data:`SHARE_OF_TOLERANCE` of the tolerance
+(:func:`moved_by_draws`: KernelBench's level 2 zeroes some dropouts' outputs, or averages them away,
+before they reach the output). ``"eval"`` mode calls
 ``model.eval()``. The reference's arithmetic follows ``OPTIML['precision']``: exact fp32 (this
 process's global settings, which :class:`TaskRunner` makes exact) or PyTorch's defaults
 (:func:`torch_default_precision`, around each reference call).
@@ -22,6 +25,7 @@ process's global settings, which :class:`TaskRunner` makes exact) or PyTorch's d
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -44,6 +48,14 @@ PRECISION_FLAGS: tuple[tuple[Any, str], ...] = (
 #: matmuls unless the environment says otherwise), read before any TaskRunner makes them exact.
 TORCH_DEFAULTS: tuple[bool, ...] = tuple(getattr(owner, name) for owner, name in PRECISION_FLAGS)
 _EXACT = (False, False, False, False)
+#: two draws may move an output by at most this share of the tolerance (atol + rtol·|reference|)
+SHARE_OF_TOLERANCE = 0.01
+#: the most inputs and parameters a task may hold for the CPU to run it twice (the check of its draws)
+CHECK_BYTES = 4 << 30
+#: (task file, its last change, shape set) → how far two draws moved the outputs (the CPU check runs once)
+_MOVED: dict[tuple[str, int, int], float] = {}
+#: the checks under way: the check's own model builds do not check again
+_CHECKING: set[tuple[str, int, int]] = set()
 
 _DTYPES = {
     "float32": torch.float32,
@@ -220,7 +232,7 @@ class TaskRunner:
         if self.task.meta.mode == "eval":
             model.eval()
         else:
-            _refuse_random_modules(model, self.task)
+            self._refuse_random_modules(model, shape_set)
             _batch_statistics_without_state(model)
         self._note(semantics_note(self.task, model))
         return model
@@ -266,6 +278,35 @@ class TaskRunner:
             )
             return {}
 
+    def _refuse_random_modules(self, model: torch.nn.Module, shape_set: int) -> None:
+        """A module whose training-mode output is random (an active Dropout, RReLU, attention dropout) is refused
+        in one line when its draws reach the outputs: no kernel can be verified against a reference that differs
+        on every call. Draws that do not reach them (a dropout whose output is zeroed, or averaged over a size-1
+        dim, further on) leave a note, and the model runs as written."""
+        found = ((name, _random_in_training(m)) for name, m in model.named_modules() if m.training)
+        named = next((f"{name or 'Model'} = {what}" for name, what in found if what is not None), None)
+        if named is None:
+            return
+        refused = (
+            f"{self.task.shown}: {named} is random in training mode (as KernelBench runs the reference): "
+            "its output differs on every call"
+        )
+        hint = "set OPTIML = {'mode': 'eval'} to run the reference in eval mode"
+        try:
+            moved = moved_by_draws(self.task, shape_set)
+        except TaskError as exc:
+            raise TaskError(f"{refused}, and {exc}; {hint}") from exc
+        if moved > SHARE_OF_TOLERANCE:
+            shown = "changed an output's shape or integers" if math.isinf(moved) else f"moved it by {moved:.3g}×"
+            raise TaskError(
+                f"{refused}, so no kernel can be verified against it (two draws on the same inputs {shown} the "
+                f"tolerance); {hint}"
+            )
+        self._note(
+            f"{named} draws random numbers in training mode, but they do not reach the outputs (two draws on "
+            f"the same inputs moved them by {moved:.2g}× the tolerance): the model runs as written"
+        )
+
     def _note(self, note: str) -> None:
         if note not in self.notes:
             self.notes.append(note)
@@ -288,19 +329,57 @@ class TaskRunner:
         )
 
 
-def _refuse_random_modules(model: torch.nn.Module, task: Task) -> None:
-    """A module whose training-mode output is random (an active Dropout, RReLU, attention dropout) is
-    refused with one line: no kernel can be verified against a reference that differs on every call."""
-    for name, module in model.named_modules():
-        if not module.training:
-            continue
-        what = _random_in_training(module)
-        if what is not None:
+def moved_by_draws(task: Task, shape_set: int) -> float:
+    """How far two draws of the model's random numbers move its outputs on the same inputs, in units of the task's
+    tolerance (inf: a shape, a dtype or an integer changed): the model run twice on the CPU, once per task file
+    and shape set. Raises :class:`TaskError` where its inputs and parameters are over :data:`CHECK_BYTES`."""
+    key = (str(task.path), task.path.stat().st_mtime_ns, shape_set)
+    if key in _CHECKING:
+        return 0.0  # the check's own build of the model
+    if key not in _MOVED:
+        _CHECKING.add(key)
+        try:
+            _MOVED[key] = _moved_share(task, shape_set)
+        finally:
+            _CHECKING.discard(key)
+    return _MOVED[key]
+
+
+def _moved_share(task: Task, shape_set: int) -> float:
+    runner = TaskRunner(task, "cpu")
+    runs = []
+    with torch.random.fork_rng(devices=[]):  # the caller's generator is left as it was (the runner seeds it)
+        size = model_bytes(task, shape_set) + _input_bytes(task, shape_set)
+        if size > CHECK_BYTES:
             raise TaskError(
-                f"{task.shown}: {name or 'Model'} = {what} is random in training mode (as KernelBench runs "
-                "the reference): its output differs on every call, so no kernel can be verified against it; "
-                "set OPTIML = {'mode': 'eval'} to run the reference in eval mode"
+                f"whether its output depends on them is checked by running it twice on the CPU, and its inputs "
+                f"and parameters ({size / 2**30:.1f} GiB) are over the {CHECK_BYTES / 2**30:.0f} GiB that check runs"
             )
+        args = runner.make_args(0, shape_set)
+        model = runner.build_model(0, shape_set)
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            runs.append(runner.run_reference(model, args))
+    worst = 0.0
+    for first, second in zip(*runs, strict=True):
+        if first.shape != second.shape or first.dtype != second.dtype:
+            return math.inf
+        if not first.is_floating_point():
+            if not torch.equal(first, second):
+                return math.inf
+            continue
+        a, b = first.double(), second.double()
+        diff = (a - b).abs()
+        diff[(a == b) | (a.isnan() & b.isnan())] = 0.0  # equal infinities, NaN where both are NaN
+        moved = (diff / (task.meta.atol + task.meta.rtol * b.abs())).nan_to_num(nan=math.inf)
+        worst = max(worst, float(moved.max()) if moved.numel() else 0.0)
+    return worst
+
+
+def _input_bytes(task: Task, shape_set: int) -> int:
+    """The bytes of ``get_inputs()``'s tensors at ``shape_set``, drawn on the meta device (no memory)."""
+    args = TaskRunner(task, "meta").make_args(0, shape_set)
+    return sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
 
 
 def _random_in_training(module: torch.nn.Module) -> str | None:

@@ -130,3 +130,19 @@ def test_numbers_scaling_a_products_operands_move_onto_the_product(tmp_path: Pat
     assert g.values[mul.inputs[1]].const == 0.5
     by_tensor = cse(capture_all(load_task(tiny_task(tmp_path, "tensor", "        return (x * x) @ x.t()")))[0])
     assert [node.op for node in by_tensor.nodes] == ["mul", "matmul"]
+
+
+def test_element_wise_ops_of_constants_and_units_leave_no_node(tmp_path: Path) -> None:
+    """``x * (c / c)`` (what a dropout's mask becomes once replaced by its mean), ``x + 0`` and ``1 * x`` are ``x``;
+    ``c * 2`` is a constant; an operand the constant widens is computed."""
+    body = (
+        "        keep = torch.full_like(x, 0.8)\n"
+        "        y = torch.relu(x) * (keep / 0.8) + x.new_zeros(1)\n"
+        "        return 1.0 * y - 0.0, x * (torch.ones_like(x) * 3.0), torch.relu(x[:, :1]) * x.new_ones(1, 8)"
+    )
+    for graph in capture_all(load_task(tiny_task(tmp_path, "units", body))):
+        ops = [n.op for n in graph.nodes]
+        assert ops.count("relu") == 2 and ops.count("mul") == 2, ops  # x * 3.0 and the widening product kept
+        assert graph.producer(graph.outputs[0]).op == "relu"
+        three = graph.producer(graph.outputs[1]).inputs[1]
+        assert graph.value(three).const == 3.0 and graph.type(three).shape == graph.type(graph.inputs[0]).shape

@@ -162,3 +162,17 @@ def test_transpose_is_a_permute_with_its_perm() -> None:
     (permute,) = plan_of("transpose").groups
     assert permute.template == "permute"
     assert permute.spec_of(PermuteSpec).perm == (1, 0)
+
+
+def test_two_slices_from_one_start_keep_their_own_lengths(tmp_path: Path) -> None:
+    """A slice's length is its output's shape, not an attr: ``x[:, :1]`` and ``x[:, :-1]`` are two values."""
+    path = tmp_path / "two_slices.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x[:, :1] * 2.0, x[:, :-1] + 1.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 16)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    plan = make_plan(capture_all(load_task(path)))
+    slices = [n for n in plan.graph.nodes if n.op == "slice"]
+    assert sorted(plan.graph.type(n.outputs[0]).shape for n in slices) == [(4, 1), (4, 15)]
+    assert sorted(plan.graph.type(o).shape for o in plan.graph.outputs) == [(4, 1), (4, 15)]

@@ -1,6 +1,6 @@
-"""Random numbers drawn in ``Model.forward``: a creation draw whose output does not move is planned with its
-distribution's mean and verified against the model as written (on the CPU emulator here); one that moves the
-output, any other random op and a task too large to check are refused in one line."""
+"""Random numbers drawn in ``Model.forward``: a creation draw, or a dropout's mask, whose output does not move is
+planned with its distribution's mean and verified against the model as written (on the CPU emulator here); one
+that moves the output, any other random op and a task too large to check are refused in one line."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from emulated_tasks import emulator_mismatches, planned, task_text, write_task
 from test_gemm_template import needs_gxx
 
+from optiml import task_runtime
 from optiml.graph import random_draws
 from optiml.graph.capture import UnsupportedOpError, capture_all
 
@@ -59,13 +60,13 @@ def test_other_random_ops_and_tasks_too_large_to_check_are_refused(
 def test_the_cpu_check_runs_once_per_task_file_and_shape_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     task = _task(tmp_path, "faint_once", "x + 1e-9 * torch.randn_like(x)")
     calls: list[int] = []
-    original = random_draws._moved_share
+    original = task_runtime._moved_share
 
     def counted(task_: object, shape_set: int) -> float:
         calls.append(shape_set)
         return original(task_, shape_set)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(random_draws, "_moved_share", counted)
+    monkeypatch.setattr(task_runtime, "_moved_share", counted)
     capture_all(task)
     capture_all(task)
     assert sorted(calls) == list(range(task.num_shape_sets))  # each shape set checked once
@@ -78,5 +79,31 @@ def test_the_cpu_check_leaves_the_caller_s_generator_as_it_was(tmp_path: Path) -
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    assert random_draws._moved_share(task, 0) < random_draws.SHARE_OF_TOLERANCE
+    assert task_runtime.moved_by_draws(task, 0) < task_runtime.SHARE_OF_TOLERANCE
     assert torch.equal(torch.rand(3), expected)
+
+
+@needs_gxx
+@pytest.mark.parametrize(
+    "body",
+    [
+        "torch.softmax(torch.nn.functional.dropout(x, 0.2, training=True).mean(dim=1, keepdim=True), dim=1)",
+        "torch.nn.functional.dropout(torch.clamp(torch.min(x, x * 0), 0, 0), 0.3, training=True) + x",
+    ],
+)
+def test_a_dropout_whose_mask_does_not_reach_the_outputs_is_planned_as_the_identity(tmp_path: Path, body: str) -> None:
+    task = _task(tmp_path, "unreached_dropout", body)
+    for graph in capture_all(task):
+        assert not any(node.op in ("bernoulli", "rand") for node in graph.nodes), [n.op for n in graph.nodes]
+    kernels = planned(task)
+    source = kernels.render(kernels.default())
+    failures = emulator_mismatches(tmp_path, [(task, "dropout", source.code)], seed=4, tol=1e-5)
+    assert not failures, failures
+
+
+def test_a_dropout_that_reaches_the_outputs_is_refused_in_one_line(tmp_path: Path) -> None:
+    task = _task(tmp_path, "dropout", "torch.relu(torch.nn.functional.dropout(x, 0.2, training=True))")
+    with pytest.raises(UnsupportedOpError) as info:
+        capture_all(task)
+    message = str(info.value)
+    assert "\n" not in message and "aten.bernoulli" in message and "depends on them" in message

@@ -2,7 +2,9 @@
 and an element-wise kernel that reads the scan back (three extra passes over the data); anything else that
 subtracts from a scan keeps its own kernel. An element-wise prologue over inputs of the scanned shape
 (``cumsum(x * mask)``) is recomputed at each load instead of written and read back; one that broadcasts, or
-whose constants differ between shape sets, is not. Numerics are checked against torch on the CPU emulator."""
+whose constants differ between shape sets, is not. An exclusive scan written as a shift by one (a cat of a zero
+column and the scan of all but the last element, in any of the ways users write it) is one exclusive scan too.
+Numerics are checked against torch on the CPU emulator."""
 
 from __future__ import annotations
 
@@ -36,6 +38,25 @@ FOLDED = {
     "last_dim": "x.cumsum(dim=-1) - x",
     "reverse": "torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1]) - x",
     "prologue": "torch.cumsum(x * 2.0, 1) - x * 2.0",  # the same value scanned and subtracted (CSE makes it one)
+}
+ZERO, ONE = "torch.zeros_like(x[:, :1])", "torch.ones_like(x[:, :1])"
+SHIFTED = {
+    "kernelbench": "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), "
+    "torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), 1)",
+    "scan_then_slice": "torch.cat([x.new_zeros(x.shape[0], 1), x.cumsum(-1)[:, :-1]], -1)",
+    "pad": "torch.nn.functional.pad(torch.cumsum(x, 1), (1, -1))",
+    "pad_of_narrow": "torch.nn.functional.pad(torch.cumsum(x[:, :-1], 1), (1, 0))",
+    "reverse": f"torch.cat((torch.flip(torch.cumsum(torch.flip(x[:, 1:], [1]), 1), [1]), {ZERO}), 1)",
+    "reverse_then_slice": f"torch.cat((x.flip(1).cumsum(1).flip(1)[:, 1:], {ZERO}), 1)",
+    "product": f"torch.cat(({ONE}, torch.cumprod(x[:, :-1], 1)), 1)",
+    "leading_dim": "torch.cat((torch.zeros_like(x[:1]), torch.cumsum(x[:-1], 0)), 0)",
+}
+NOT_SHIFTED = {
+    "ones_before_a_sum": f"torch.cat(({ONE}, torch.cumsum(x[:, :-1], 1)), 1)",
+    "zeros_after_a_forward_sum": f"torch.cat((torch.cumsum(x[:, :-1], 1), {ZERO}), 1)",
+    "slice_from_one": f"torch.cat(({ZERO}, torch.cumsum(x[:, 1:], 1)), 1)",
+    "scan_also_returned": f"torch.cat(({ZERO}, torch.cumsum(x[:, :-1], 1)), 1), torch.cumsum(x[:, :-1], 1)",
+    "other_dim": "torch.cat((torch.zeros_like(x[:1]), torch.cumsum(x[:-1], 1)), 0)",
 }
 KEPT = {
     "other_operand": "torch.cumsum(x, 1) - x * 3.0",  # not the scanned value
@@ -106,4 +127,30 @@ def test_fused_prologues_match_torch_on_the_emulator(name: str, tmp_path: Path) 
     kernels = planned(_written(tmp_path, name, *PROLOGUES[name]))
     units = [(kernels.task, f"seed {k}", kernels.render(configs).code) for k, configs in enumerate(kernels.seeds(5))]
     failures = emulator_mismatches(tmp_path / "emu", units, seed=7, tol=1e-4)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("name", sorted(SHIFTED))
+def test_a_scan_shifted_by_one_is_one_exclusive_scan(name: str, tmp_path: Path) -> None:
+    kernels = planned(_task(tmp_path, name, SHIFTED[name]))
+    assert [g.template for g in kernels.plan.groups] == ["scan"]
+    spec = kernels.plan.groups[0].spec_of(ScanSpec)
+    assert spec.exclusive and spec.reverse == name.startswith("reverse")
+    assert spec.kind == ("prod" if name == "product" else "sum")
+    assert kernels.plan.groups[0].inputs == kernels.plan.graph.inputs and not kernels.plan.materialized
+
+
+@pytest.mark.parametrize("name", sorted(NOT_SHIFTED))
+def test_other_cats_of_a_scan_keep_their_copies(name: str, tmp_path: Path) -> None:
+    kernels = planned(_task(tmp_path, name, NOT_SHIFTED[name]))
+    assert not any(g.template == "scan" and g.spec_of(ScanSpec).exclusive for g in kernels.plan.groups)
+    assert len(kernels.plan.groups) > 1
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", sorted(SHIFTED))
+def test_shifted_scans_match_torch_on_the_emulator(name: str, tmp_path: Path) -> None:
+    kernels = planned(_task(tmp_path, name, SHIFTED[name]))
+    units = [(kernels.task, f"seed {k}", kernels.render(configs).code) for k, configs in enumerate(kernels.seeds(4))]
+    failures = emulator_mismatches(tmp_path / "emu", units, seed=9, tol=1e-4)
     assert not failures, "\n".join(failures)

@@ -122,7 +122,57 @@ class _Converter:
             result = self._dispatch(packet, args, kwargs, outs, label)
             self.env[args[0]] = result
             return result
+        folded = self._folded(fx_node, packet, outs)
+        if folded is not None:
+            return folded
         return self._dispatch(packet, args, kwargs, outs, label)
+
+    def _folded(self, fx_node: torch.fx.Node, packet: str, outs: list[TensorType]) -> int | None:
+        """An element-wise op of constants as the constant it makes, and ``x * 1``, ``x / 1``, ``x + 0`` and
+        ``x - 0`` (the constant no wider than ``x``) as ``x``: a dropout whose mask was replaced by its mean
+        (:mod:`optiml.graph.random_draws`) leaves ``x * (p / p)``, which would otherwise cost a kernel of its own
+        where a reshape stands between ``x``'s kernel and it. None: the op is computed."""
+        target = fx_node.target
+        if len(outs) != 1 or torch.Tag.pointwise not in getattr(target, "tags", ()):
+            return None
+        constants: list[Any] = []
+        for arg in fx_node.args:
+            if not isinstance(arg, torch.fx.Node):
+                constants.append(arg)
+                continue
+            value = self._constant(arg)
+            if value is None:
+                constants = []
+                break
+            constants.append(value)
+        if any(isinstance(c, torch.Tensor) for c in constants) and not fx_node.kwargs:
+            result = target(*constants)  # type: ignore[operator]
+            if isinstance(result, torch.Tensor) and result.numel() == 1:
+                return self.b.const(result.item(), outs[0].dtype, outs[0].shape)
+        if packet not in ("mul", "div", "add", "sub") or len(fx_node.args) != 2 or fx_node.kwargs:
+            return None
+        x, other = fx_node.args
+        unit = 1 if packet in ("mul", "div") else 0
+        kept = [(x, other)] + ([(other, x)] if packet in ("mul", "add") else [])
+        for tensor, constant in kept:
+            got = self.env.get(tensor) if isinstance(tensor, torch.fx.Node) else None
+            value = self._constant(constant)
+            if isinstance(got, int) and value is not None and value == unit and self.b.values[got].type == outs[0]:
+                return got
+        return None
+
+    def _constant(self, arg: Any) -> torch.Tensor | float | int | bool | None:
+        """A scalar argument as it is, or a node the capture holds as a constant as a 0-d tensor of its dtype;
+        else None."""
+        if isinstance(arg, (bool, int, float)):
+            return arg
+        got = self.env.get(arg) if isinstance(arg, torch.fx.Node) else None
+        if not isinstance(got, int):
+            return None
+        value = self.b.values[got]
+        if not value.is_const or not isinstance(value.const, (bool, int, float)):
+            return None
+        return torch.tensor(value.const, dtype=getattr(torch, value.type.dtype))
 
     def _dispatch(self, packet: str, args: Any, kwargs: Any, outs: list[TensorType], label: str) -> Any:
         handler = _SPECIAL.get(packet)

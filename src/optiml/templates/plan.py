@@ -10,7 +10,9 @@ Rules (documented so that a reader can predict a plan):
   a new kernel (cross-entropy's mean over the per-row losses).
 * A row group without reductions is a *pointwise* kernel over ``S``.
 * Scans, pooling and permutes are dedicated kernels (``flip → cumsum → flip`` is a reverse
-  scan; ``cumsum(x, d) - x``, of either, is an exclusive one). A scan recomputes an element-wise
+  scan; ``cumsum(x, d) - x``, of either, is an exclusive one, and so is a shift by one along the
+  scanned dim: ``cat(zeros, cumsum(x[:-1]))``, ``F.pad(cumsum(x), (1, -1))``, reversed
+  ``cat(reverse_cumsum(x[1:]), zeros)``; ones for ``cumprod``). A scan recomputes an element-wise
   prologue over graph inputs of the scanned shape at each load (``cumsum(x * mask)``: one kernel).
 * A ``matmul`` starts a *GEMM group*: the product plus its fused element-wise *epilogue* — every
   element-wise node that reads a value the group computes (through views that keep the product's
@@ -50,6 +52,14 @@ from optiml.templates.view_sinking import sink_views
 
 #: Parts a fused cat may have (each is a branch in every element's code); more: a copy kernel.
 MAX_FUSED_PARTS = 8
+#: The op chains (scans named ``scan``) that are an exclusive scan written as a shift by one: a slice before or
+#: after the scan, a cat of the identity's block; the reversed ones between flips. Longest last.
+_SHIFTED_SCANS = (
+    ("slice", "scan", "cat"),
+    ("scan", "slice", "cat"),
+    ("slice", "flip", "scan", "flip", "cat"),
+    ("flip", "scan", "flip", "slice", "cat"),
+)
 #: Element-wise nodes a scan recomputes at each load (inlined into one expression); more: a kernel of their own.
 MAX_PROLOGUE_NODES = 16
 
@@ -88,7 +98,8 @@ def cse(graph: Graph) -> Graph:
             remap[vid] = seen.setdefault(const_key, vid)
     for node in graph.nodes:
         inputs = tuple(remap.get(i, i) for i in node.inputs)
-        key = (node.op, inputs, node.attrs)
+        # the output types too: a slice's length is its output's shape, not an attr (``x[:, :1]``, ``x[:, :-1]``)
+        key = (node.op, inputs, node.attrs, tuple(graph.type(o) for o in node.outputs))
         if key in seen and len(node.outputs) == 1:
             remap[node.outputs[0]] = seen[key]
             continue
@@ -152,6 +163,8 @@ class _Planner:
                 cls = op_class(node.op)
             except KeyError as exc:
                 raise TemplateError(f"no template for {node.target or node.op}") from exc
+            if self._shifted_scan(node):
+                continue
             if cls == "slice" and self._read_in_place(node):
                 continue
             if node.index in self.fused_cats:
@@ -247,6 +260,61 @@ class _Planner:
         if any(g.type(tail.outputs[0]) != g.type(scanned) for g in self.graphs):
             return None
         return tail
+
+    def _shifted_scan(self, first: Node) -> bool:
+        """Fold an exclusive scan written as a shift by one (module docstring) into one exclusive scan kernel
+        of ``first``'s input: one pass over the data, where a slice copy, a scan and a cat copy made three
+        (level1/92_cumsum_exclusive read 0.20× torch.compile that way). ``first`` opens the chain: a slice,
+        a scan or a flip whose single-user chain ends in a ``cat`` of the shifted scan and a block of the
+        scan's identity one element thick along the scanned dim, as large as the input."""
+        if first.op not in ("slice", "cumsum", "cumprod", "flip"):
+            return False
+        chain = [first]
+        while chain[-1].op != "cat" and len(chain) < len(_SHIFTED_SCANS[-1]):
+            out = chain[-1].outputs[0]
+            users = self.g.users(out)
+            if out in self.g.outputs or len(users) != 1 or users[0].index in self.folded:
+                return False
+            chain.append(users[0])
+        shape = tuple("scan" if n.op in ("cumsum", "cumprod") else n.op for n in chain)
+        if shape not in _SHIFTED_SCANS:
+            return False
+        reverse = "flip" in shape
+        scan = next(n for n in chain if n.op in ("cumsum", "cumprod"))
+        identity = 0 if scan.op == "cumsum" else 1
+        source, cat = first.inputs[0], chain[-1]
+        if self.g.value(source).is_const or len(cat.inputs) != 2:
+            return False
+        shifted = chain[-2].outputs[0]
+        block = cat.inputs[0] if cat.inputs[1] == shifted else cat.inputs[1]
+        if cat.inputs != ((shifted, block) if reverse else (block, shifted)):
+            return False
+        constant = self.g.value(block)
+        if not constant.is_const or isinstance(constant.const, bool) or constant.const != identity:
+            return False
+        for g in self.graphs:
+            whole = g.type(source).shape
+            if not whole:
+                return False
+            dim = int(scan.attr("dim")) % len(whole)
+            cut = tuple(s - 1 if d == dim else s for d, s in enumerate(whole))
+            thin = tuple(1 if d == dim else s for d, s in enumerate(whole))
+            if whole[dim] < 2 or g.type(cat.outputs[0]).shape != whole or g.type(block).shape != thin:
+                return False
+            for n in chain:
+                if n.op == "slice" and (
+                    int(n.attr("dim")) % len(whole) != dim
+                    or int(n.attr("start")) != int(reverse)
+                    or g.type(n.outputs[0]).shape != cut
+                ):
+                    return False
+                if n.op == "flip" and tuple(int(d) % len(whole) for d in n.attr("dims")) != (dim,):
+                    return False
+                if n.op == "cat" and int(n.attr("dim")) % len(whole) != dim:
+                    return False
+        spec = {"dim": scan.attr("dim"), "kind": "sum" if identity == 0 else "prod", "reverse": reverse}
+        self._new_folded("scan", chain, {**spec, "exclusive": True})
+        return True
 
     def _new_folded(self, template: str, nodes: list[Node], spec: dict[str, Any]) -> None:
         """A dedicated kernel of several nodes, the first one planned here and the others folded into it; the
