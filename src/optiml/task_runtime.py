@@ -297,10 +297,9 @@ class TaskRunner:
         except TaskError as exc:
             raise TaskError(f"{refused}, and {exc}; {hint}") from exc
         if moved > SHARE_OF_TOLERANCE:
-            shown = "changed an output's shape or integers" if math.isinf(moved) else f"moved it by {moved:.3g}×"
             raise TaskError(
-                f"{refused}, so no kernel can be verified against it (two draws on the same inputs {shown} the "
-                f"tolerance); {hint}"
+                f"{refused}, so no kernel can be verified against it (two draws on the same inputs "
+                f"{movement(moved)}); {hint}"
             )
         self._note(
             f"{named} draws random numbers in training mode, but they do not reach the outputs (two draws on "
@@ -343,6 +342,11 @@ def moved_by_draws(task: Task, shape_set: int) -> float:
         finally:
             _CHECKING.discard(key)
     return _MOVED[key]
+
+
+def movement(moved: float) -> str:
+    """How far two draws moved the outputs (:func:`moved_by_draws`), as words."""
+    return "changed an output's shape or integers" if math.isinf(moved) else f"moved it by {moved:.3g}× the tolerance"
 
 
 def _moved_share(task: Task, shape_set: int) -> float:

@@ -11,7 +11,6 @@ from emulated_tasks import emulator_mismatches, planned, task_text, write_task
 from test_gemm_template import needs_gxx
 
 from optiml import task_runtime
-from optiml.graph import random_draws
 from optiml.graph.capture import UnsupportedOpError, capture_all
 
 SETS = [{"N": 6, "M": 40}, {"N": 3, "M": 17}]
@@ -51,7 +50,7 @@ def test_other_random_ops_and_tasks_too_large_to_check_are_refused(
     picked = _task(tmp_path, "picked", "x * torch.randint(0, 2, x.shape, device=x.device)")
     with pytest.raises(UnsupportedOpError, match=r"draws random numbers \(aten\.randint.*differs on every call"):
         capture_all(picked)
-    monkeypatch.setattr(random_draws, "CHECK_BYTES", 100)
+    monkeypatch.setattr(task_runtime, "CHECK_BYTES", 100)
     faint = _task(tmp_path, "faint_but_large", "x + 1e-9 * torch.randn_like(x)")
     with pytest.raises(UnsupportedOpError, match=r"checked by running it twice on the CPU.*over the"):
         capture_all(faint)

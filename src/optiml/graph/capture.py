@@ -1064,7 +1064,7 @@ def trace_model(task: Task, shape_set: int = 0) -> Graph:
     gm.graph.eliminate_dead_code()
     _drop_overwritten_state(gm, list(held), task)
     try:  # before any op is reported as one without a template (a dropout traces to aten.empty first)
-        replace_draws(gm, task, shape_set, [*args, *state.values(), *held.values()])
+        replace_draws(gm, task, shape_set)
     except RandomDrawError as exc:
         raise UnsupportedOpError(f"{task.path.name}: {exc}") from None
     return _to_ir(gm, args, tensor_slots, keys, task)

@@ -20,14 +20,12 @@ as is a draw whose output moves and a task too large to check on the CPU
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from optiml.errors import TaskError
-from optiml.task_runtime import CHECK_BYTES, SHARE_OF_TOLERANCE, moved_by_draws
+from optiml.task_runtime import SHARE_OF_TOLERANCE, moved_by_draws, movement
 
 if TYPE_CHECKING:
     from optiml.task import Task
@@ -50,10 +48,10 @@ def random_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     ]
 
 
-def replace_draws(gm: torch.fx.GraphModule, task: Task, shape_set: int, held: Sequence[Any]) -> None:
-    """Replace ``gm``'s creation draws by their means once the output is shown not to depend on them; raise
-    :class:`RandomDrawError` for any other random op, or when it does (or cannot be checked). ``held``: the
-    traced inputs and parameters (on the meta device), whose size decides whether the CPU may run the check."""
+def replace_draws(gm: torch.fx.GraphModule, task: Task, shape_set: int) -> None:
+    """Replace ``gm``'s creation draws and dropout masks by their means once the output is shown not to depend on
+    them; raise :class:`RandomDrawError` for any other random op, or when it does (or cannot be checked: a task
+    too large for the CPU to run twice)."""
     nodes = random_nodes(gm)
     if not nodes:
         return
@@ -72,22 +70,14 @@ def replace_draws(gm: torch.fx.GraphModule, task: Task, shape_set: int, held: Se
             f"can be verified against it{hint}"
         )
     drawn = ", ".join(sorted({f"aten.{name}" for _, name in named}))
-    task_bytes = sum(t.numel() * t.element_size() for t in held if isinstance(t, torch.Tensor))
-    if task_bytes > CHECK_BYTES:
-        raise RandomDrawError(
-            f"Model.forward draws random numbers ({drawn}); whether its output depends on them is checked by "
-            f"running it twice on the CPU, and its inputs and parameters ({task_bytes / 2**30:.1f} GiB) are over "
-            f"the {CHECK_BYTES / 2**30:.0f} GiB that check runs"
-        )
     try:
         moved = moved_by_draws(task, shape_set)
     except TaskError as exc:
         raise RandomDrawError(f"Model.forward draws random numbers ({drawn}); {exc}") from exc
     if moved > SHARE_OF_TOLERANCE:
-        shown = "changes an output's shape or integers" if math.isinf(moved) else f"{moved:.3g}× the tolerance"
         raise RandomDrawError(
             f"Model.forward draws random numbers ({drawn}) and its output depends on them: two draws on the same "
-            f"inputs moved it by {shown} (atol {task.meta.atol:g}, rtol {task.meta.rtol:g}), so no kernel can be "
+            f"inputs {movement(moved)} (atol {task.meta.atol:g}, rtol {task.meta.rtol:g}), so no kernel can be "
             f"verified against it{hint}"
         )
     for node in nodes:
