@@ -3,7 +3,8 @@
 An expand once planned as a view of its operand's memory: a row kernel read an expanded input with
 the expanded shape's strides (``x / y.expand_as(x)`` divided by the wrong elements), and an expand
 of a value computed in the kernel (``F.normalize``'s clamped norm) had no storage at render
-("internal: value 5 has no storage").
+("internal: value 5 has no storage"). A per-row value broadcast by a constant of the output's shape
+(``x[:, :1] * torch.ones_like(x)``) was written once a row, leaving the rest of each row unwritten.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ CASES = [
     "(x @ w)[:, :1].expand_as(x) * x",  # a slice of a stored product, expanded
     "y.expand(N, M)",  # the output is the broadcast itself: every element written
     "x.sum(1, keepdim=True).expand(N, M)",
+    "x[:, :1] * torch.ones_like(x)",  # a slice read in place, broadcast by a constant of the output's shape
+    "torch.zeros_like(x) + y",  # an input column, likewise
+    "x.amax(1, keepdim=True) * torch.full_like(x, 2.0)",  # the kernel's own statistic, likewise
 ]
 
 

@@ -547,6 +547,10 @@ class RowProgram:
             else:
                 maps = self._maps_for(node, vid, dmap)
                 result = any(self.is_full(i, m) for i, m in zip(node.inputs, maps, strict=True))
+                # an element-wise value that spans the row though no operand varies there is broadcast along it
+                # by a constant of the output's shape (``x[:, :1] * torch.ones_like(x)``): written element by
+                # element, not once a row
+                result = result or (op_class(node.op) == "pointwise" and self._spans_row(vid, dmap))
         self._kinds[key] = result
         return result
 
