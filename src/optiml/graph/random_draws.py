@@ -9,13 +9,13 @@ steps two draws move the output by 6e-9 against a tolerance of 1e-4.
 A *creation* draw — ``aten.randn``, ``aten.rand`` and their ``_like`` forms: a fresh tensor of a distribution,
 holding no input's values — is replaced in the captured graph by its distribution's mean (0 for ``randn``,
 0.5 for ``rand``) once a CPU run has shown that two draws on the same inputs move no output by more than
-:data:`~optiml.SHARE_OF_TOLERANCE` of the task's tolerance (:func:`~optiml.moved_by_draws`).
+:data:`~optiml.task_runtime.SHARE_OF_TOLERANCE` of the task's tolerance (:func:`~optiml.task_runtime.moved_by_draws`).
 So is a dropout's mask, ``aten.bernoulli.p`` (a fresh tensor of ones with probability ``p``): by ``p``, so that
 ``x * mask / p`` is ``x``, where the check shows that the mask does not reach the outputs (KernelBench's level 2
 zeroes some dropouts' outputs, or averages them over a size-1 dim, further on). Every other random op
 (``bernoulli`` of a tensor of probabilities, ``randint``, ``multinomial``, ``rrelu`` in training, …) is refused,
 as is a draw whose output moves and a task too large to check on the CPU
-(:data:`~optiml.CHECK_BYTES`), each in one line.
+(:data:`~optiml.task_runtime.CHECK_BYTES`), each in one line.
 """
 
 from __future__ import annotations

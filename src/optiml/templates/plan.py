@@ -53,13 +53,14 @@ from optiml.templates.view_sinking import sink_views
 #: Parts a fused cat may have (each is a branch in every element's code); more: a copy kernel.
 MAX_FUSED_PARTS = 8
 #: The op chains (scans named ``scan``) that are an exclusive scan written as a shift by one: a slice before or
-#: after the scan, a cat of the identity's block; the reversed ones between flips. Longest last.
+#: after the scan, a cat of the identity's block; the reversed ones between flips.
 _SHIFTED_SCANS = (
     ("slice", "scan", "cat"),
     ("scan", "slice", "cat"),
     ("slice", "flip", "scan", "flip", "cat"),
     ("flip", "scan", "flip", "slice", "cat"),
 )
+_LONGEST_SHIFT = max(len(chain) for chain in _SHIFTED_SCANS)
 #: Element-wise nodes a scan recomputes at each load (inlined into one expression); more: a kernel of their own.
 MAX_PROLOGUE_NODES = 16
 
@@ -270,7 +271,7 @@ class _Planner:
         if first.op not in ("slice", "cumsum", "cumprod", "flip"):
             return False
         chain = [first]
-        while chain[-1].op != "cat" and len(chain) < len(_SHIFTED_SCANS[-1]):
+        while chain[-1].op != "cat" and len(chain) < _LONGEST_SHIFT:
             out = chain[-1].outputs[0]
             users = self.g.users(out)
             if out in self.g.outputs or len(users) != 1 or users[0].index in self.folded:
