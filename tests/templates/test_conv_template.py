@@ -167,6 +167,20 @@ SPECS: dict[str, dict[str, Any]] = {
         init="        self.c = nn.ConvTranspose2d(C, 5, (1, 2), stride=(2, 3), padding=(0, 1), output_padding=(1, 2))",
         body="self.c(x)",
     ),
+    "transposed_dilated": dict(  # KernelBench's 81 in small: stride 5, dilation 2 (a tap or none a phase); 2 and 2
+        sizes={"B": 2, "C": 3, "H": 3, "W": 4},
+        sets=[{"B": 1, "H": 2, "W": 6}],
+        init="        self.c = nn.ConvTranspose2d(C, 6, 3, stride=(5, 2), padding=(1, 1), dilation=(2, 2))",
+        body="torch.relu(self.c(x))",
+    ),
+    "transposed_dilated3d": dict(  # strides 4, 2, 1 against dilations 2, 3, 2: every other tap, every other, all
+        sizes={"B": 2, "C": 4, "D": 3, "H": 4, "W": 5},
+        sets=[{"B": 1, "D": 2, "H": 5, "W": 3}],
+        init="        self.c = nn.ConvTranspose3d(C, 18, (2, 3, 3), stride=(4, 2, 1), padding=(1, 2, 0), dilation=(2, 3, 2),"
+        " groups=2)",
+        body="self.c(x)",
+        inputs="torch.randn(B, C, D, H, W)",
+    ),
     "big_kernel3d": dict(  # 729 taps: more than the implicit variants' shared table holds
         sizes={"B": 2, "C": 2, "D": 9, "H": 10, "W": 11},
         sets=[{"B": 1, "D": 10, "H": 9, "W": 9}],
@@ -307,8 +321,10 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     assert kernels_of(tasks, "conv2d_bn_relu", ampere).default()[0] == GroupConfig.of(
         "implicit", bm=64, bn=64, bk=8, tm=8, tn=4
     )
-    for name in ("transposed2d", "transposed1d_groups"):
-        assert first[name].variant == "direct", name  # transposed, few products per output
+    for name in ("transposed2d", "transposed1d_groups", "transposed_dilated", "transposed_dilated3d"):
+        assert first[name].variant == "gather", name  # transposed, few products per output
+    assert first["transposed2d"] == GroupConfig.of("gather", threads=256, co=4)  # 4 output channels
+    assert first["transposed_dilated3d"] == GroupConfig.of("gather", threads=256, co=16)  # 9 a group: 16, one partial
     depthwise = ("depthwise_residual", "depthwise_multiplier", "depthwise3d", "depthwise_wide_kernel", "h_depthwise")
     for name in (*depthwise, "pointwise_relu"):
         assert first[name].variant == "stencil", name  # depthwise, or K = 4 < 32 terms
@@ -441,7 +457,13 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     }.items():
         assert fp32.reason_invalid(config) is not None, why
     transposed = kernels_of(tasks, "transposed2d").spaces[0]  # fp32: the output phases' GEMMs
-    assert transposed.variants == ("implicit", "tf32x3", "direct")
+    assert transposed.variants == ("implicit", "tf32x3", "gather", "direct")
+    # the gather's weights in shared memory: 3x3 taps x 4 channels x 16 output channels (2304 B) fit 227 KiB, not 2
+    assert transposed.reason_invalid(GroupConfig.of("gather", threads=256, co=16)) is None
+    small = DeviceFacts(sm_count=7, smem_per_block_optin=2 * 1024)
+    assert (
+        kernels_of(tasks, "transposed2d", small).spaces[0].reason_invalid(GroupConfig.of("gather", threads=256, co=16))
+    )
     assert transposed.reason_invalid(tf32) is not None  # 48 KiB of tiles and tables, and the phase's tap indices
     assert transposed.reason_invalid(GroupConfig.of("tf32x3", bm=64, bn=128, bk=16, wm=2, wn=4)) is None
     assert kernels_of(tasks, "big_kernel3d").spaces[0].variants == ("direct",)
@@ -623,6 +645,17 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
         [GroupConfig.of("implicit", bm=32, bn=32, bk=8, tm=4, tn=4), GroupConfig.of("direct", threads=64)],
     ),
     ("big_kernel3d", [GroupConfig.of("direct", threads=64)]),
+    # the output-stationary gather: channel chunks wider and narrower than the group's (the last one partial),
+    # dilations the stride does and does not divide, phases without taps, output padding, 1-D to 3-D
+    ("transposed2d", [GroupConfig.of("gather", threads=128, co=4), GroupConfig.of("gather", threads=256, co=16)]),
+    ("transposed1d_groups", [GroupConfig.of("gather", threads=128, co=4)]),
+    ("transposed3d", [GroupConfig.of("gather", threads=128, co=8)]),
+    ("transposed_sparse", [GroupConfig.of("gather", threads=128, co=4)]),
+    ("transposed_dilated", [GroupConfig.of("gather", threads=256, co=4), GroupConfig.of("gather", threads=128, co=8)]),
+    (
+        "transposed_dilated3d",
+        [GroupConfig.of("gather", threads=128, co=4), GroupConfig.of("gather", threads=128, co=16)],
+    ),
     # the stencil: depthwise (a channel multiplier, stride, dilation, 3-D), several input channels a group
     (
         "depthwise_residual",

@@ -1,7 +1,8 @@
 """Convolution kernels: ``aten.convolution`` (1-D/2-D/3-D, groups, transposed) with a fused epilogue.
 
 :mod:`.conv` (:class:`ConvTemplate`: the problem, implicit-GEMM and direct kernels, space, rule, render),
-:mod:`.stencil` (small fixed kernels over output tiles), :mod:`.wgmma` (Hopper warp-group implicit GEMM).
+:mod:`.stencil` (small fixed kernels over output tiles), :mod:`.gather` (output-stationary transposed
+convolutions), :mod:`.wgmma` (Hopper warp-group implicit GEMM).
 The tensor-core kernels build on the GEMM family's public pieces (:mod:`optiml.templates.gemm.mma`,
 :mod:`~optiml.templates.gemm.tf32`, :mod:`~optiml.templates.gemm.wgmma`,
 :mod:`~optiml.templates.gemm.tf32_wgmma`) and the shared :mod:`optiml.templates.product`.
@@ -18,7 +19,18 @@ FAMILIES = (
         name="conv",
         serves=("conv",),
         make=ConvTemplate,
-        variants=("direct", "stencil", "implicit", "mma", "tf32x3", "tf32", "wgmma", "tf32x3_wgmma", "tf32_wgmma"),
+        variants=(
+            "direct",
+            "gather",
+            "stencil",
+            "implicit",
+            "mma",
+            "tf32x3",
+            "tf32",
+            "wgmma",
+            "tf32x3_wgmma",
+            "tf32_wgmma",
+        ),
         kind="product",
         spec=lambda d: ProductSpec(recomputable=tuple(d["recomputable"]), aliases=tuple(d["aliases"])),
     ),

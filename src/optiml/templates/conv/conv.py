@@ -109,6 +109,7 @@ from optiml.templates.base import (
     c_type,
     to_compute,
 )
+from optiml.templates.conv import gather as conv_gather
 from optiml.templates.conv import stencil as conv_stencil
 from optiml.templates.conv import wgmma as conv_wgmma
 from optiml.templates.gemm import tf32 as gemm_tf32
@@ -142,6 +143,7 @@ TF32_KNOBS: dict[str, tuple[Any, ...]] = {
 DIRECT_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (64, 128, 256)}
 HALF = ("float16", "bfloat16")
 DIRECT_MAX_K = 32  # fewer terms per output than this: the direct kernel is the rule
+GATHER_MAX_TERMS = 64  # a transposed convolution with at most this many products an output: gather is the rule
 STATIC_SMEM = 48 * 1024
 MAX_PREFETCH = 16  # registers per operand holding the next slice
 MAX_TAPS = 512  # kernel taps (KD * KH * KW) the implicit variants' shared table holds; more: direct only
@@ -1052,11 +1054,18 @@ def _tf32_check(config: GroupConfig, tables: int) -> str | None:
     return None
 
 
-def _space_check(prob: ConvProblem, config: GroupConfig) -> str | None:
+def _gather_traced(prob: ConvProblem) -> list[tuple[int, int]]:
+    """(kernel taps, input channels per group) at each shape set: what the ``gather`` kernel's weights take."""
+    return [(_taps(t), t.cin // prob.groups) for t in prob.traced]
+
+
+def _space_check(prob: ConvProblem, facts: DeviceFacts, config: GroupConfig) -> str | None:
     """Why ``config`` is not valid, or None; a transposed convolution's kernels also hold the phase's tap
     indices (``tapk``) in shared memory."""
     if config.variant == "stencil":
         return conv_stencil.check(prob, prob.kernel, config)
+    if config.variant == "gather":
+        return conv_gather.check(prob, _gather_traced(prob), config, facts)
     tables = TAPS_BYTES + (4 * MAX_TAPS if prob.transposed else 0)
     if config.variant == "implicit":
         return _implicit_check(config, tables)
@@ -1190,13 +1199,15 @@ class ConvTemplate:
                 knobs["tf32" if rounds_to_tf32(prob, facts) else "tf32x3"] = dict(TF32_KNOBS)
         if not prob.transposed and prob.kernel is not None and _taps(prob.primary) <= conv_stencil.MAX_TAPS:
             knobs["stencil"] = dict(conv_stencil.STENCIL_KNOBS)
+        if prob.transposed:
+            knobs["gather"] = dict(conv_gather.GATHER_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
         implied = {
             variant: {"nhwc": 0, "staged": 1} if "nhwc" in knobs[variant] else {"staged": 1}
             for variant in conv_wgmma.VARIANTS
             if variant in knobs
         }
-        return Space(knobs=knobs, check=partial(_space_check, prob), implied=implied)
+        return Space(knobs=knobs, check=partial(_space_check, prob, facts), implied=implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
         """transposed → implicit (fp32, enough products) or direct; K < 32 or depthwise → stencil (else direct);
@@ -1206,9 +1217,11 @@ class ConvTemplate:
         m, n, k = prob.gemm_sizes(prob.primary)
         sms = max(1, facts.sm_count)
         if prob.transposed:
-            if "implicit" in self.space(group, facts).variants and transposed_terms(prob) >= DIRECT_MAX_K:
+            gather = conv_gather.rule(_gather_traced(prob), prob.primary.cout // prob.groups, facts)
+            gemm = "implicit" in self.space(group, facts).variants
+            if gemm and (gather is None or transposed_terms(prob) > GATHER_MAX_TERMS):
                 return _implicit_tile(prob, m, n, sms)
-            return GroupConfig.of("direct", threads=256)
+            return gather if gather is not None else GroupConfig.of("direct", threads=256)
         if k < DIRECT_MAX_K or k == _taps(prob.primary) or any(_taps(t) > MAX_TAPS for t in prob.traced):
             stencil = _stencil_rule(prob, self.space(group, facts))
             return stencil if stencil is not None else GroupConfig.of("direct", threads=256)
@@ -1234,16 +1247,23 @@ class ConvTemplate:
         if first.variant == "stencil":  # few terms per output
             others = [*_stencil_gemm_seed(prob, self.space(group, facts), facts), *conv_stencil.alternatives(first)]
             others.append(GroupConfig.of("direct", threads=256))
-        elif self.space(group, facts).variants[0] == "direct":  # too many taps for the table, or half transposed
-            others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
-        elif prob.transposed:  # the phases' GEMMs (SIMT, 3xTF32 or 1xTF32), or the direct kernel over the taps
-            mma_variant = _mma_tf32_variant(self.space(group, facts).variants)
-            others = [
+        elif prob.transposed:  # the output-stationary gather and the phases' GEMMs (SIMT, 3xTF32 or 1xTF32)
+            variants = self.space(group, facts).variants
+            gather = conv_gather.rule(_gather_traced(prob), prob.primary.cout // prob.groups, facts)
+            mma_variant = _mma_tf32_variant(variants)
+            gemms = [
                 *([_mma_tf32_tile(mma_variant, wide=False)] if mma_variant else []),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
-                GroupConfig.of("direct", threads=256),
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
             ]
+            gathers = [] if gather is None else [gather, *conv_gather.narrower(gather)]
+            if first.variant == "gather":  # a narrower channel chunk, then the GEMMs
+                others = [*gathers, *(gemms if "implicit" in variants else [])]
+            else:  # the rule's GEMM races the gather
+                others = [*gathers[:1], *(gemms if "implicit" in variants else []), *gathers[1:]]
+            others.append(GroupConfig.of("direct", threads=256))
+        elif self.space(group, facts).variants[0] == "direct":  # too many taps for the table
+            others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]
         elif prob.dtype in HALF:
             wide = first.variant == "wgmma" and first.get("bm") == 128
             others = [
@@ -1303,7 +1323,7 @@ class ConvTemplate:
         elif prob.dtype == "float16":
             includes = ("<cuda_fp16.h>",)
         tf32 = rounds_to_tf32(prob, ctx.facts)
-        if tf32 and config.variant in ("implicit", "stencil", "direct"):
+        if tf32 and config.variant in ("implicit", "stencil", "direct", "gather"):
             includes += (PTX_INCLUDE,)  # optiml_round_tf32
         if config.variant == "implicit":
             bm, bn, tm, tn = (int(config.get(k)) for k in ("bm", "bn", "tm", "tn"))
@@ -1345,6 +1365,8 @@ class ConvTemplate:
         elif config.variant == "stencil":
             assert prob.kernel is not None  # the space offers stencil only then
             device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts, tf32))
+        elif config.variant == "gather":
+            device.append(conv_gather.code(p, config, prob, _bias(prob, "co"), ctx.facts, tf32))
         else:
             device.append(_direct_code(p, config, prob, ctx.facts, tf32))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]

@@ -1,0 +1,194 @@
+"""The ``gather`` variant of a transposed convolution: output-stationary, a chunk of output channels a thread.
+
+A strided transposed convolution with few input channels writes far more than it computes: KernelBench's
+level1/81 (32 input channels, a 3x3 kernel at stride 5, dilation 2) writes 831 MB and does 11 products an
+output; cuDNN ran it at 1.87 ms against a 0.29 ms DRAM floor and the output phases' GEMMs (``implicit``,
+``tf32``: one GEMM per phase, most phases a tap or none) at 7.0 ms (H100, 2026-12-07). The ``direct`` kernel
+(a thread an output element) walks every tap of every input channel and tests each for divisibility.
+
+Here a thread owns one output position and ``co`` output channels of one group. It finds, once per axis, the
+taps that reach its position — the first from the stride's residue, then every ``stride / gcd(stride,
+dilation)``-th, stopping where the input index leaves the input — so a lane iterates only its own taps (a
+warp runs as many as its busiest lane has, not the kernel's), and for each tap reads each input channel once
+and multiplies it into all ``co`` accumulators. The block's weights (``[tap][input channel][co]``, zero past the
+group's last channel; rounded to TF32 there where the task rounds) sit in shared memory, read as 16-byte
+broadcasts. Consecutive threads own consecutive positions, so every store of a channel is coalesced. The grid's
+``y`` walks (image, group, channel chunk) planes, restaging the weights per plane; its ``x`` the positions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+from optiml.templates.base import DeviceFacts, GroupConfig, c_type, to_compute
+
+GATHER_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "co": (4, 8, 16)}
+STATIC_SMEM = 48 * 1024
+ROUNDS = 4  # the grid: positions split so the planes' blocks fill the GPU this many times over
+
+
+class Geometry(Protocol):
+    """What the kernel reads of a convolution (:class:`optiml.templates.conv.conv.ConvProblem` has it)."""
+
+    dtype: str
+    stride: tuple[int, int, int]
+    padding: tuple[int, int, int]
+    dilation: tuple[int, int, int]
+    transposed: bool
+
+
+def weight_bytes(taps: int, cin_g: int, co: int) -> int:
+    """Shared memory the block's weights take: ``[taps][cin_g][co]`` floats."""
+    return taps * cin_g * co * 4
+
+
+def check(geo: Geometry, traced: list[tuple[int, int]], config: GroupConfig, facts: DeviceFacts) -> str | None:
+    """Why ``config`` cannot run this convolution, or None; ``traced``: (kernel taps, input channels per group)
+    at each shape set."""
+    if not geo.transposed:
+        return "gather: a transposed convolution"
+    co = int(config.get("co"))
+    most = max(weight_bytes(taps, cin_g, co) for taps, cin_g in traced)
+    if most > facts.smem_per_block_optin:
+        return f"{config.label()}: {most} B of weights in shared memory (at most {facts.smem_per_block_optin})"
+    return None
+
+
+def rule(traced: list[tuple[int, int]], cout_g: int, facts: DeviceFacts) -> GroupConfig | None:
+    """The widest channel chunk (no wider than the group's channels rounded up to 4) whose weights fit 48 KiB,
+    else the narrowest that fits at all; None where none does."""
+    widest = max(4, 1 << max(0, (cout_g - 1).bit_length()))
+    fitting = [
+        co
+        for co in sorted(GATHER_KNOBS["co"], reverse=True)
+        if co <= widest and max(weight_bytes(t, c, co) for t, c in traced) <= STATIC_SMEM
+    ]
+    if fitting:
+        return GroupConfig.of("gather", threads=256, co=fitting[0])
+    if max(weight_bytes(t, c, 4) for t, c in traced) <= facts.smem_per_block_optin:
+        return GroupConfig.of("gather", threads=256, co=4)
+    return None
+
+
+def narrower(config: GroupConfig) -> list[GroupConfig]:
+    """``config`` with the next narrower channel chunk (fewer registers, more reads of the input), if any."""
+    co = int(config.get("co"))
+    return [config.with_params(co=co // 2)] if co // 2 in GATHER_KNOBS["co"] else []
+
+
+def _axis(k: str, o: str, i: str, extent: str, size: str, stride: int, pad: int, dil: int) -> tuple[str, str]:
+    """The loop over the taps of one axis that reach output ``o`` (input ``i = (o + pad - k * dil) / stride``
+    where that divides and lies in the input), and its first statement."""
+    step = stride // math.gcd(stride, dil)
+    reach = f"{o} + {pad} - {k} * {dil}"
+    if stride == 1:
+        first = f"int {k} = 0;"
+    elif dil == 1:
+        first = f"int {k} = ({o} + {pad}) % {stride};"
+    else:  # the first tap whose offset the stride divides; none in the first `step`: none at all
+        first = (
+            f"int {k} = 0; while ({k} < {step} && ({reach}) % {stride} != 0) ++{k}; if ({k} == {step}) {k} = 1 << 30;"
+        )
+    header = f"{first}\n    for (; {k} < (int)P.{extent} && {reach} >= 0; {k} += {step})"
+    body = f"const int {i} = ({reach}) / {stride}; if ({i} >= (int){size}) continue;"
+    return header, body
+
+
+def code(p: str, config: GroupConfig, geo: Geometry, bias: str, facts: DeviceFacts, tf32: bool) -> str:
+    """Device code and launch of the ``gather`` kernel; ``bias``: statement adding channel ``co``'s bias to ``v``
+    (empty without one)."""
+    threads, co = int(config.get("threads")), int(config.get("co"))
+    ctype = c_type(geo.dtype)
+
+    def load(expr: str) -> str:
+        value = to_compute(expr, geo.dtype)
+        return f"optiml_round_tf32({value})" if tf32 else value
+
+    names = (("kz", "od", "id", "KD", "P.D"), ("ky", "oh", "ih", "KH", "P.H"), ("kx", "ow", "iw", "KW", "P.W"))
+    loops = [
+        _axis(k, o, i, extent, size, stride, pad, dil)
+        for (k, o, i, extent, size), stride, pad, dil in zip(names, geo.stride, geo.padding, geo.dilation, strict=True)
+    ]
+    fmas = "\n".join(
+        f"            {{ const float4 w4 = *reinterpret_cast<const float4*>(wt + {c}); "
+        f"acc[{c}] = fmaf(xv, w4.x, acc[{c}]); acc[{c + 1}] = fmaf(xv, w4.y, acc[{c + 1}]); "
+        f"acc[{c + 2}] = fmaf(xv, w4.z, acc[{c + 2}]); acc[{c + 3}] = fmaf(xv, w4.w, acc[{c + 3}]); }}"
+        for c in range(0, co, 4)
+    )
+    resident = max(1, facts.max_threads_per_sm // threads)
+    return f"""\
+// gather: a thread an output position, {co} output channels of one group; the block's weights in shared memory.
+__global__ void __launch_bounds__({threads}) {p}_gather(const {p}_prob P) {{
+  extern __shared__ __align__(16) unsigned char {p}_smem[];
+  float* __restrict__ ws = reinterpret_cast<float*>({p}_smem);
+  const int cin_g = (int)P.Cin_g, cout_g = (int)P.Cout_g, chunks = (cout_g + {co - 1}) / {co};
+  const int weights = (int)P.KS * cin_g * {co};
+  const int64_t planes = P.B * P.G * chunks;
+  const int OW = (int)P.OW, OHW = (int)P.OHW, OS = (int)P.OS;
+  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {{
+    const int chunk = (int)(plane % chunks), gz = (int)((plane / chunks) % P.G);
+    const int64_t b = plane / chunks / P.G;
+    const int c0 = chunk * {co};
+    __syncthreads();  // every thread is done with the previous plane's weights
+    for (int e = (int)threadIdx.x; e < weights; e += {threads}) {{
+      const int c = e % {co}, r = e / {co}, ci = r % cin_g, tap = r / cin_g;
+      ws[e] = c0 + c < cout_g ? {load("P.w[((int64_t)(gz * cin_g + ci) * cout_g + c0 + c) * P.KS + tap]")} : 0.f;
+    }}
+    __syncthreads();
+    const {ctype}* __restrict__ xg = P.x + (b * P.Cin + (int64_t)gz * cin_g) * P.DHW;
+    for (int o = (int)(blockIdx.x * {threads} + threadIdx.x); o < OS; o += (int)gridDim.x * {threads}) {{
+      const int od = o / OHW, oh = (o - od * OHW) / OW, ow = o - od * OHW - oh * OW;
+      float acc[{co}];
+#pragma unroll
+      for (int c = 0; c < {co}; ++c) acc[c] = 0.f;
+      {loops[0][0]} {{
+        {loops[0][1]}
+        {loops[1][0]} {{
+          {loops[1][1]}
+          {loops[2][0]} {{
+            {loops[2][1]}
+            const {ctype}* __restrict__ xp = xg + ((int64_t)id * P.H + ih) * P.W + iw;
+            const float* __restrict__ wt = ws + ((kz * (int)P.KH + ky) * (int)P.KW + kx) * cin_g * {co};
+            for (int ci = 0; ci < cin_g; ++ci, wt += {co}) {{
+              const float xv = {load("xp[(int64_t)ci * P.DHW]")};
+{fmas}
+            }}
+          }}
+        }}
+      }}
+      const int64_t first = ((b * P.Cout + (int64_t)gz * cout_g + c0) * P.OS) + o;
+#pragma unroll
+      for (int c = 0; c < {co}; ++c) {{
+        if (c0 + c < cout_g) {{
+          const int64_t co = (int64_t)gz * cout_g + c0 + c;
+          float v = acc[c];
+          {bias}
+          {p}_epi1(P, first + c * P.OS, 0, v);
+        }}
+      }}
+    }}
+  }}
+}}
+static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
+  if (P.B * P.Cout <= 0 || P.OS <= 0) return 0;
+  if (P.OS > 2147483647LL - {threads} || P.KS * P.Cin_g * {co} > 2147483647LL) return -4;  // 32-bit indices
+  const int64_t smem = P.KS * P.Cin_g * {co} * (int64_t)sizeof(float);
+  if (smem > {facts.smem_per_block_optin}) return -4;  // the chunk's weights do not fit shared memory
+  if (smem > {STATIC_SMEM}) {{
+    const cudaError_t e = cudaFuncSetAttribute({p}_gather, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return (int)e;
+  }}
+  const int64_t planes = P.B * P.G * ((P.Cout_g + {co - 1}) / {co});
+  int64_t resident = {facts.smem_per_sm} / (smem + 1024);
+  resident = resident < 1 ? 1 : resident > {resident} ? {resident} : resident;
+  const int64_t want = {facts.sm_count * ROUNDS} * resident;
+  const int64_t gy = planes < 65535 ? planes : 65535;
+  int64_t gx = (P.OS + {threads - 1}) / {threads};
+  if (gx * gy > want) gx = (want + gy - 1) / gy;
+  if (gx < 1) gx = 1;
+  {p}_gather<<<dim3((unsigned)gx, (unsigned)gy), {threads}, (size_t)smem, stream>>>(P);
+  {{ const cudaError_t e = cudaGetLastError(); if (e != cudaSuccess) return (int)e; }}
+  return 0;
+}}
+"""
