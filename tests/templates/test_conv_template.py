@@ -176,8 +176,8 @@ SPECS: dict[str, dict[str, Any]] = {
     "transposed_dilated3d": dict(  # strides 4, 2, 1 against dilations 2, 3, 2: every other tap, every other, all
         sizes={"B": 2, "C": 4, "D": 3, "H": 4, "W": 5},
         sets=[{"B": 1, "D": 2, "H": 5, "W": 3}],
-        init="        self.c = nn.ConvTranspose3d(C, 18, (2, 3, 3), stride=(4, 2, 1), padding=(1, 2, 0), dilation=(2, 3, 2),"
-        " groups=2)",
+        init="        self.c = nn.ConvTranspose3d(C, 18, (2, 3, 3), stride=(4, 2, 1), padding=(1, 2, 0),"
+        " dilation=(2, 3, 2), groups=2)",
         body="self.c(x)",
         inputs="torch.randn(B, C, D, H, W)",
     ),
@@ -216,6 +216,10 @@ SPECS: dict[str, dict[str, Any]] = {
         sizes={"B": 2, "C": 72, "H": 4, "W": 6},
         sets=[{"B": 1, "C": 8, "H": 8, "W": 16}, {"B": 3, "C": 4, "H": 1, "W": 13}],
         module="Conv2d(C, 40, 1)",
+        body="torch.relu(self.c(x))",
+    ),
+    "h_transposed": _int_bf16_conv(  # stride 2 with output padding, dilation 2 along W: half goes to the gather
+        module="ConvTranspose2d(C, 6, 3, stride=2, padding=1, output_padding=1, dilation=(1, 2))",
         body="torch.relu(self.c(x))",
     ),
     "h_pointwise": _int_bf16_conv(
@@ -700,6 +704,10 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
     ("conv2d_bn_relu", [GroupConfig.of("tf32x3_wgmma", bm=128, bn=128, staged=0)]),
 ]
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
+    (
+        "h_transposed",
+        [GroupConfig.of("gather", threads=256, co=8), GroupConfig.of("gather", threads=128, co=4)],
+    ),
     (
         "h_conv2d",
         [GroupConfig.of("mma", bm=64, bn=64, bk=32, wm=2, wn=2), GroupConfig.of("direct", threads=64)],

@@ -53,8 +53,10 @@ Variants:
   set, at most 64 taps; the rule for depthwise ones and others with few terms per output): a block
   stages the input box of an output tile in shared memory per input channel, each thread computes
   ``rows`` output rows of one column with the weights in registers (:mod:`optiml.templates.conv.stencil`).
-* ``direct`` (any float dtype; the rule where the stencil does not apply: half-precision transposed
-  convolutions, and few-term ones whose kernel changes between shape sets or exceeds 64 taps): one
+* ``gather`` (transposed convolutions, any float dtype): output-stationary, a thread an output position and a
+  chunk of output channels, walking only the taps that reach it (:mod:`optiml.templates.conv.gather`).
+* ``direct`` (any float dtype; the rule where the stencil does not apply: few-term forward convolutions whose
+  kernel changes between shape sets or exceeds 64 taps, transposed ones whose weights overflow the gather's): one
   thread per output element walks its input channels and kernel window (for a transposed
   convolution, the input positions that reach the output: ``(o + pad - k * dil)`` divisible by the
   stride), accumulating in fp32.
@@ -73,10 +75,11 @@ tensor all read the right element. A bias argument of the convolution itself is 
 accumulator first. Values are rounded once, to the stored dtype.
 
 The planner's rule (:meth:`ConvTemplate.default`) on the primary (first) shape set: transposed →
-``implicit`` (float32, at most 512 taps, and at least 32 products per output once the zero terms are
-left out: ``transposed_terms``; its tile as below) else ``direct``; fewer than 32 terms per output
-(``K``: depthwise 3x3 has 9) or one input channel per group (depthwise with any kernel) → ``stencil``
-(its tile by the output plane: :func:`optiml.templates.conv.stencil.tile`), else ``direct``; float32 →
+``gather`` where at most 64 products reach an output once the zero terms are left out (``transposed_terms``) or
+no GEMM applies, else ``implicit`` (float32, at most 512 taps; its tile as below) with the gather its second seed;
+fewer than 32 terms per output (``K``: depthwise 3x3 has 9) or one input channel per group (depthwise with any
+kernel) → ``stencil`` (its tile by the output plane: :func:`optiml.templates.conv.stencil.tile`), else ``direct``;
+float32 →
 ``tf32x3`` 128x128x16 on 2x4 warps when TF32 MMAs exist, ``M`` (output channels per group) fills a
 128-row tile and the 128x128 tiles cover every SM (H200, 2026-12-02, conv_quality_tf32.json: 7-12 %
 faster than ``implicit`` on the four 2-D fp32 convolutions, 1.7x slower on a 64-channel 3-D one, where
@@ -1210,7 +1213,7 @@ class ConvTemplate:
         return Space(knobs=knobs, check=partial(_space_check, prob, facts), implied=implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
-        """transposed → implicit (fp32, enough products) or direct; K < 32 or depthwise → stencil (else direct);
+        """transposed → gather (few products an output) or implicit; K < 32 or depthwise → stencil (else direct);
         fp32 → tf32x3 where its wide tiles fill M and the SMs, else implicit by M and tile coverage; half → mma
         (module docstring)."""
         prob = self._problem(group)
@@ -1366,7 +1369,7 @@ class ConvTemplate:
             assert prob.kernel is not None  # the space offers stencil only then
             device.append(conv_stencil.code(p, config, prob, prob.kernel, _bias(prob, "co"), ctx.facts, tf32))
         elif config.variant == "gather":
-            device.append(conv_gather.code(p, config, prob, _bias(prob, "co"), ctx.facts, tf32))
+            device.append(conv_gather.code(p, config, prob, _bias(prob, "gz * cout_g + c0 + c"), ctx.facts, tf32))
         else:
             device.append(_direct_code(p, config, prob, ctx.facts, tf32))
         host = [f"{{  // {p}: {group.describe()} {config.label()}", f"  {p}_prob P = {{}};"]

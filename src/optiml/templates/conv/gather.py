@@ -96,8 +96,8 @@ def _axis(k: str, o: str, i: str, extent: str, size: str, stride: int, pad: int,
 
 
 def code(p: str, config: GroupConfig, geo: Geometry, bias: str, facts: DeviceFacts, tf32: bool) -> str:
-    """Device code and launch of the ``gather`` kernel; ``bias``: statement adding channel ``co``'s bias to ``v``
-    (empty without one)."""
+    """Device code and launch of the ``gather`` kernel; ``bias``: statement adding the bias of output channel
+    ``gz * cout_g + c0 + c`` to ``v`` (empty without one)."""
     threads, co = int(config.get("threads")), int(config.get("co"))
     ctype = c_type(geo.dtype)
 
@@ -117,18 +117,21 @@ def code(p: str, config: GroupConfig, geo: Geometry, bias: str, facts: DeviceFac
         for c in range(0, co, 4)
     )
     resident = max(1, facts.max_threads_per_sm // threads)
+    # blocks an SM must hold: ptxas's own choice for 256 threads kept 64 registers and spilled (40 bytes at co = 8
+    # on a 3-D kernel); these bounds leave it 80 (co <= 8) or 120 (co = 16), unspilled on KernelBench's shapes
+    min_blocks = (2 if co == 16 else 3) * 256 // threads
     return f"""\
 // gather: a thread an output position, {co} output channels of one group; the block's weights in shared memory.
-__global__ void __launch_bounds__({threads}) {p}_gather(const {p}_prob P) {{
+__global__ void __launch_bounds__({threads}, {min_blocks}) {p}_gather(const {p}_prob P) {{
   extern __shared__ __align__(16) unsigned char {p}_smem[];
   float* __restrict__ ws = reinterpret_cast<float*>({p}_smem);
   const int cin_g = (int)P.Cin_g, cout_g = (int)P.Cout_g, chunks = (cout_g + {co - 1}) / {co};
   const int weights = (int)P.KS * cin_g * {co};
-  const int64_t planes = P.B * P.G * chunks;
+  const int planes = (int)P.B * (int)P.G * chunks, groups = (int)P.G;
   const int OW = (int)P.OW, OHW = (int)P.OHW, OS = (int)P.OS;
-  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {{
-    const int chunk = (int)(plane % chunks), gz = (int)((plane / chunks) % P.G);
-    const int64_t b = plane / chunks / P.G;
+  for (int plane = (int)blockIdx.y; plane < planes; plane += (int)gridDim.y) {{
+    const int chunk = plane % chunks, gz = plane / chunks % groups;
+    const int64_t b = plane / chunks / groups;
     const int c0 = chunk * {co};
     __syncthreads();  // every thread is done with the previous plane's weights
     for (int e = (int)threadIdx.x; e < weights; e += {threads}) {{
@@ -161,7 +164,6 @@ __global__ void __launch_bounds__({threads}) {p}_gather(const {p}_prob P) {{
 #pragma unroll
       for (int c = 0; c < {co}; ++c) {{
         if (c0 + c < cout_g) {{
-          const int64_t co = (int64_t)gz * cout_g + c0 + c;
           float v = acc[c];
           {bias}
           {p}_epi1(P, first + c * P.OS, 0, v);
@@ -172,14 +174,16 @@ __global__ void __launch_bounds__({threads}) {p}_gather(const {p}_prob P) {{
 }}
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.B * P.Cout <= 0 || P.OS <= 0) return 0;
-  if (P.OS > 2147483647LL - {threads} || P.KS * P.Cin_g * {co} > 2147483647LL) return -4;  // 32-bit indices
+  const int64_t planes = P.B * P.G * ((P.Cout_g + {co - 1}) / {co});
+  if (P.OS > 2147483647LL - {threads} || planes > 2147483647LL || P.KS * P.Cin_g * {co} > 2147483647LL) {{
+    return -4;  // 32-bit positions, planes and weights
+  }}
   const int64_t smem = P.KS * P.Cin_g * {co} * (int64_t)sizeof(float);
   if (smem > {facts.smem_per_block_optin}) return -4;  // the chunk's weights do not fit shared memory
   if (smem > {STATIC_SMEM}) {{
     const cudaError_t e = cudaFuncSetAttribute({p}_gather, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return (int)e;
   }}
-  const int64_t planes = P.B * P.G * ((P.Cout_g + {co - 1}) / {co});
   int64_t resident = {facts.smem_per_sm} / (smem + 1024);
   resident = resident < 1 ? 1 : resident > {resident} ? {resident} : resident;
   const int64_t want = {facts.sm_count * ROUNDS} * resident;
