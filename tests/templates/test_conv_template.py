@@ -542,6 +542,12 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("transposed2d", GroupConfig.of("direct", threads=128)),
         ("conv1d", GroupConfig.of("direct", threads=64)),
     ],
+    "gather": [
+        ("transposed2d", GroupConfig.of("gather", threads=256, co=16)),
+        ("transposed_dilated", GroupConfig.of("gather", threads=128, co=8)),
+        ("transposed_dilated3d", GroupConfig.of("gather", threads=256, co=4)),
+        ("h_transposed", GroupConfig.of("gather", threads=256, co=8)),
+    ],
     "stencil": [
         ("depthwise_residual", GroupConfig.of("stencil", tx=32, ty=8, rows=4)),
         ("depthwise_multiplier", GroupConfig.of("stencil", tx=64, ty=2, rows=8)),
@@ -586,7 +592,7 @@ def test_every_variant_compiles(tasks: dict[str, Task], tmp_path: Path) -> None:
         assert result.ok, f"{name}: {result.error_summary()}"
         warnings = [d for d in result.diagnostics if d.severity == "warning" and "ws_" not in d.message]
         assert not warnings, result.log[-3000:]
-        names = ("_implicit", "_mma_conv", "_tf32", "_direct", "_stencil", "_wgmma_conv", "_wreorder")
+        names = ("_implicit", "_mma_conv", "_tf32", "_direct", "_gather", "_stencil", "_wgmma_conv", "_wreorder")
         kernels = [r for r in result.resources if any(k in r.name for k in names)]
         assert kernels, name
         for res in kernels:

@@ -879,30 +879,6 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
 
 
 # -- direct (any float dtype; depthwise; transposed) ---------------------------------------------------
-def _transposed_axis(
-    k: str, o: str, i: str, t: str, extent: str, size: str, stride: int, pad: int, dil: int
-) -> tuple[str, str]:
-    """The loop over one axis's taps of a transposed convolution and the input position each reaches:
-    tap ``k`` reaches output ``o`` from input ``i = (o + pad - k * dil) / stride`` when that divides.
-    With dilation 1 only every ``stride``-th tap divides, starting at ``(o + pad) % stride``: the loop
-    steps over the others (3 of 4 taps at stride 2 in 2-D) and ends before ``o + pad - k`` is negative."""
-    if dil == 1:
-        end = f"{k}_end"
-        header = (
-            f"for (int {k} = ({o} + {pad}) % {stride}, {end} = {o} + {pad} < (int)P.{extent} ? {o} + {pad} + 1 : "
-            f"(int)P.{extent}; "
-            f"{k} < {end}; {k} += {stride})"
-        )
-        check = f"const int {i} = ({o} + {pad} - {k}) / {stride}; if ({i} >= {size}) continue;"
-    else:
-        header = f"for (int {k} = 0; {k} < (int)P.{extent}; ++{k})"
-        check = (
-            f"const int {t} = {o} + {pad} - {k} * {dil}; if ({t} < 0 || {t} % {stride}) continue; "
-            f"const int {i} = {t} / {stride}; if ({i} >= {size}) continue;"
-        )
-    return header, check
-
-
 def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts, tf32: bool = False) -> str:
     """``tf32``: inputs and weights rounded to TF32 as they are loaded."""
     threads = int(cfg.get("threads"))
@@ -918,13 +894,7 @@ def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts
     if prob.transposed:
         # input position i reaches output o through tap k when o = i * s - pad + k * dil
         weight = "P.w + ((gz * P.Cin_g + ci) * P.Cout_g + (co - gz * P.Cout_g)) * P.KS"
-        names = (("kz", "od", "id", "tz", "P.D"), ("ky", "oh", "ih", "ty", "P.H"), ("kx", "ow", "iw", "tx", "P.W"))
-        loops = [
-            _transposed_axis(k, o, i, t, extent, size, stride, pad, dil)
-            for (k, o, i, t, size), extent, stride, pad, dil in zip(
-                names, extents, prob.stride, prob.padding, prob.dilation, strict=True
-            )
-        ]
+        loops = conv_gather.tap_loops(prob)
     else:
         weight = "P.w + (co * P.Cin_g + ci) * P.KS"
         checks = [
@@ -936,12 +906,17 @@ def _direct_code(p: str, cfg: GroupConfig, prob: ConvProblem, facts: DeviceFacts
             (f"for (int {k} = 0; {k} < (int)P.{extent}; ++{k})", check)
             for k, extent, check in zip(("kz", "ky", "kx"), extents, checks, strict=True)
         ]
-    tap = "wc[(kz * P.KH + ky) * P.KW + kx]"
+    # transposed: ptxas's own choice for the tap walks' loops at 128 threads was 40 registers and an 8-byte spill;
+    # eight blocks an SM leave it 64 (50 used, unspilled)
+    bounds = f"{threads}, {max(1, 1024 // threads)}" if prob.transposed else f"{threads}"
+    product = (
+        f"v = fmaf({load('xc[((int64_t)id * P.H + ih) * P.W + iw]')}, {load('wc[(kz * P.KH + ky) * P.KW + kx]')}, v);"
+    )
     return f"""\
 // One thread per output element: its input channels and kernel window, fp32 accumulation. The grid's y
 // walks the (image, channel) planes and x their pixels (grid-stride both, a 1-D grid of dgx * dgy
 // blocks), so no 64-bit division runs per element.
-__global__ void __launch_bounds__({threads}) {p}_direct(const {p}_prob P) {{
+__global__ void __launch_bounds__({bounds}) {p}_direct(const {p}_prob P) {{
   const int64_t planes = P.B * P.Cout;
   const uint32_t bx = blockIdx.x % (uint32_t)P.dgx, by = blockIdx.x / (uint32_t)P.dgx;
   for (int64_t plane = by; plane < planes; plane += P.dgy) {{
@@ -953,16 +928,7 @@ __global__ void __launch_bounds__({threads}) {p}_direct(const {p}_prob P) {{
       for (int ci = 0; ci < (int)P.Cin_g; ++ci) {{
         const {c_type(prob.dtype)}* __restrict__ xc = P.x + (b * P.Cin + gz * P.Cin_g + ci) * P.DHW;
         const {c_type(prob.dtype)}* __restrict__ wc = {weight};
-        {loops[0][0]} {{
-          {loops[0][1]}
-          {loops[1][0]} {{
-            {loops[1][1]}
-            {loops[2][0]} {{
-              {loops[2][1]}
-              v = fmaf({load("xc[((int64_t)id * P.H + ih) * P.W + iw]")}, {load(tap)}, v);
-            }}
-          }}
-        }}
+{conv_gather.nest(loops, product, "        ")}
       }}
       {_bias(prob, "co")}
       {p}_epi1(P, plane * P.OS + o, 0, v);

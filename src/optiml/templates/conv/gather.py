@@ -19,23 +19,14 @@ broadcasts. Consecutive threads own consecutive positions, so every store of a c
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import Any
 
 from optiml.templates.base import DeviceFacts, GroupConfig, c_type, to_compute
+from optiml.templates.conv.stencil import Geometry
 
 GATHER_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "co": (4, 8, 16)}
 STATIC_SMEM = 48 * 1024
 ROUNDS = 4  # the grid: positions split so the planes' blocks fill the GPU this many times over
-
-
-class Geometry(Protocol):
-    """What the kernel reads of a convolution (:class:`optiml.templates.conv.conv.ConvProblem` has it)."""
-
-    dtype: str
-    stride: tuple[int, int, int]
-    padding: tuple[int, int, int]
-    dilation: tuple[int, int, int]
-    transposed: bool
 
 
 def weight_bytes(taps: int, cin_g: int, co: int) -> int:
@@ -90,9 +81,34 @@ def _axis(k: str, o: str, i: str, extent: str, size: str, stride: int, pad: int,
         first = (
             f"int {k} = 0; while ({k} < {step} && ({reach}) % {stride} != 0) ++{k}; if ({k} == {step}) {k} = 1 << 30;"
         )
-    header = f"{first}\n    for (; {k} < (int)P.{extent} && {reach} >= 0; {k} += {step})"
+    header = f"{first} for (; {k} < (int)P.{extent} && {reach} >= 0; {k} += {step})"
     body = f"const int {i} = ({reach}) / {stride}; if ({i} >= (int){size}) continue;"
     return header, body
+
+
+def tap_loops(geo: Geometry) -> list[tuple[str, str]]:
+    """The loops over a transposed convolution's taps that reach output ``(od, oh, ow)``, outermost first, each
+    ``(header, first statement)``: the taps ``kz, ky, kx`` and the input position ``id, ih, iw`` each reads. A
+    lane walks its own taps only: the first from the stride's residue, then every ``stride / gcd(stride,
+    dilation)``-th, until the input index leaves the input."""
+    names = (("kz", "od", "id", "KD", "P.D"), ("ky", "oh", "ih", "KH", "P.H"), ("kx", "ow", "iw", "KW", "P.W"))
+    return [
+        _axis(k, o, i, extent, size, stride, pad, dil)
+        for (k, o, i, extent, size), stride, pad, dil in zip(names, geo.stride, geo.padding, geo.dilation, strict=True)
+    ]
+
+
+def nest(loops: list[tuple[str, str]], body: str, indent: str) -> str:
+    """``body`` inside ``loops`` (each ``(header, first statement)``, outermost first), indented from ``indent``."""
+    lines, pad = [], indent
+    for header, first in loops:
+        lines += [f"{pad}{header} {{", f"{pad}  {first}"]
+        pad += "  "
+    lines += [pad + line for line in body.splitlines()]
+    for _ in loops:
+        pad = pad[:-2]
+        lines.append(f"{pad}}}")
+    return "\n".join(lines)
 
 
 def code(p: str, config: GroupConfig, geo: Geometry, bias: str, facts: DeviceFacts, tf32: bool) -> str:
@@ -105,17 +121,19 @@ def code(p: str, config: GroupConfig, geo: Geometry, bias: str, facts: DeviceFac
         value = to_compute(expr, geo.dtype)
         return f"optiml_round_tf32({value})" if tf32 else value
 
-    names = (("kz", "od", "id", "KD", "P.D"), ("ky", "oh", "ih", "KH", "P.H"), ("kx", "ow", "iw", "KW", "P.W"))
-    loops = [
-        _axis(k, o, i, extent, size, stride, pad, dil)
-        for (k, o, i, extent, size), stride, pad, dil in zip(names, geo.stride, geo.padding, geo.dilation, strict=True)
-    ]
     fmas = "\n".join(
-        f"            {{ const float4 w4 = *reinterpret_cast<const float4*>(wt + {c}); "
+        f"  {{ const float4 w4 = *reinterpret_cast<const float4*>(wt + {c}); "
         f"acc[{c}] = fmaf(xv, w4.x, acc[{c}]); acc[{c + 1}] = fmaf(xv, w4.y, acc[{c + 1}]); "
         f"acc[{c + 2}] = fmaf(xv, w4.z, acc[{c + 2}]); acc[{c + 3}] = fmaf(xv, w4.w, acc[{c + 3}]); }}"
         for c in range(0, co, 4)
     )
+    body = f"""\
+const {ctype}* __restrict__ xp = xg + ((int64_t)id * P.H + ih) * P.W + iw;
+const float* __restrict__ wt = ws + ((kz * (int)P.KH + ky) * (int)P.KW + kx) * cin_g * {co};
+for (int ci = 0; ci < cin_g; ++ci, wt += {co}) {{
+  const float xv = {load("xp[(int64_t)ci * P.DHW]")};
+{fmas}
+}}"""
     resident = max(1, facts.max_threads_per_sm // threads)
     # blocks an SM must hold: ptxas's own choice for 256 threads kept 64 registers and spilled (40 bytes at co = 8
     # on a 3-D kernel); these bounds leave it 80 (co <= 8) or 120 (co = 16), unspilled on KernelBench's shapes
@@ -145,21 +163,7 @@ __global__ void __launch_bounds__({threads}, {min_blocks}) {p}_gather(const {p}_
       float acc[{co}];
 #pragma unroll
       for (int c = 0; c < {co}; ++c) acc[c] = 0.f;
-      {loops[0][0]} {{
-        {loops[0][1]}
-        {loops[1][0]} {{
-          {loops[1][1]}
-          {loops[2][0]} {{
-            {loops[2][1]}
-            const {ctype}* __restrict__ xp = xg + ((int64_t)id * P.H + ih) * P.W + iw;
-            const float* __restrict__ wt = ws + ((kz * (int)P.KH + ky) * (int)P.KW + kx) * cin_g * {co};
-            for (int ci = 0; ci < cin_g; ++ci, wt += {co}) {{
-              const float xv = {load("xp[(int64_t)ci * P.DHW]")};
-{fmas}
-            }}
-          }}
-        }}
-      }}
+{nest(tap_loops(geo), body, "      ")}
       const int64_t first = ((b * P.Cout + (int64_t)gz * cout_g + c0) * P.OS) + o;
 #pragma unroll
       for (int c = 0; c < {co}; ++c) {{
