@@ -327,7 +327,9 @@ def test_the_rule_picks_the_variant(tasks: dict[str, Task]) -> None:
     )
     for name in ("transposed2d", "transposed1d_groups", "transposed_dilated", "transposed_dilated3d"):
         assert first[name].variant == "gather", name  # transposed, few products per output
-    assert first["transposed2d"] == GroupConfig.of("gather", threads=256, co=4)  # 4 output channels
+    # 4 output channels; stride 2 along W: a thread owns both phases of a pair of outputs
+    assert first["transposed2d"] == GroupConfig.of("gather", threads=256, co=4, wide=1)
+    assert first["transposed1d_groups"] == GroupConfig.of("gather", threads=256, co=4)  # stride 3: a column a thread
     assert first["transposed_dilated3d"] == GroupConfig.of("gather", threads=256, co=16)  # 9 a group: 16, one partial
     depthwise = ("depthwise_residual", "depthwise_multiplier", "depthwise3d", "depthwise_wide_kernel", "h_depthwise")
     for name in (*depthwise, "pointwise_relu"):
@@ -464,6 +466,11 @@ def test_the_space_rejects_bad_tiles(tasks: dict[str, Task]) -> None:
     assert transposed.variants == ("implicit", "tf32x3", "gather", "direct")
     # the gather's weights in shared memory: 3x3 taps x 4 channels x 16 output channels (2304 B) fit 227 KiB, not 2
     assert transposed.reason_invalid(GroupConfig.of("gather", threads=256, co=16)) is None
+    sparse = kernels_of(tasks, "transposed_sparse").spaces[0]  # stride 3 along W: 3 columns a thread
+    assert sparse.reason_invalid(GroupConfig.of("gather", threads=256, co=8, wide=1)) is None  # 24 accumulators
+    assert sparse.reason_invalid(GroupConfig.of("gather", threads=256, co=16, wide=1)) is not None  # 48
+    stride_one = kernels_of(tasks, "transposed_dilated3d").spaces[0]  # stride 1 along W: nothing to widen
+    assert stride_one.reason_invalid(GroupConfig.of("gather", threads=256, co=4, wide=1)) is not None
     small = DeviceFacts(sm_count=7, smem_per_block_optin=2 * 1024)
     assert (
         kernels_of(tasks, "transposed2d", small).spaces[0].reason_invalid(GroupConfig.of("gather", threads=256, co=16))
@@ -547,6 +554,8 @@ BUILDS: dict[str, list[tuple[str, GroupConfig]]] = {
         ("transposed_dilated", GroupConfig.of("gather", threads=128, co=8)),
         ("transposed_dilated3d", GroupConfig.of("gather", threads=256, co=4)),
         ("h_transposed", GroupConfig.of("gather", threads=256, co=8)),
+        ("transposed2d", GroupConfig.of("gather", threads=256, co=16, wide=1)),
+        ("transposed_sparse", GroupConfig.of("gather", threads=128, co=8, wide=1)),
     ],
     "stencil": [
         ("depthwise_residual", GroupConfig.of("stencil", tx=32, ty=8, rows=4)),
@@ -666,6 +675,17 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
         "transposed_dilated3d",
         [GroupConfig.of("gather", threads=128, co=4), GroupConfig.of("gather", threads=128, co=16)],
     ),
+    # a thread owning a stride's worth of consecutive outputs along the last axis (one of each phase): stride 2 with
+    # output padding (an odd last column), 3 with dilation 2, 2 against dilation 2 (one phase without taps), 3
+    # with a 2-tap kernel
+    (
+        "transposed2d",
+        [GroupConfig.of("gather", threads=128, co=4, wide=1), GroupConfig.of("gather", threads=256, co=16, wide=1)],
+    ),
+    ("transposed1d_groups", [GroupConfig.of("gather", threads=128, co=8, wide=1)]),
+    ("transposed3d", [GroupConfig.of("gather", threads=128, co=8, wide=1)]),
+    ("transposed_sparse", [GroupConfig.of("gather", threads=128, co=4, wide=1)]),
+    ("transposed_dilated", [GroupConfig.of("gather", threads=256, co=16, wide=1)]),
     # the stencil: depthwise (a channel multiplier, stride, dilation, 3-D), several input channels a group
     (
         "depthwise_residual",
@@ -712,7 +732,11 @@ FP32_CASES: list[tuple[str, list[GroupConfig]]] = [
 BF16_CASES: list[tuple[str, list[GroupConfig]]] = [
     (
         "h_transposed",
-        [GroupConfig.of("gather", threads=256, co=8), GroupConfig.of("gather", threads=128, co=4)],
+        [
+            GroupConfig.of("gather", threads=256, co=8),
+            GroupConfig.of("gather", threads=128, co=4),
+            GroupConfig.of("gather", threads=128, co=8, wide=1),
+        ],
     ),
     (
         "h_conv2d",

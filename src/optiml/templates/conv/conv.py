@@ -1171,11 +1171,13 @@ class ConvTemplate:
         if prob.transposed:
             knobs["gather"] = dict(conv_gather.GATHER_KNOBS)
         knobs["direct"] = dict(DIRECT_KNOBS)
-        implied = {
+        implied: dict[str, dict[str, Any]] = {
             variant: {"nhwc": 0, "staged": 1} if "nhwc" in knobs[variant] else {"staged": 1}
             for variant in conv_wgmma.VARIANTS
             if variant in knobs
         }
+        if "gather" in knobs:
+            implied["gather"] = dict(conv_gather.IMPLIED)
         return Space(knobs=knobs, check=partial(_space_check, prob, facts), implied=implied)
 
     def default(self, group: Group, facts: DeviceFacts) -> GroupConfig:
@@ -1186,7 +1188,7 @@ class ConvTemplate:
         m, n, k = prob.gemm_sizes(prob.primary)
         sms = max(1, facts.sm_count)
         if prob.transposed:
-            gather = conv_gather.rule(_gather_traced(prob), prob.primary.cout // prob.groups, facts)
+            gather = conv_gather.rule(prob, _gather_traced(prob), prob.primary.cout // prob.groups, facts)
             gemm = "implicit" in self.space(group, facts).variants
             if gemm and (gather is None or transposed_terms(prob) > GATHER_MAX_TERMS):
                 return _implicit_tile(prob, m, n, sms)
@@ -1218,18 +1220,18 @@ class ConvTemplate:
             others.append(GroupConfig.of("direct", threads=256))
         elif prob.transposed:  # the output-stationary gather and the phases' GEMMs (SIMT, 3xTF32 or 1xTF32)
             variants = self.space(group, facts).variants
-            gather = conv_gather.rule(_gather_traced(prob), prob.primary.cout // prob.groups, facts)
+            gather = conv_gather.rule(prob, _gather_traced(prob), prob.primary.cout // prob.groups, facts)
             mma_variant = _mma_tf32_variant(variants)
             gemms = [
                 *([_mma_tf32_tile(mma_variant, wide=False)] if mma_variant else []),
                 GroupConfig.of("implicit", bm=64, bn=128, bk=16, tm=8, tn=8),
                 GroupConfig.of("implicit", bm=64, bn=64, bk=8, tm=8, tn=4),
             ]
-            gathers = [] if gather is None else [gather, *conv_gather.narrower(gather)]
-            if first.variant == "gather":  # a narrower channel chunk, then the GEMMs
+            gathers = [] if gather is None else [gather, *conv_gather.alternatives(prob, gather)]
+            if first.variant == "gather":  # the other column mapping, a narrower channel chunk, then the GEMMs
                 others = [*gathers, *(gemms if "implicit" in variants else [])]
-            else:  # the rule's GEMM races the gather
-                others = [*gathers[:1], *(gemms if "implicit" in variants else []), *gathers[1:]]
+            else:  # the rule's GEMM races the gather, then the phases' TF32 tile and the other gathers
+                others = [*gathers[:1], *(gemms[:1] if "implicit" in variants else []), *gathers[1:], *gemms[1:]]
             others.append(GroupConfig.of("direct", threads=256))
         elif self.space(group, facts).variants[0] == "direct":  # too many taps for the table
             others = [GroupConfig.of("direct", threads=128), GroupConfig.of("direct", threads=64)]

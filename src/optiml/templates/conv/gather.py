@@ -14,6 +14,11 @@ and multiplies it into all ``co`` accumulators. The block's weights (``[tap][inp
 group's last channel; rounded to TF32 there where the task rounds) sit in shared memory, read as 16-byte
 broadcasts. Consecutive threads own consecutive positions, so every store of a channel is coalesced. The grid's
 ``y`` walks (image, group, channel chunk) planes, restaging the weights per plane; its ``x`` the positions.
+
+``wide=1``: a thread owns a stride's worth of consecutive outputs along the last axis, one of each output phase.
+Its first column is a multiple of the stride, so each column's residue — and its first tap and step along that
+axis — is a constant of the kernel: every lane walks the same taps there (at stride 2 with a 3-tap kernel, odd
+positions have two and even ones one: a warp of single positions runs at 75 %, at 50 % where the dilation is 2).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import Any
 from optiml.templates.base import DeviceFacts, GroupConfig, c_type, to_compute
 from optiml.templates.conv.stencil import Geometry
 
-GATHER_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "co": (4, 8, 16)}
+GATHER_KNOBS: dict[str, tuple[Any, ...]] = {"threads": (128, 256), "co": (4, 8, 16), "wide": (0, 1)}
+IMPLIED = {"wide": 0}  # a configuration that leaves it out: a thread an output position
+MAX_ACCUMULATORS = 32  # co x columns a thread holds
 STATIC_SMEM = 48 * 1024
 ROUNDS = 4  # the grid: positions split so the planes' blocks fill the GPU this many times over
 
@@ -40,15 +47,22 @@ def check(geo: Geometry, traced: list[tuple[int, int]], config: GroupConfig, fac
     if not geo.transposed:
         return "gather: a transposed convolution"
     co = int(config.get("co"))
+    cols = geo.stride[2]
+    if int(config.get("wide", 0)) and (cols == 1 or cols * co > MAX_ACCUMULATORS):
+        return (
+            f"{config.label()}: wide needs a stride over 1 along the last axis and at most {MAX_ACCUMULATORS} "
+            f"accumulators ({cols} columns x {co} channels)"
+        )
     most = max(weight_bytes(taps, cin_g, co) for taps, cin_g in traced)
     if most > facts.smem_per_block_optin:
         return f"{config.label()}: {most} B of weights in shared memory (at most {facts.smem_per_block_optin})"
     return None
 
 
-def rule(traced: list[tuple[int, int]], cout_g: int, facts: DeviceFacts) -> GroupConfig | None:
+def rule(geo: Geometry, traced: list[tuple[int, int]], cout_g: int, facts: DeviceFacts) -> GroupConfig | None:
     """The widest channel chunk (no wider than the group's channels rounded up to 4) whose weights fit 48 KiB,
-    else the narrowest that fits at all; None where none does."""
+    else the narrowest that fits at all (None where none does); at stride 2 along the last axis a thread owns both
+    phases of a pair of outputs (``wide``: no lane idles while its neighbour walks its taps)."""
     widest = max(4, 1 << max(0, (cout_g - 1).bit_length()))
     fitting = [
         co
@@ -56,16 +70,28 @@ def rule(traced: list[tuple[int, int]], cout_g: int, facts: DeviceFacts) -> Grou
         if co <= widest and max(weight_bytes(t, c, co) for t, c in traced) <= STATIC_SMEM
     ]
     if fitting:
-        return GroupConfig.of("gather", threads=256, co=fitting[0])
-    if max(weight_bytes(t, c, 4) for t, c in traced) <= facts.smem_per_block_optin:
-        return GroupConfig.of("gather", threads=256, co=4)
-    return None
+        co = fitting[0]
+    elif max(weight_bytes(t, c, 4) for t, c in traced) <= facts.smem_per_block_optin:
+        co = 4
+    else:
+        return None
+    return GroupConfig.of("gather", threads=256, co=co, **({"wide": 1} if geo.stride[2] == 2 else {}))
 
 
-def narrower(config: GroupConfig) -> list[GroupConfig]:
-    """``config`` with the next narrower channel chunk (fewer registers, more reads of the input), if any."""
-    co = int(config.get("co"))
-    return [config.with_params(co=co // 2)] if co // 2 in GATHER_KNOBS["co"] else []
+def alternatives(geo: Geometry, config: GroupConfig) -> list[GroupConfig]:
+    """Seeds beside the rule's ``config``: the other ``wide`` (where valid: at most 16 channels at stride 2, 8 at
+    3 or 4, 4 up to 8; a narrower chunk where the rule's is too wide for the columns), then the next narrower
+    channel chunk (fewer registers, more reads of the input)."""
+    co, wide, cols = int(config.get("co")), int(config.get("wide", 0)), geo.stride[2]
+    found = []
+    if wide:
+        found.append(GroupConfig.of("gather", threads=256, co=co))
+    elif 1 < cols <= MAX_ACCUMULATORS // 4:
+        fits = min(co, max(c for c in GATHER_KNOBS["co"] if c * cols <= MAX_ACCUMULATORS))
+        found.append(GroupConfig.of("gather", threads=256, co=fits, wide=1))
+    if co // 2 in GATHER_KNOBS["co"]:
+        found.append(config.with_params(co=co // 2))
+    return found
 
 
 def _axis(k: str, o: str, i: str, extent: str, size: str, stride: int, pad: int, dil: int) -> tuple[str, str]:
@@ -111,42 +137,81 @@ def nest(loops: list[tuple[str, str]], body: str, indent: str) -> str:
     return "\n".join(lines)
 
 
+def columns(geo: Geometry, config: GroupConfig) -> int:
+    """Consecutive outputs along the last axis a thread owns: the stride there with ``wide=1``, else 1."""
+    return geo.stride[2] if int(config.get("wide", 0)) else 1
+
+
+def _column(j: int, cols: int, pad: int, dil: int) -> tuple[str, str] | None:
+    """The loop over the last axis's taps reaching column ``j`` of a thread's ``cols`` (``cols``: the stride; the
+    thread's first column ``ow0`` a multiple of it, so the column's residue and first tap are constants), or None
+    where no tap reaches it."""
+    step = cols // math.gcd(cols, dil)
+    first = next((k for k in range(step) if (k * dil - j - pad) % cols == 0), None)
+    if first is None:
+        return None
+    reach = f"ow0 + {j + pad} - kx * {dil}"
+    header = f"if (ow0 + {j} < OW) for (int kx = {first}; kx < (int)P.KW && {reach} >= 0; kx += {step})"
+    return header, f"const int iw = ({reach}) / {cols}; if (iw >= (int)P.W) continue;"
+
+
 def code(p: str, config: GroupConfig, geo: Geometry, bias: str, facts: DeviceFacts, tf32: bool) -> str:
     """Device code and launch of the ``gather`` kernel; ``bias``: statement adding the bias of output channel
     ``gz * cout_g + c0 + c`` to ``v`` (empty without one)."""
     threads, co = int(config.get("threads")), int(config.get("co"))
+    cols = columns(geo, config)
     ctype = c_type(geo.dtype)
 
     def load(expr: str) -> str:
         value = to_compute(expr, geo.dtype)
         return f"optiml_round_tf32({value})" if tf32 else value
 
-    fmas = "\n".join(
-        f"  {{ const float4 w4 = *reinterpret_cast<const float4*>(wt + {c}); "
-        f"acc[{c}] = fmaf(xv, w4.x, acc[{c}]); acc[{c + 1}] = fmaf(xv, w4.y, acc[{c + 1}]); "
-        f"acc[{c + 2}] = fmaf(xv, w4.z, acc[{c + 2}]); acc[{c + 3}] = fmaf(xv, w4.w, acc[{c + 3}]); }}"
-        for c in range(0, co, 4)
-    )
-    body = f"""\
+    def products(j: int) -> str:
+        """Column ``j``'s products for the tap ``(kz, ky, kx)`` at input ``(id, ih, iw)``."""
+        fmas = "\n".join(
+            f"  {{ const float4 w4 = *reinterpret_cast<const float4*>(wt + {c}); "
+            + " ".join(f"acc[{j}][{c + i}] = fmaf(xv, w4.{lane}, acc[{j}][{c + i}]);" for i, lane in enumerate("xyzw"))
+            + " }"
+            for c in range(0, co, 4)
+        )
+        return f"""\
 const {ctype}* __restrict__ xp = xg + ((int64_t)id * P.H + ih) * P.W + iw;
 const float* __restrict__ wt = ws + ((kz * (int)P.KH + ky) * (int)P.KW + kx) * cin_g * {co};
 for (int ci = 0; ci < cin_g; ++ci, wt += {co}) {{
   const float xv = {load("xp[(int64_t)ci * P.DHW]")};
 {fmas}
 }}"""
+
+    loops = tap_loops(geo)
+    if cols == 1:  # the lane's own taps along every axis
+        walk = "      const int ow = ow0;\n" + nest(loops, products(0), "      ")
+    else:  # a column's taps along the last axis are constants of the kernel: every lane walks the same ones
+        found = [(j, column) for j in range(cols) if (column := _column(j, cols, geo.padding[2], geo.dilation[2]))]
+        walk = nest(loops[:2], "\n".join(nest([column], products(j), "") for j, column in found), "      ")
+    stores = "\n".join(
+        f"""\
+        if (ow0 + {j} < OW) {{
+          float v = acc[{j}][c];
+          {bias}
+          {p}_epi1(P, at + {j}, 0, v);
+        }}"""
+        for j in range(cols)
+    )
     resident = max(1, facts.max_threads_per_sm // threads)
     # blocks an SM must hold: ptxas's own choice for 256 threads kept 64 registers and spilled (40 bytes at co = 8
-    # on a 3-D kernel); these bounds leave it 80 (co <= 8) or 120 (co = 16), unspilled on KernelBench's shapes
-    min_blocks = (2 if co == 16 else 3) * 256 // threads
+    # on a 3-D kernel); these bounds leave it 80 (co * columns <= 8) or 120 (16 and more), unspilled on
+    # KernelBench's shapes
+    min_blocks = (2 if co * cols >= 16 else 3) * 256 // threads
     return f"""\
-// gather: a thread an output position, {co} output channels of one group; the block's weights in shared memory.
+// gather: a thread {"an output position" if cols == 1 else f"{cols} consecutive outputs (one of each phase)"}, {co}
+// output channels of one group; the block's weights in shared memory.
 __global__ void __launch_bounds__({threads}, {min_blocks}) {p}_gather(const {p}_prob P) {{
   extern __shared__ __align__(16) unsigned char {p}_smem[];
   float* __restrict__ ws = reinterpret_cast<float*>({p}_smem);
   const int cin_g = (int)P.Cin_g, cout_g = (int)P.Cout_g, chunks = (cout_g + {co - 1}) / {co};
   const int weights = (int)P.KS * cin_g * {co};
   const int planes = (int)P.B * (int)P.G * chunks, groups = (int)P.G;
-  const int OW = (int)P.OW, OHW = (int)P.OHW, OS = (int)P.OS;
+  const int OW = (int)P.OW, OWg = (OW + {cols - 1}) / {cols}, OHWg = (int)P.OH * OWg, OSg = (int)P.OD * OHWg;
   for (int plane = (int)blockIdx.y; plane < planes; plane += (int)gridDim.y) {{
     const int chunk = plane % chunks, gz = plane / chunks % groups;
     const int64_t b = plane / chunks / groups;
@@ -158,20 +223,20 @@ __global__ void __launch_bounds__({threads}, {min_blocks}) {p}_gather(const {p}_
     }}
     __syncthreads();
     const {ctype}* __restrict__ xg = P.x + (b * P.Cin + (int64_t)gz * cin_g) * P.DHW;
-    for (int o = (int)(blockIdx.x * {threads} + threadIdx.x); o < OS; o += (int)gridDim.x * {threads}) {{
-      const int od = o / OHW, oh = (o - od * OHW) / OW, ow = o - od * OHW - oh * OW;
-      float acc[{co}];
+    for (int o = (int)(blockIdx.x * {threads} + threadIdx.x); o < OSg; o += (int)gridDim.x * {threads}) {{
+      const int od = o / OHWg, oh = (o - od * OHWg) / OWg, ow0 = (o - od * OHWg - oh * OWg) * {cols};
+      float acc[{cols}][{co}];
 #pragma unroll
-      for (int c = 0; c < {co}; ++c) acc[c] = 0.f;
-{nest(tap_loops(geo), body, "      ")}
-      const int64_t first = ((b * P.Cout + (int64_t)gz * cout_g + c0) * P.OS) + o;
+      for (int j = 0; j < {cols}; ++j)
+#pragma unroll
+        for (int c = 0; c < {co}; ++c) acc[j][c] = 0.f;
+{walk}
+      const int64_t first = (b * P.Cout + (int64_t)gz * cout_g + c0) * P.OS + ((int64_t)od * P.OH + oh) * OW + ow0;
 #pragma unroll
       for (int c = 0; c < {co}; ++c) {{
-        if (c0 + c < cout_g) {{
-          float v = acc[c];
-          {bias}
-          {p}_epi1(P, first + c * P.OS, 0, v);
-        }}
+        if (c0 + c >= cout_g) continue;
+        const int64_t at = first + c * P.OS;
+{stores}
       }}
     }}
   }}
@@ -179,7 +244,7 @@ __global__ void __launch_bounds__({threads}, {min_blocks}) {p}_gather(const {p}_
 static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   if (P.B * P.Cout <= 0 || P.OS <= 0) return 0;
   const int64_t planes = P.B * P.G * ((P.Cout_g + {co - 1}) / {co});
-  if (P.OS > 2147483647LL - {threads} || planes > 2147483647LL || P.KS * P.Cin_g * {co} > 2147483647LL) {{
+  if (P.OS > 2147483647LL - {threads * cols} || planes > 2147483647LL || P.KS * P.Cin_g * {co} > 2147483647LL) {{
     return -4;  // 32-bit positions, planes and weights
   }}
   const int64_t smem = P.KS * P.Cin_g * {co} * (int64_t)sizeof(float);
@@ -192,7 +257,7 @@ static int {p}_launch({p}_prob& P, cudaStream_t stream) {{
   resident = resident < 1 ? 1 : resident > {resident} ? {resident} : resident;
   const int64_t want = {facts.sm_count * ROUNDS} * resident;
   const int64_t gy = planes < 65535 ? planes : 65535;
-  int64_t gx = (P.OS + {threads - 1}) / {threads};
+  int64_t gx = (P.OD * P.OH * ((P.OW + {cols - 1}) / {cols}) + {threads - 1}) / {threads};
   if (gx * gy > want) gx = (want + gy - 1) / gy;
   if (gx < 1) gx = 1;
   {p}_gather<<<dim3((unsigned)gx, (unsigned)gy), {threads}, (size_t)smem, stream>>>(P);
