@@ -1023,9 +1023,13 @@ def _tf32_check(config: GroupConfig, tables: int) -> str | None:
     return None
 
 
-def _gather_traced(prob: ConvProblem) -> list[tuple[int, int]]:
-    """(kernel taps, input channels per group) at each shape set: what the ``gather`` kernel's weights take."""
-    return [(_taps(t), t.cin // prob.groups) for t in prob.traced]
+def _gather_weights(prob: ConvProblem) -> int:
+    """The most kernel taps x input channels per group at any shape set: a ``gather`` block's weights a channel."""
+    return max(_taps(t) * (t.cin // prob.groups) for t in prob.traced)
+
+
+def _gather_rule(prob: ConvProblem, facts: DeviceFacts) -> GroupConfig | None:
+    return conv_gather.rule(prob, _gather_weights(prob), prob.primary.cout // prob.groups, facts)
 
 
 def _space_check(prob: ConvProblem, facts: DeviceFacts, config: GroupConfig) -> str | None:
@@ -1034,7 +1038,7 @@ def _space_check(prob: ConvProblem, facts: DeviceFacts, config: GroupConfig) -> 
     if config.variant == "stencil":
         return conv_stencil.check(prob, prob.kernel, config)
     if config.variant == "gather":
-        return conv_gather.check(prob, _gather_traced(prob), config, facts)
+        return conv_gather.check(prob, _gather_weights(prob), config, facts)
     tables = TAPS_BYTES + (4 * MAX_TAPS if prob.transposed else 0)
     if config.variant == "implicit":
         return _implicit_check(config, tables)
@@ -1188,7 +1192,7 @@ class ConvTemplate:
         m, n, k = prob.gemm_sizes(prob.primary)
         sms = max(1, facts.sm_count)
         if prob.transposed:
-            gather = conv_gather.rule(prob, _gather_traced(prob), prob.primary.cout // prob.groups, facts)
+            gather = _gather_rule(prob, facts)
             gemm = "implicit" in self.space(group, facts).variants
             if gemm and (gather is None or transposed_terms(prob) > GATHER_MAX_TERMS):
                 return _implicit_tile(prob, m, n, sms)
@@ -1220,7 +1224,7 @@ class ConvTemplate:
             others.append(GroupConfig.of("direct", threads=256))
         elif prob.transposed:  # the output-stationary gather and the phases' GEMMs (SIMT, 3xTF32 or 1xTF32)
             variants = self.space(group, facts).variants
-            gather = conv_gather.rule(prob, _gather_traced(prob), prob.primary.cout // prob.groups, facts)
+            gather = _gather_rule(prob, facts)
             mma_variant = _mma_tf32_variant(variants)
             gemms = [
                 *([_mma_tf32_tile(mma_variant, wide=False)] if mma_variant else []),

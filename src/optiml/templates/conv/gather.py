@@ -36,16 +36,14 @@ STATIC_SMEM = 48 * 1024
 ROUNDS = 4  # the grid: positions split so the planes' blocks fill the GPU this many times over
 
 
-def weight_bytes(taps: int, cin_g: int, co: int) -> int:
-    """Shared memory the block's weights take: ``[taps][cin_g][co]`` floats."""
-    return taps * cin_g * co * 4
+def _weight_bytes(weights: int, co: int) -> int:
+    """Shared memory a block's weights take: ``[taps][cin_g][co]`` floats (``weights``: taps x cin_g)."""
+    return weights * co * 4
 
 
-def check(geo: Geometry, traced: list[tuple[int, int]], config: GroupConfig, facts: DeviceFacts) -> str | None:
-    """Why ``config`` cannot run this convolution, or None; ``traced``: (kernel taps, input channels per group)
-    at each shape set."""
-    if not geo.transposed:
-        return "gather: a transposed convolution"
+def check(geo: Geometry, weights: int, config: GroupConfig, facts: DeviceFacts) -> str | None:
+    """Why ``config`` cannot run this convolution, or None; ``weights``: the most kernel taps x input channels per
+    group at any shape set."""
     co = int(config.get("co"))
     cols = geo.stride[2]
     if int(config.get("wide", 0)) and (cols == 1 or cols * co > MAX_ACCUMULATORS):
@@ -53,13 +51,13 @@ def check(geo: Geometry, traced: list[tuple[int, int]], config: GroupConfig, fac
             f"{config.label()}: wide needs a stride over 1 along the last axis and at most {MAX_ACCUMULATORS} "
             f"accumulators ({cols} columns x {co} channels)"
         )
-    most = max(weight_bytes(taps, cin_g, co) for taps, cin_g in traced)
+    most = _weight_bytes(weights, co)
     if most > facts.smem_per_block_optin:
         return f"{config.label()}: {most} B of weights in shared memory (at most {facts.smem_per_block_optin})"
     return None
 
 
-def rule(geo: Geometry, traced: list[tuple[int, int]], cout_g: int, facts: DeviceFacts) -> GroupConfig | None:
+def rule(geo: Geometry, weights: int, cout_g: int, facts: DeviceFacts) -> GroupConfig | None:
     """The widest channel chunk (no wider than the group's channels rounded up to 4) whose weights fit 48 KiB,
     else the narrowest that fits at all (None where none does); at stride 2 along the last axis a thread owns both
     phases of a pair of outputs (``wide``: no lane idles while its neighbour walks its taps)."""
@@ -67,11 +65,11 @@ def rule(geo: Geometry, traced: list[tuple[int, int]], cout_g: int, facts: Devic
     fitting = [
         co
         for co in sorted(GATHER_KNOBS["co"], reverse=True)
-        if co <= widest and max(weight_bytes(t, c, co) for t, c in traced) <= STATIC_SMEM
+        if co <= widest and _weight_bytes(weights, co) <= STATIC_SMEM
     ]
     if fitting:
         co = fitting[0]
-    elif max(weight_bytes(t, c, 4) for t, c in traced) <= facts.smem_per_block_optin:
+    elif _weight_bytes(weights, 4) <= facts.smem_per_block_optin:
         co = 4
     else:
         return None
@@ -137,11 +135,6 @@ def nest(loops: list[tuple[str, str]], body: str, indent: str) -> str:
     return "\n".join(lines)
 
 
-def columns(geo: Geometry, config: GroupConfig) -> int:
-    """Consecutive outputs along the last axis a thread owns: the stride there with ``wide=1``, else 1."""
-    return geo.stride[2] if int(config.get("wide", 0)) else 1
-
-
 def _column(j: int, cols: int, pad: int, dil: int) -> tuple[str, str] | None:
     """The loop over the last axis's taps reaching column ``j`` of a thread's ``cols`` (``cols``: the stride; the
     thread's first column ``ow0`` a multiple of it, so the column's residue and first tap are constants), or None
@@ -159,7 +152,7 @@ def code(p: str, config: GroupConfig, geo: Geometry, bias: str, facts: DeviceFac
     """Device code and launch of the ``gather`` kernel; ``bias``: statement adding the bias of output channel
     ``gz * cout_g + c0 + c`` to ``v`` (empty without one)."""
     threads, co = int(config.get("threads")), int(config.get("co"))
-    cols = columns(geo, config)
+    cols = geo.stride[2] if int(config.get("wide", 0)) else 1  # consecutive outputs along the last axis a thread
     ctype = c_type(geo.dtype)
 
     def load(expr: str) -> str:
