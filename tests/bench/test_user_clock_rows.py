@@ -223,3 +223,14 @@ def test_the_roofline_share_is_on_the_headline_s_clock_with_the_judge_s_beside_i
     assert metrics["median_roofline_fraction"] == pytest.approx(0.7)  # a's 0.9 and c's 0.5
     assert metrics["judge_median_roofline_fraction"] == pytest.approx(0.5)  # 0.3, 0.5, 0.5
     assert a.to_dict()["judge_roofline_fraction"] == pytest.approx(0.3)
+
+
+def test_a_row_whose_judge_left_compile_to_the_user_s_process_still_shows_its_compile_speedup() -> None:
+    """With the user's clock on, the bench's judge times no torch.compile of its own: the row's speedups over
+    compile (and the fastest) come from the user's process alone."""
+    a = BenchRow("a", "/a.py", "verified", best_ms=1.0, baselines_ms={"eager": 2.0, "eager_tf32": 1.5},
+                 user_clock=user("a", 1.0, eager=2.0, default=1.5, compiled=1.25))  # fmt: skip
+    shown = a.to_dict()
+    assert shown["speedups"]["compile"] == pytest.approx(1.25) and shown["speedups"][FASTEST] == pytest.approx(1.25)
+    assert "compile" not in shown["judge_speedups"] and set(a.baseline_agreement) == {"eager", "eager_tf32"}
+    assert suite_metrics([a])["geomean_vs_compile"] == pytest.approx(1.25)

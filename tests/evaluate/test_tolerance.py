@@ -147,3 +147,33 @@ def test_a_widened_atol_that_lets_a_trivial_output_pass_is_tightened_again() -> 
     decided = decide([x], [ref], 1e-4, 1e-4, "native", "here", rounding=[Float64Distance(1e-3, 9.0)])
     assert decided.atol == (pytest.approx(1e-4 * float(ref.abs().max())),)
     assert any("input 0 unchanged passed" in n for n in decided.notes)
+
+
+GROUP_NORM_MEAN = """
+class Model(nn.Module):  # level2/23's tail: a group norm's output averaged, exactly 0 but for rounding
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.GroupNorm(4, 16)
+    def forward(self, x):
+        return self.norm(x).mean(dim=[1, 2, 3])
+def get_inputs():
+    return [torch.rand(8, 16, 12, 12)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_reference_of_rounding_noise_keeps_a_tolerance_an_honest_kernel_meets(tmp_path: Path) -> None:
+    """All zeros pass the task's 1e-4 on level2/23's mean of a group norm; rtol x max |ref| (about 1e-12) would
+    fail every correct kernel, whose sums round differently: the floor is twice the distance from float64."""
+    runtime = _task(tmp_path, GROUP_NORM_MEAN)
+    case = runtime.case(1, 0, "native")
+    (ref,) = case.expected
+    assert float(ref.abs().max()) < 1e-6  # rounding noise around 0
+    (atol,) = case.atol
+    assert float(ref.abs().max()) <= atol < 1e-5  # tight, yet as wide as the noise
+    honest = torch.nn.GroupNorm(4, 16).double()(case.args[0].double()).mean(dim=[1, 2, 3]).float()
+    assert compare([honest], case.expected, case.atol, case.rtol).passed
+    assert not compare([ref + 1e-4], case.expected, case.atol, case.rtol).passed
+    assert any("rounding noise around an answer of about zero" in n for n in runtime.notes)
+    assert any("still passes" in n for n in runtime.notes)  # zeros are the answer: said, not hidden

@@ -124,7 +124,10 @@ SPECS: dict[str, dict[str, Any]] = {
         inputs="torch.randn(M, K), torch.randn(K, N), torch.randn(N)",
     ),
     "mm_rowsum": dict(
-        args="a, b", body="return (a @ b * 2.0).sum(dim=1)", inputs="torch.randn(M, K), torch.randn(K, N)"
+        # relu: not linear, so the sum stays after the product (a linear chain folds: test_product_sums.py)
+        args="a, b",
+        body="return (torch.relu(a @ b) * 2.0).sum(dim=1)",
+        inputs="torch.randn(M, K), torch.randn(K, N)",
     ),
     "mm_scaled": dict(  # a size-derived float constant: 1 / sqrt(K) differs between shape sets
         args="a, b", body="return (a @ b) * a.shape[-1] ** -0.5", inputs="torch.randn(M, K), torch.randn(K, N)"
@@ -282,7 +285,7 @@ PLANS = {
     "linear3d_gelu_res": "gemm[matmul add mul mul erf add mul mul add]",
     "addmm": "gemm[matmul mul add clamp]",  # beta * c is recomputed in the epilogue: no kernel of its own
     "recomputed_leaf": "gemm[matmul add]",
-    "mm_rowsum": "gemm[matmul mul] → reduce[sum]",  # a reduction after the product stays a kernel
+    "mm_rowsum": "gemm[matmul relu mul] → reduce[sum]",  # a reduction after the product stays a kernel
     "two_outputs": "gemm[matmul relu mul]",
     "mlp": "gemm[matmul add relu] → gemm[matmul add]",
     "gemv": "gemm[matmul]",

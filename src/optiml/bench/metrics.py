@@ -146,7 +146,8 @@ class BenchRow:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["clock"] = self.clock
-        data["speedups"] = {b: self.speedup(b) for b in (*self.baselines_ms, FASTEST)}
+        shown = (*self.baselines_ms, *(b for b in BASELINES if b not in self.baselines_ms and self.user_clock))
+        data["speedups"] = {b: self.speedup(b) for b in (*shown, FASTEST)}
         data["judge_speedups"] = {b: self.judge_speedup(b) for b in (*self.baselines_ms, FASTEST)}
         if self.user_clock is not None:
             data["user_ms"] = self.user_ms

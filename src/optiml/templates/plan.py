@@ -21,6 +21,8 @@ Rules (documented so that a reader can predict a plan):
   broadcasting into the product's shape (bias ``[N]``, per-row ``[M, 1]``, a residual ``[M, N]``).
   Bias, activations, scaling, residual adds and clamps fuse this way; a reduction after the
   product is a separate kernel reading it from memory. The operands are read where they are stored.
+* A product summed (or averaged) over its columns through linear element-wise ops is first folded into its
+  weight (:mod:`optiml.templates.product_sums`): a column sum of the weight and a GEMV, no GEMM.
 * A ``conv`` (``aten.convolution``: 1-D/2-D/3-D, groups, transposed) starts a *conv group* with the
   same epilogue rule as a GEMM group, except that any view of the same size keeps the output's
   linear index (the epilogue is indexed by it), so a per-channel ``[C, 1, 1]`` bias, an eval-mode
@@ -47,6 +49,7 @@ from optiml.graph.ir import Graph, Node
 from optiml.graph.ops import op_class
 from optiml.templates.base import TemplateError
 from optiml.templates.group import Group
+from optiml.templates.product_sums import fold_product_sums
 from optiml.templates.registry import dedicated_op_classes, family, served
 from optiml.templates.view_sinking import sink_views
 
@@ -664,7 +667,7 @@ def _scan_prologue(graphs: list[Graph], vid: int, recomputable: set[int], stride
 
 def make_plan(graphs: list[Graph]) -> Plan:
     """Plan kernels for a task from its graphs at every shape set (see the module docstring)."""
-    cleaned = [cse(g) for g in sink_views([cse(g) for g in graphs])]
+    cleaned = [cse(g) for g in sink_views([cse(g) for g in fold_product_sums([cse(g) for g in graphs])])]
     planner = _Planner(cleaned[0], cleaned)
     buildings = planner.plan()
     g = cleaned[0]
