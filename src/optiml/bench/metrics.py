@@ -146,8 +146,8 @@ class BenchRow:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["clock"] = self.clock
-        shown = (*self.baselines_ms, *(b for b in BASELINES if b not in self.baselines_ms and self.user_clock))
-        data["speedups"] = {b: self.speedup(b) for b in (*shown, FASTEST)}
+        shown = dict.fromkeys([*self.baselines_ms, *(BASELINES if self.user_clock is not None else ()), FASTEST])
+        data["speedups"] = {b: self.speedup(b) for b in shown}
         data["judge_speedups"] = {b: self.judge_speedup(b) for b in (*self.baselines_ms, FASTEST)}
         if self.user_clock is not None:
             data["user_ms"] = self.user_ms

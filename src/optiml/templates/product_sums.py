@@ -18,7 +18,7 @@ sum would round where the reference does not. Every shape set's graph folds the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from optiml.graph.ir import Graph, Node, TensorType, Value
 
@@ -143,7 +143,7 @@ class _Rewriter:
         outputs = tuple(self._now(v) for v in self.graph.outputs)
         stale = {o for fold in self.by_node.values() for n in (fold.product, *fold.chain) for o in n.outputs}
         for vid in stale:  # no node computes these any more
-            self.values[vid] = Value(vid, self.values[vid].type)
+            self.values[vid] = replace(self.values[vid], producer=None)
         return Graph(tuple(self.values), self.graph.inputs, tuple(self.nodes), outputs, self.graph.input_names)
 
     def _now(self, vid: int) -> int:
@@ -153,8 +153,7 @@ class _Rewriter:
         """Append a node computing ``outputs`` (their producer set to it)."""
         index = len(self.nodes)
         for o in outputs:
-            old = self.values[o]
-            self.values[o] = Value(o, old.type, index, old.const, old.scalar)
+            self.values[o] = replace(self.values[o], producer=index)
         self.nodes.append(Node(index, op, tuple(inputs), outputs, attrs, target))
 
     def _node(self, op: str, inputs: list[int], shape: tuple[int, ...], dtype: str, attrs: tuple, target: str) -> int:
